@@ -1,0 +1,33 @@
+# Both main targets create .venv and install what they need: nothing else to set up.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NODE   ?= $(shell hostname -s)
+SUITE  ?= default
+MODEL  ?=
+SERVER_KIND ?= auto
+
+.PHONY: test bench bench-smoke bench-real lint faults clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,real]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check harness tests scripts
+	$(VENV)/bin/ruff format --check harness tests scripts
+
+bench: $(STAMP)
+	$(VENV)/bin/harness bench --node $(NODE) --suite $(SUITE) --server-kind $(SERVER_KIND) $(if $(MODEL),--model $(MODEL),)
+
+bench-smoke: $(STAMP)
+	$(VENV)/bin/harness bench --node $(NODE) --suite smoke --server-kind $(SERVER_KIND)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""One module per CLI subcommand: argument parsing and printing only; the work lives in the stage modules."""

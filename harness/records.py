@@ -1,0 +1,86 @@
+"""Records that cross stage boundaries (the capture contract). Raw facts first; derived figures later.
+
+`requests.jsonl` holds one RequestRecord per line (dataclasses.asdict), `point.json` one PointRecord.
+Times named *_mono are time.monotonic() seconds in the harness process; *_wall are Unix epoch seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+PointStatus = Literal["ok", "partial", "failed", "interrupted", "running"]
+
+
+@dataclass
+class RequestRecord:
+    # identity
+    experiment: str
+    server: str
+    point: str  # point folder name, e.g. "groups=16,seed=0"
+    seed: int
+    index: int  # position in the schedule (0-based), stable across runs of the same seed
+    group: int | None = None  # shared-prefix group
+    session: int | None = None  # multi-turn session
+    turn: int | None = None  # 0-based turn within the session
+    position: int | None = None  # occurrence of this group/session prefix so far (0 = first)
+    api: str = ""
+    # clock (monotonic s) and wall start
+    scheduled_mono: float = 0.0  # when the request should have been sent (TTFT starts here)
+    sent_mono: float | None = None
+    first_byte_mono: float | None = None  # first SSE event or first body byte of any kind
+    first_token_mono: float | None = None  # first event carrying generated text
+    done_mono: float | None = None
+    start_wall: float = 0.0
+    token_mono: list[float] = field(default_factory=list)  # arrival of every text-carrying event
+    # derived at record time for convenience (re-derivable from the stamps above)
+    ttft_s: float | None = None  # first_token - scheduled
+    ttft_sent_s: float | None = None  # first_token - sent
+    e2e_s: float | None = None  # done - scheduled
+    # usage as the server reported it
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None  # None when the server did not say
+    cached_device: int | None = None
+    cached_host: int | None = None
+    expected_prompt_tokens: int | None = None  # what the generator built, per its tokenizer
+    max_tokens: int | None = None
+    finish_reason: str | None = None
+    http_status: int | None = None
+    ok: bool = False
+    error: str | None = None
+    error_kind: str | None = None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | cancelled
+    answer: str | None = None  # generated text (needed to replay multi-turn histories offline)
+    prompt_sha: str | None = None  # sha1 of the exact prompt sent (text or token ids)
+    server_timings: dict[str, Any] | None = None  # e.g. llama.cpp `timings`
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PointRecord:
+    """`point.json`, written last: a point whose status is ok is never run again."""
+
+    experiment: str
+    server: str
+    point: str
+    seed: int
+    sweep: dict[str, Any]
+    status: PointStatus
+    requests_scheduled: int
+    requests_ok: int
+    requests_failed: int
+    errors: dict[str, int]  # error_kind -> count
+    start_mono: float
+    end_mono: float
+    start_wall: float
+    end_wall: float
+    flushed: bool | None  # None: the server has no flush endpoint
+    flush_note: str | None = None
+    attempt: int = 1
+    failure: str | None = None  # why the point failed (e.g. server log tail)
+    telemetry_status: str | None = None  # "ok", or why there are no GPU samples
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
