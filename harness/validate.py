@@ -1,0 +1,193 @@
+"""Verdicts on whether a point's timings can be trusted, and whether an A/B pair's clocks confound it.
+
+Point verdict: the first of thermal, hw-slowdown, power-brake, below-floor that applies (root causes
+before the symptom); `reasons` lists every one that applies. No samples gives `no-telemetry`, which
+is *expected* (not flagged) when the telemetry status says the server had no GPU to watch (the sim,
+`CUDA_VISIBLE_DEVICES` hiding all GPUs: statuses starting "sim server" or "no GPU"); any other missing
+telemetry (no NVML on a GPU server, NVML errors) is flagged, since the GPU may have run unobserved.
+Pairs: different servers of one experiment at one sweep value; clock-confounded when the ratio of
+their busy-median SM clocks exceeds max_ab_clock_ratio.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Any
+
+from harness.errors import HarnessError
+
+SUPPORTED_SCHEMA_MAJOR = 1
+POINT_VERDICTS = ("ok", "below-floor", "thermal", "hw-slowdown", "power-brake", "no-telemetry")
+PAIR_VERDICTS = ("ok", "clock-confounded", "no-telemetry")
+EXPECTED_NO_GPU = ("sim server", "no GPU")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    clock_floor_mhz: float = 1000.0
+    clock_floor_ratio: float = 0.75  # x max SM clock of the part
+    max_thermal_fraction: float = 0.1
+    max_ab_clock_ratio: float = 1.1
+
+
+def expected_no_gpu(status: str | None) -> bool:
+    """True when the telemetry status says there was no GPU to watch (not a failure to watch one)."""
+    return bool(status) and str(status).startswith(EXPECTED_NO_GPU)
+
+
+def floor_mhz(stats: dict[str, Any], th: Thresholds) -> float:
+    """max(absolute floor, ratio x the part's max SM clock): 1,000 MHz means different things on different parts."""
+    max_sm = stats.get("max_sm_clock_mhz")
+    return max(th.clock_floor_mhz, th.clock_floor_ratio * max_sm) if max_sm else th.clock_floor_mhz
+
+
+def point_verdict(stats: dict[str, Any] | None, thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """{"verdict", "reasons", "flagged"} for one point's telemetry figures (stats.point_stats output)."""
+    th = thresholds or Thresholds()
+    if not stats or not stats.get("n_samples"):
+        status = (stats or {}).get("status") or "no telemetry figures for this point"
+        return {"verdict": "no-telemetry", "reasons": [str(status)], "flagged": not expected_no_gpu(status)}
+    found: dict[str, str] = {}
+    tf = stats.get("thermal_fraction")
+    if tf is not None and tf > th.max_thermal_fraction:
+        found["thermal"] = f"thermal flag (0x20|0x40) in {tf:.0%} of samples > {th.max_thermal_fraction:.0%}"
+    if stats.get("hw_slowdown"):
+        found["hw-slowdown"] = "hardware slowdown (0x8) on 2+ consecutive samples"
+    if stats.get("power_brake"):
+        found["power-brake"] = "power brake (0x80) seen"
+    clock = stats.get("busy_median_sm_clock_mhz")
+    notes: list[str] = []
+    if clock is None:
+        notes.append(f"no busy samples (gpu_util >= 50%) among {stats['n_samples']}: clock floor not judged")
+    else:
+        floor = floor_mhz(stats, th)
+        if clock < floor:
+            max_sm = stats.get("max_sm_clock_mhz")
+            how = (
+                f"max({th.clock_floor_mhz:.0f}, {th.clock_floor_ratio:g} x {max_sm:.0f})"
+                if max_sm
+                else "absolute"
+            )
+            found["below-floor"] = f"busy-median SM clock {clock:.0f} MHz < floor {floor:.0f} MHz ({how})"
+    for v in ("thermal", "hw-slowdown", "power-brake", "below-floor"):
+        if v in found:
+            return {"verdict": v, "reasons": list(found.values()) + notes, "flagged": True}
+    return {"verdict": "ok", "reasons": notes, "flagged": False}
+
+
+def _sweep_key(sweep: Any) -> str:
+    return json.dumps(sweep, sort_keys=True, default=str)
+
+
+def pair_verdicts(points: list[dict[str, Any]], thresholds: Thresholds | None = None) -> list[dict[str, Any]]:
+    """Every pair of different servers of one experiment at one sweep value, in first-seen order."""
+    th = thresholds or Thresholds()
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in points:
+        groups.setdefault((str(p.get("experiment")), _sweep_key(p.get("sweep"))), []).append(p)
+    out: list[dict[str, Any]] = []
+    for (experiment, _), members in groups.items():
+        for a, b in combinations(members, 2):
+            if a.get("server") == b.get("server"):
+                continue
+            out.append(_pair(experiment, a, b, th))
+    return out
+
+
+def _pair(experiment: str, a: dict[str, Any], b: dict[str, Any], th: Thresholds) -> dict[str, Any]:
+    ta, tb = a.get("telemetry") or {}, b.get("telemetry") or {}
+    ca, cb = ta.get("busy_median_sm_clock_mhz"), tb.get("busy_median_sm_clock_mhz")
+    row: dict[str, Any] = {
+        "experiment": experiment,
+        "sweep": a.get("sweep"),
+        "point_key": a.get("point_key"),
+        "a": a.get("server"),
+        "b": b.get("server"),
+        "clock_a_mhz": ca,
+        "clock_b_mhz": cb,
+        "ratio": None,
+    }
+    if not ca or not cb:
+        missing = [
+            s for s, c, t in ((a, ca, ta), (b, cb, tb)) if not c and not expected_no_gpu(t.get("status"))
+        ]
+        why = "; ".join(
+            f"{p.get('server')}: {(t.get('status') or 'no busy-median clock')}" for p, t in ((a, ta), (b, tb))
+        )
+        return {**row, "verdict": "no-telemetry", "reasons": [why], "flagged": bool(missing)}
+    ratio = max(ca, cb) / min(ca, cb)
+    row["ratio"] = round(ratio, 3)
+    if ratio > th.max_ab_clock_ratio:
+        faster = row["a"] if ca > cb else row["b"]
+        reason = (
+            f"busy-median SM clocks {ca:.0f} vs {cb:.0f} MHz: {faster} ran at {ratio:.2f}x the other's clock "
+            f"(> {th.max_ab_clock_ratio:g}); the latency ratio mixes cache effect and clock"
+        )
+        return {**row, "verdict": "clock-confounded", "reasons": [reason], "flagged": True}
+    return {**row, "verdict": "ok", "reasons": [], "flagged": False}
+
+
+def check_summary(summary: Any, source: str = "summary") -> list[dict[str, Any]]:
+    """The summary's points, after checking the shape validate relies on; HarnessError names what is wrong."""
+    if not isinstance(summary, dict) or "points" not in summary or "schema_version" not in summary:
+        raise HarnessError(f"{source}: not a harness summary (expected top-level schema_version and points)")
+    version = summary["schema_version"]
+    major = str(version).split(".", 1)[0]
+    if not major.isdigit() or int(major) != SUPPORTED_SCHEMA_MAJOR:
+        raise HarnessError(
+            f"{source}: schema_version {version!r} is not supported (expected {SUPPORTED_SCHEMA_MAJOR}.x)"
+        )
+    points = summary["points"]
+    if not isinstance(points, list):
+        raise HarnessError(f"{source}: points: expected a list, got {type(points).__name__}")
+    for i, p in enumerate(points):
+        if not isinstance(p, dict):
+            raise HarnessError(f"{source}: points[{i}]: expected an object, got {type(p).__name__}")
+        for key in ("experiment", "server"):
+            if key not in p:
+                raise HarnessError(f"{source}: points[{i}]: missing key {key!r}")
+        tel = p.get("telemetry")
+        if tel is not None and not isinstance(tel, dict):
+            raise HarnessError(
+                f"{source}: points[{i}].telemetry: expected an object or null, got {type(tel).__name__}"
+            )
+    return points
+
+
+def validate_summary(
+    summary: Any, thresholds: Thresholds | None = None, source: str = "summary"
+) -> dict[str, Any]:
+    """Verdicts for every point and pair of a summary; `flagged` counts what should fail the exit code.
+
+    summarize/report call this to put verdicts beside the numbers they qualify.
+    """
+    th = thresholds or Thresholds()
+    points = check_summary(summary, source)
+    rows = []
+    for p in points:
+        tel = p.get("telemetry") or {}
+        rows.append(
+            {
+                "experiment": p.get("experiment"),
+                "server": p.get("server"),
+                "sweep": p.get("sweep"),
+                "busy_median_sm_clock_mhz": tel.get("busy_median_sm_clock_mhz"),
+                "max_sm_clock_mhz": tel.get("max_sm_clock_mhz"),
+                "floor_mhz": floor_mhz(tel, th) if tel.get("n_samples") else None,
+                "thermal_fraction": tel.get("thermal_fraction"),
+                "temp_max_c": tel.get("temp_max_c"),
+                "telemetry_status": tel.get("status"),
+                **point_verdict(tel, th),
+            }
+        )
+    pairs = pair_verdicts(points, th)
+    flagged = sum(r["flagged"] for r in rows) + sum(r["flagged"] for r in pairs)
+    return {
+        "thresholds": asdict(th),
+        "points": rows,
+        "pairs": pairs,
+        "flagged": flagged,
+        "ok": flagged == 0,
+    }
