@@ -1,0 +1,162 @@
+"""PNG charts of a summary (matplotlib, Agg backend: no display needed).
+
+Every chart has a title, axis labels with units and a caption naming experiment, node and date.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
+
+from harness import report  # noqa: E402
+
+
+def _caption(fig: Any, summary: dict[str, Any], exp: str) -> None:
+    """Experiment, node and date (the run's start from the manifest, else when the summary was made)."""
+    manifest = ((summary.get("experiments") or {}).get(exp) or {}).get("manifest") or {}
+    date = str(manifest.get("start_time") or summary.get("generated_at") or "?")[:10]
+    fig.text(
+        0.01, 0.01, f"experiment {exp} · node {summary.get('node', '?')} · {date}", fontsize=8, color="0.3"
+    )
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def ttft_vs_prompts(
+    summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path
+) -> Path | None:
+    """Median TTFT against the number of distinct prompts (groups), log x, one line per server, seed spread shaded."""
+    xs_key = "groups" if any("groups" in p["sweep"] for p in points) else None
+    if xs_key is None:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    for server in sorted({p["server"] for p in points}):
+        pts = sorted(
+            (p for p in points if p["server"] == server and isinstance(p["sweep"].get(xs_key), int | float)),
+            key=lambda p: p["sweep"][xs_key],
+        )
+        pts = [p for p in pts if isinstance(p["median"].get("ttft_median_s"), int | float)]
+        if not pts:
+            continue
+        x = [p["sweep"][xs_key] for p in pts]
+        y = [p["median"]["ttft_median_s"] * 1000 for p in pts]
+        lo = [(p["spread"].get("ttft_median_s") or [None, None])[0] for p in pts]
+        hi = [(p["spread"].get("ttft_median_s") or [None, None])[1] for p in pts]
+        (line,) = ax.plot(x, y, marker="o", label=server)
+        if all(v is not None for v in lo + hi):
+            ax.fill_between(
+                x, [v * 1000 for v in lo], [v * 1000 for v in hi], alpha=0.2, color=line.get_color()
+            )
+        for xi, yi, p in zip(x, y, pts, strict=True):
+            if p["status"] != "ok":
+                ax.annotate(p["status"], (xi, yi), fontsize=7, color="red")
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(
+        sorted({p["sweep"][xs_key] for p in points if isinstance(p["sweep"].get(xs_key), int | float)})
+    )
+    ax.set_xlabel("distinct prompts (shared-prefix groups, log scale)")
+    ax.set_ylabel("median TTFT (ms)")
+    ax.set_title(f"{exp}: median TTFT vs distinct prompts (shaded: min–max over seeds)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    _caption(fig, summary, exp)
+    return _save(fig, path)
+
+
+def hit_rate_per_turn(
+    summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path
+) -> Path | None:
+    """Usage hit rate per turn, one line per policy x pool (server), per point when there are several."""
+    servers = (summary.get("experiments", {}).get(exp) or {}).get("servers", {})
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    multi = len({p["point_key"] for p in points}) > 1
+    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+        by_turn = p["median"].get("hit_rate_usage_by_turn") or {}
+        pts = sorted((int(t), v) for t, v in by_turn.items() if isinstance(v, int | float))
+        if not pts:
+            continue
+        entry = servers.get(p["server"], {})
+        label = f"{report.server_policy(entry)} · pool {report.server_pool(entry)} ({p['server']})"
+        if multi:
+            label += f" {p['point_key']}"
+        if p["status"] != "ok":
+            label += f" [{p['status']}]"
+        ax.plot([t + 1 for t, _ in pts], [v * 100 for _, v in pts], marker="o", label=label)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("turn (1 = first request of each session)")
+    ax.set_ylabel("hit rate: cached / prompt tokens (%)")
+    ax.set_ylim(0, 100)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"{exp}: prefix-cache hit rate per turn")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    _caption(fig, summary, exp)
+    return _save(fig, path)
+
+
+def sm_clock(summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path) -> Path | None:
+    """SM clock over each point's run (first seed with samples), one line per server x point."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+        series = p.get("clock_series") or {}
+        if not series:
+            continue
+        seed = sorted(series, key=lambda s: (len(s), s))[0]
+        s = series[seed]
+        ax.plot(s["t_s"], s["sm_clock_mhz"], label=f"{p['server']} {p['point_key']} seed {seed}", linewidth=1)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("time since the point's first sample (s)")
+    ax.set_ylabel("SM clock (MHz)")
+    ax.set_title(f"{exp}: SM clock during each point")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    _caption(fig, summary, exp)
+    return _save(fig, path)
+
+
+def draw_all(summary: dict[str, Any], out: Path, stem: str) -> dict[str, list[Path]]:
+    """Every chart that the data supports, per experiment."""
+    out = Path(out)
+    result: dict[str, list[Path]] = {}
+    for exp in sorted(summary.get("experiments") or {}):
+        pts = [p for p in summary["points"] if p.get("experiment") == exp]
+        if not pts:
+            continue
+        base = out / f"{stem}-{_safe(exp)}"
+        made = [
+            ttft_vs_prompts(summary, exp, pts, Path(f"{base}-ttft.png")),
+            hit_rate_per_turn(summary, exp, pts, Path(f"{base}-hit-rate-per-turn.png")),
+            sm_clock(summary, exp, pts, Path(f"{base}-sm-clock.png")),
+        ]
+        result[exp] = [m for m in made if m is not None]
+    return result

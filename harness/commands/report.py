@@ -1,0 +1,27 @@
+"""`harness report summaries/<node>.json [-o DIR]`: Markdown tables and PNG charts from a summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness import report
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Markdown tables and PNG charts from a summary.")
+    p.add_argument("summary", type=Path, help="summaries/<node>.json")
+    p.add_argument(
+        "-o", "--output", type=Path, default=None, help="output folder (default: beside the summary)"
+    )
+    p.add_argument("--no-charts", action="store_true", help="tables only")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = report.load_summary(args.summary)
+    out = args.output or args.summary.parent
+    written = report.write_report(summary, out, stem=args.summary.stem, charts=not args.no_charts)
+    for path in written:
+        print(path)
+    return 0

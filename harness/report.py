@@ -1,0 +1,372 @@
+"""A summary → Markdown tables in the shapes people already read, plus PNG charts (harness.charts).
+
+The layout comes from the data: a shared-prefix sweep over `groups` across servers gives the A/B
+table; multi-turn points give the policy table with hit rate per turn. Points that are not ok are
+shown as such, and the server's own prefill lines are quoted under each table as evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+MAX_EVIDENCE_PER_POINT = 2
+
+
+def load_summary(path: Path | str) -> dict[str, Any]:
+    """Read a summary JSON; anything else is a one-line error (exit 2)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: no such summary file") from None
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"{path}: not a summary (unreadable JSON: {e})") from None
+    if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("points"), list):
+        raise HarnessError(
+            f"{path}: not a summary (no schema_version / points; run `harness summarize` first)"
+        )
+    return data
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def _ms(v: Any) -> str:
+    return f"{v * 1000:.0f}" if isinstance(v, int | float) else "n/a"
+
+
+def _num(v: Any, fmt: str = ".1f") -> str:
+    return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "n/a"
+
+
+def _pct(v: Any) -> str:
+    return f"{v * 100:.1f}%" if isinstance(v, int | float) else "n/a"
+
+
+def verdict_word(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("verdict", v.get("status", "?")))
+    return str(v) if v is not None else "n/a"
+
+
+def clock(p: dict[str, Any]) -> Any:
+    t = p.get("telemetry") or {}
+    return t.get("busy_median_sm_clock_mhz")
+
+
+def _status_note(p: dict[str, Any]) -> str:
+    """Empty for ok points; otherwise e.g. ` (partial)` so a figure is never read as a clean one."""
+    return "" if p.get("status") == "ok" else f" ({p.get('status')})"
+
+
+def status_text(p: dict[str, Any]) -> str:
+    """`ok`, or e.g. `partial: 2/3 seeds ok, median over those`."""
+    if p.get("status") == "ok":
+        return "ok"
+    st = p.get("seed_status", {})
+    n_ok = sum(s == "ok" for s in st.values())
+    over = "median over those" if n_ok else "figures from not-ok seeds"
+    return f"{p.get('status')}: {n_ok}/{len(st)} seeds ok, {over}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _sort_key(v: Any) -> tuple[int, Any]:
+    return (0, v) if isinstance(v, int | float) else (1, str(v))
+
+
+# ---------------------------------------------------------------- server labels
+
+
+def _arg(entry: dict[str, Any], flag: str) -> Any:
+    """A server argument from the manifest's args (list or dict) or server_info, by its SGLang name."""
+    args = entry.get("args")
+    key = flag.lstrip("-").replace("-", "_")
+    if isinstance(args, list):
+        flat = [str(a) for a in args]
+        for i, a in enumerate(flat):
+            if a == flag:
+                return flat[i + 1] if i + 1 < len(flat) and not flat[i + 1].startswith("--") else True
+            if a.startswith(flag + "="):
+                return a.split("=", 1)[1]
+    if isinstance(args, dict):
+        for k in (key, flag.lstrip("-"), flag):
+            if k in args:
+                return args[k]
+    info = entry.get("server_info") or {}
+    return info.get(key)
+
+
+def server_policy(entry: dict[str, Any]) -> str:
+    return str(_arg(entry, "--radix-eviction-policy") or "lru")
+
+
+def server_pool(entry: dict[str, Any]) -> str:
+    pool = entry.get("pool") or {}
+    dev = pool.get("device_tokens") or pool.get("max_total_num_tokens") or _arg(entry, "--max-total-tokens")
+    text = f"{dev}" if dev else "n/a"
+    host = pool.get("host_tokens")
+    if host:
+        text += f" + host {host}"
+    elif pool.get("host_gb") or _arg(entry, "--enable-hierarchical-cache") or _arg(entry, "--enable-hicache"):
+        text += f" + host {pool.get('host_gb') or '?'} GB"
+    return text
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def layout(points: list[dict[str, Any]]) -> str:
+    """`policy` for multi-turn points (hit rate per turn), `ab` for a groups sweep, else `generic`."""
+    if any(
+        p.get("workload_kind") == "multi-turn" or len(p["median"].get("hit_rate_usage_by_turn") or {}) > 1
+        for p in points
+    ):
+        return "policy"
+    if any("groups" in p.get("sweep", {}) for p in points):
+        return "ab"
+    return "generic"
+
+
+def _evidence(points: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for p in points:
+        ev = (p.get("evidence") or [])[:MAX_EVIDENCE_PER_POINT]
+        if ev:
+            lines.append(f"- {p['server']} `{p['point_key']}`:")
+            lines.append("  ```")
+            lines += [f"  {e}" for e in ev]
+            lines.append("  ```")
+    if not lines:
+        return ["_No prefill lines from the server log fell in these points' windows._"]
+    return [
+        "Server prefill lines (verbatim, first lines of the first seed; `#cached-token` is the server's own count):",
+        "",
+    ] + lines
+
+
+def _pair_verdict(pairs: list[dict[str, Any]], exp: str, key: str) -> str | None:
+    for pr in pairs:
+        if pr.get("experiment") in (exp, None) and pr.get("point_key") == key:
+            return verdict_word(pr.get("verdict", pr))
+    return None
+
+
+def ab_table(exp: str, points: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> list[str]:
+    servers = sorted({p["server"] for p in points})
+    by_key: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in points:
+        by_key.setdefault(p["point_key"], {})[p["server"]] = p
+    names = " / ".join(servers)
+    header = [
+        "groups",
+        "prompt tokens to keep",
+        f"median TTFT ms ({names})",
+        f"output tok/s ({names})",
+        f"median SM clock MHz ({names})",
+        "verdict",
+        "status",
+    ]
+    extra_keys = sorted({k for p in points for k in p["sweep"] if k != "groups"})
+    if extra_keys:
+        header.insert(1, "point")
+    rows = []
+    for key, per in sorted(
+        by_key.items(), key=lambda kv: _sort_key(next(iter(kv[1].values()))["sweep"].get("groups"))
+    ):
+        any_p = next(iter(per.values()))
+
+        def cell(fn: Any, per: dict[str, dict[str, Any]] = per) -> str:
+            return " / ".join(fn(per[s]) + _status_note(per[s]) if s in per else "—" for s in servers)
+
+        verdict = _pair_verdict(pairs, exp, key) or " / ".join(
+            verdict_word(per[s].get("verdict")) if s in per else "—" for s in servers
+        )
+        row = [
+            str(any_p["sweep"].get("groups", "")),
+            _num(any_p.get("prompt_tokens_to_keep"), "d"),
+            cell(lambda p: _ms(p["median"].get("ttft_median_s"))),
+            cell(lambda p: _num(p["median"].get("output_tok_s"))),
+            cell(lambda p: _num(clock(p), ".0f")),
+            verdict,
+            "ok"
+            if all(per[s].get("status") == "ok" for s in per) and len(per) == len(servers)
+            else "; ".join(f"{s}: {status_text(per[s])}" if s in per else f"{s}: not run" for s in servers),
+        ]
+        if extra_keys:
+            row.insert(1, ",".join(f"{k}={any_p['sweep'].get(k)}" for k in extra_keys))
+        rows.append(row)
+    return _table(header, rows)
+
+
+def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+    turns = sorted(
+        {int(t) for p in points for t in (p["median"].get("hit_rate_usage_by_turn") or {})},
+    )
+    multi = len({p["point_key"] for p in points}) > 1
+    header = ["pool (tokens)", "policy", "server"] + (["point"] if multi else [])
+    header += (
+        ["whole-run hit rate"]
+        + [f"turn {t + 1}" for t in turns]
+        + ["median SM clock MHz", "verdict", "status"]
+    )
+    rows = []
+    for p in sorted(
+        points,
+        key=lambda p: (
+            server_pool(servers.get(p["server"], {})),
+            server_policy(servers.get(p["server"], {})),
+            p["point_key"],
+        ),
+    ):
+        entry = servers.get(p["server"], {})
+        by_turn = p["median"].get("hit_rate_usage_by_turn") or {}
+        m = p["median"]
+        whole = m.get("hit_rate_usage")
+        if whole is None:
+            whole = m.get("hit_rate_counters", m.get("hit_rate_log"))
+        flag = " ⚠ sources disagree" if m.get("hit_rate_disagree") else ""
+        row = [server_pool(entry), server_policy(entry), p["server"]] + ([p["point_key"]] if multi else [])
+        row += [_pct(whole) + flag + _status_note(p)] + [_pct(by_turn.get(str(t))) for t in turns]
+        row += [_num(clock(p), ".0f"), verdict_word(p.get("verdict")), status_text(p)]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def generic_table(points: list[dict[str, Any]]) -> list[str]:
+    header = [
+        "server",
+        "point",
+        "requests",
+        "failures",
+        "TTFT median ms",
+        "TTFT p99 ms",
+        "output tok/s",
+        "hit rate",
+    ]
+    header += ["median SM clock MHz", "verdict", "status"]
+    rows = []
+    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+        m = p["median"]
+        rows.append(
+            [
+                p["server"],
+                p["point_key"] + _status_note(p),
+                _num(m.get("requests"), ".0f"),
+                _num(m.get("failures"), ".0f"),
+                _ms(m.get("ttft_median_s")),
+                _ms(m.get("ttft_p99_s")),
+                _num(m.get("output_tok_s")),
+                _pct(m.get("hit_rate_usage")),
+                _num(clock(p), ".0f"),
+                verdict_word(p.get("verdict")),
+                status_text(p),
+            ]
+        )
+    return _table(header, rows)
+
+
+def sources_table(points: list[dict[str, Any]]) -> list[str]:
+    """The three hit-rate sources side by side, with the seed spread of the usage figure."""
+    header = [
+        "server",
+        "point",
+        "usage",
+        "log prefill lines",
+        "counters",
+        "spread (points)",
+        "flag",
+        "status",
+    ]
+    rows = []
+    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+        m = p["median"]
+        sp = p.get("spread", {}).get("hit_rate_usage")
+        usage = _pct(m.get("hit_rate_usage")) + (
+            f" [{_pct(sp[0])}–{_pct(sp[1])}]" if sp and sp[0] != sp[1] else ""
+        )
+        rows.append(
+            [
+                p["server"],
+                p["point_key"],
+                usage,
+                _pct(m.get("hit_rate_log")),
+                _pct(m.get("hit_rate_counters")),
+                _num(m.get("hit_rate_spread_points"), ".2f"),
+                "disagree" if m.get("hit_rate_disagree") else "",
+                p.get("status", "?"),
+            ]
+        )
+    return _table(header, rows)
+
+
+def markdown(
+    summary: dict[str, Any], charts: dict[str, list[Path]] | None = None, base: Path | None = None
+) -> str:
+    """The whole report as Markdown; `charts` maps experiment → PNG paths to link."""
+    node = summary.get("node", "?")
+    lines = [
+        f"# Node {node}",
+        "",
+        f"Summary generated {summary.get('generated_at', '?')} by harness {summary.get('harness_version', '?')}.",
+    ]
+    points = summary["points"]
+    pairs = summary.get("pairs") or []
+    for exp, entry in sorted((summary.get("experiments") or {}).items()):
+        pts = [p for p in points if p.get("experiment") == exp]
+        servers = entry.get("servers", {})
+        lines += ["", f"## {exp}", ""]
+        kind = layout(pts)
+        if not pts:
+            lines.append("_No points._")
+            continue
+        if kind == "ab":
+            lines += ab_table(exp, pts, pairs)
+        elif kind == "policy":
+            lines += policy_table(exp, pts, servers)
+        else:
+            lines += generic_table(pts)
+        lines += ["", *_evidence(pts), "", "### Hit rate from three sources", ""]
+        lines += sources_table(pts)
+        lines += [
+            "",
+            "usage = Σ cached / Σ prompt tokens of ok requests; log = #cached-token / (#cached-token + #new-token) "
+            "of prefill lines in the point's window; counters = Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total.",
+        ]
+        for png in (charts or {}).get(exp, []):
+            rel = png.relative_to(base) if base and png.is_relative_to(base) else png
+            lines += ["", f"![{png.stem}]({rel.as_posix()})"]
+    probs = summary.get("problems") or []
+    if probs:
+        lines += ["", "## Skipped files", ""] + [f"- `{p['path']}`: {p['reason']}" for p in probs]
+    for note in summary.get("notes") or []:
+        lines += ["", f"_Note: {note}_"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    summary: dict[str, Any], out: Path, stem: str | None = None, charts: bool = True
+) -> list[Path]:
+    """Write `<stem>.md` and its PNG charts into `out`; returns the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = stem or str(summary.get("node", "report"))
+    written: list[Path] = []
+    pngs: dict[str, list[Path]] = {}
+    if charts:
+        from harness import charts as charts_mod
+
+        pngs = charts_mod.draw_all(summary, out, stem)
+        written += [p for ps in pngs.values() for p in ps]
+    md = out / f"{stem}.md"
+    md.write_text(markdown(summary, pngs, out), encoding="utf-8")
+    return [md, *written]

@@ -1,0 +1,85 @@
+"""Report Markdown and PNG charts from a hand-built capture; compare; bad inputs give one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from summary_capture import T0, build, prefill
+
+from harness import report, summarize
+from harness.cli import main
+
+
+@pytest.fixture(scope="module")
+def summary_file(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("rep")
+    build(tmp / "capture")
+    out = tmp / "summaries" / "l4.json"
+    summarize.write_summaries(summarize.summarize([tmp / "capture"]), out)
+    return out
+
+
+def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
+    assert main(["report", str(summary_file), "-o", str(tmp_path)]) == 0
+    md = (tmp_path / "l4.md").read_text()
+    # A/B table of the shared-prefix experiment
+    assert "| groups | prompt tokens to keep | median TTFT ms (gpu / hicache) |" in md
+    assert "| 4 | 320 | 300 / 100 (partial) |" in md  # gpu 0.30 s, hicache's ok seed 0.10 s
+    assert "hicache: partial: 1/2 seeds ok, median over those" in md
+    assert "125 / 500 (missing)" in md
+    # policy table of the multi-turn experiment, hit rate per turn
+    assert "| pool (tokens) | policy | server | whole-run hit rate | turn 1 | turn 2 | turn 3 |" in md
+    assert "| 2048 | lru | lru | 50.0% | 0.0% | 50.0% | 66.7% |" in md
+    assert "| 2048 | lfu | lfu | 63.3% | 0.0% | 50.0% | 93.3% |" in md
+    # evidence quoted verbatim, sources side by side with the disagreement flagged
+    assert prefill(T0 + 2, 20, 80) in md
+    assert "| gpu | groups=4 | 58.8% [50.0%–67.5%] | 58.8% | 50.0% | 8.75 | disagree | ok |" in md
+    assert "requests.jsonl`: 1 unreadable lines skipped" in md
+    pngs = sorted(tmp_path.glob("*.png"))
+    assert [p.name for p in pngs] == ["l4-gsp-sm-clock.png", "l4-gsp-ttft.png", "l4-mt-hit-rate-per-turn.png"]
+    import matplotlib.image as mpimg
+
+    for p in pngs:
+        assert p.stat().st_size > 10_000
+        img = mpimg.imread(p)
+        assert img.shape[0] >= 400 and img.shape[1] >= 700  # 7 x 4.2 in at 110 dpi
+        assert f"]({p.name})" in md
+
+
+def test_layout_from_data(summary_file: Path) -> None:
+    s = report.load_summary(summary_file)
+    gsp = [p for p in s["points"] if p["experiment"] == "gsp"]
+    mt = [p for p in s["points"] if p["experiment"] == "mt"]
+    assert report.layout(gsp) == "ab" and report.layout(mt) == "policy"
+    other = [{**p, "sweep": {"concurrency": 4}, "workload_kind": None} for p in gsp]
+    assert report.layout(other) == "generic"
+    assert "| server | point | requests |" in "\n".join(report.generic_table(other))
+
+
+def test_not_a_summary_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    assert main(["report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a summary" in err[0] and "bad.json" in err[0]
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": 1, "poi')
+    assert main(["report", str(broken)]) == 2
+    assert main(["compare", str(broken), str(bad)]) == 2
+    assert main(["report", str(tmp_path / "absent.json")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_compare_ratios(summary_file: Path, tmp_path: Path, capsys) -> None:
+    s = json.loads(summary_file.read_text())
+    for p in s["points"]:
+        if p["median"].get("ttft_median_s"):
+            p["median"]["ttft_median_s"] *= 2
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(s))
+    assert main(["compare", str(summary_file), str(other), "--figures", "ttft_median_s,output_tok_s"]) == 0
+    out = capsys.readouterr().out
+    assert "gsp | gpu | groups=4 | ok/ok | 2.000 | 1.000" in out
+    assert "gsp | hicache | groups=4 | partial/partial | 2.000 | 1.000" in out
