@@ -1,0 +1,674 @@
+"""The scheduler and timing model: SGLang's continuous batching over the radix cache and a card profile.
+
+The engine never reads a clock itself. `schedule(now)` picks the next forward (a prefill batch or a
+decode step) and says how long it takes on the card; `complete(batch, end)` applies its results.
+The HTTP server sleeps the duration (scaled) between the two; `simulate()` just adds it to a
+virtual clock, so the same code replays traces offline far faster than real time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.sim.cards import DEFAULT_PROFILE, CardProfile, get_profile
+
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
+MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded back
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+
+
+class EngineLog(Protocol):
+    """Where the engine reports batches (logfmt.SimLogger in the server; nothing offline)."""
+
+    def prefill(self, **fields: Any) -> None: ...
+
+    def decode(self, **fields: Any) -> None: ...
+
+
+@dataclass
+class EngineConfig:
+    """Everything the scheduler needs; `from_args` maps serve-sim's SGLang flags onto it."""
+
+    pool_tokens: int | None = None  # None: the card's default pool
+    page_size: int = 1
+    policy: str = "lru"
+    policy_config: dict[str, Any] = field(default_factory=dict)
+    disable_radix_cache: bool = False
+    hicache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size_gb: float = 0.0
+    hicache_write_policy: str = "write_through"
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None  # None: the card's; <= 0 disables chunking
+    max_prefill_tokens: int = 16384
+    decode_log_interval: int = 40
+    card: CardProfile | str = DEFAULT_PROFILE
+    kv_cache_dtype: str = "auto"
+    context_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.card, str):
+            self.card = get_profile(self.card)
+        card = self.card
+        if self.pool_tokens is None:
+            self.pool_tokens = card.default_pool_tokens
+        if self.max_running_requests is None:
+            self.max_running_requests = card.max_running_requests
+        if self.chunked_prefill_size is None:
+            self.chunked_prefill_size = card.chunked_prefill_size
+        if self.context_length is None:
+            self.context_length = card.context_length
+
+    @property
+    def profile(self) -> CardProfile:
+        assert isinstance(self.card, CardProfile)
+        return self.card
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        per = self.profile.kv_bytes_per_token
+        return per // 2 if self.kv_cache_dtype.startswith("fp8") else per
+
+    @property
+    def host_pool_tokens(self) -> int:
+        if not self.hicache:
+            return 0
+        if self.hicache_size_gb > 0:
+            return int(self.hicache_size_gb * 1e9 / self.kv_bytes_per_token)
+        return int(self.hicache_ratio * int(self.pool_tokens or 0))
+
+    @classmethod
+    def from_args(cls, ns: Any) -> EngineConfig:
+        return cls(
+            pool_tokens=ns.max_total_tokens,
+            page_size=ns.page_size,
+            policy=ns.radix_eviction_policy,
+            policy_config=dict(getattr(ns, "policy_config", {}) or {}),
+            disable_radix_cache=ns.disable_radix_cache,
+            hicache=ns.enable_hierarchical_cache,
+            hicache_ratio=ns.hicache_ratio,
+            hicache_size_gb=ns.hicache_size,
+            hicache_write_policy=ns.hicache_write_policy,
+            max_running_requests=ns.max_running_requests,
+            chunked_prefill_size=ns.chunked_prefill_size,
+            max_prefill_tokens=ns.max_prefill_tokens,
+            decode_log_interval=ns.decode_log_interval,
+            card=ns.card_profile,
+            kv_cache_dtype=ns.kv_cache_dtype,
+            context_length=ns.context_length,
+        )
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One generation request: its tokens, the answer the sim will give, and what happened to it."""
+
+    rid: str
+    input_ids: list[int] = field(repr=False)
+    output_ids: list[int] = field(repr=False)  # the whole answer the sim produces, decided up front
+    finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
+    arrival: float = 0.0
+    priority: int = 0
+    on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
+    # results
+    cached_device: int = 0
+    cached_host: int = 0
+    first_token_time: float | None = None
+    finish_time: float | None = None
+    generated: int = 0
+    aborted: bool = False
+    retractions: int = 0
+    # scheduler state
+    kv_len: int = 0  # tokens whose KV is on the device for this request
+    tree_len: int = 0  # of those, the prefix held (locked) in the tree
+    locked: Any = field(default=None, repr=False)  # the tree node this request holds a lock on
+    counted: bool = False  # cached tokens are counted on first admission only
+    inserted_len: int = 0  # tokens this request already inserted (hits are not counted twice)
+
+    @property
+    def fill_ids(self) -> list[int]:
+        return self.input_ids + self.output_ids[: self.generated]
+
+    @property
+    def private(self) -> int:
+        return self.kv_len - self.tree_len
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_time is not None
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.cached_device + self.cached_host
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "rid": self.rid,
+            "arrival": self.arrival,
+            "first_token": self.first_token_time,
+            "finish": self.finish_time,
+            "prompt_tokens": len(self.input_ids),
+            "completion_tokens": self.generated,
+            "cached_device": self.cached_device,
+            "cached_host": self.cached_host,
+            "retractions": self.retractions,
+        }
+
+
+@dataclass
+class Batch:
+    """One forward: a prefill over (request, new tokens) parts, or a decode step."""
+
+    kind: str  # "prefill" | "decode"
+    start: float
+    duration: float
+    parts: list[tuple[SimRequest, int]] = field(default_factory=list)  # prefill: (req, new tokens)
+    reqs: list[SimRequest] = field(default_factory=list)  # decode
+    new_tokens: int = 0
+    cached_tokens: int = 0
+    load_back_tokens: int = 0
+
+
+@dataclass
+class EngineStats:
+    """Cumulative counters behind SGLang's Prometheus metrics."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    cached_device: int = 0
+    cached_host: int = 0
+    num_requests: int = 0
+    num_retracted: int = 0
+    last_cache_hit_rate: float = 0.0
+    gen_throughput: float = 0.0
+
+
+class _NoCache:
+    """Stand-in for --disable-radix-cache: nothing is ever cached."""
+
+    def device_size(self) -> int:
+        return 0
+
+    def protected_size(self) -> int:
+        return 0
+
+    def evictable_size(self) -> int:
+        return 0
+
+    def evict(self, num_tokens: int) -> int:
+        return 0
+
+    def reset(self) -> None:
+        pass
+
+
+class Engine:
+    """SGLang's scheduler loop over a device pool of `pool_tokens` KV slots."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        clock: Callable[[], float] | None = None,
+        log: EngineLog | None = None,
+    ) -> None:
+        self.config = config
+        self.card = config.profile
+        self.pool = int(config.pool_tokens or 0)
+        self.page = max(1, config.page_size)
+        self.log = log
+        self.now = 0.0
+        self._last_stamp = 0.0
+        self._clock = clock or self._virtual_clock
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.chunked: SimRequest | None = None
+        self.private_total = 0
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self.stats = EngineStats()
+        self.decode_steps = 0
+        self._decode_tokens_since_log = 0
+        self._last_decode_log = 0.0
+        self._last_prefill_log = 0.0
+        self._last_prefill_tokens = 0
+        self.tree: Any = self._make_tree()
+        self.on_finish: Callable[[SimRequest], None] | None = None
+
+    # --- cache plumbing -------------------------------------------------------------------
+    def _virtual_clock(self) -> float:
+        """Strictly increasing stamps for the tree, so equal virtual times keep their order."""
+        self._last_stamp = max(self.now, self._last_stamp + 1e-9)
+        return self._last_stamp
+
+    def _make_tree(self) -> Any:
+        cfg = self.config
+        if cfg.disable_radix_cache:
+            return _NoCache()
+        from harness.errors import HarnessError
+        from harness.sim.hicache import HostTier
+        from harness.sim.radix import RadixCache
+
+        try:
+            host = (
+                HostTier(cfg.host_pool_tokens, write_policy=cfg.hicache_write_policy) if cfg.hicache else None
+            )
+            return RadixCache(
+                page_size=self.page,
+                policy=cfg.policy,
+                policy_config=dict(cfg.policy_config) or None,
+                clock=self._clock,
+                host=host,
+            )
+        except ValueError as e:
+            raise HarnessError(f"--radix-eviction-policy-config: {e}") from None
+
+    @property
+    def caching(self) -> bool:
+        return not self.config.disable_radix_cache
+
+    def available(self) -> int:
+        """Free device slots: neither in the tree nor held by a request."""
+        return self.pool - self.private_total - self.tree.device_size()
+
+    def used_tokens(self) -> int:
+        """SGLang's #token: pool - available - evictable."""
+        return self.pool - self.available() - self.tree.evictable_size()
+
+    def token_usage(self) -> float:
+        return self.used_tokens() / self.pool if self.pool else 0.0
+
+    def host_used_tokens(self) -> int:
+        host = getattr(self.tree, "host", None)
+        if host is None:
+            return 0
+        for name in ("used_tokens", "used_size", "size"):
+            v = getattr(host, name, None)
+            if v is not None:
+                return int(v() if callable(v) else v)
+        return 0
+
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked)
+
+    def pending_counts(self) -> tuple[int, int]:
+        """(#queue-req, #running-req) as the flush refusal reports them."""
+        return len(self.waiting), len(self.running) + (1 if self.chunked else 0)
+
+    def _ensure_free(self, tokens: int) -> bool:
+        """Evict unlocked leaves until `tokens` slots are free; False if even that is not enough."""
+        short = tokens - self.available()
+        if short > 0 and self.caching:
+            self.tree.evict(max(short, self.page))
+        return self.available() >= tokens
+
+    def _lock(self, req: SimRequest, node: Any, tree_len: int) -> None:
+        if not self.caching:
+            return
+        if node is not None:
+            self.tree.inc_lock_ref(node)
+        if req.locked is not None:
+            self.tree.dec_lock_ref(req.locked)
+        req.locked, req.tree_len = node, tree_len
+
+    def _unlock(self, req: SimRequest) -> None:
+        if self.caching and req.locked is not None:
+            self.tree.dec_lock_ref(req.locked)
+        req.locked, req.tree_len = None, 0
+
+    def _set_kv(self, req: SimRequest, kv_len: int) -> None:
+        before = req.private
+        req.kv_len = kv_len
+        self.private_total += req.private - before
+
+    def _cache_tokens(self, req: SimRequest, tokens: list[int], *, chunked: bool) -> None:
+        """cache_(un)finished_req: insert the page-aligned computed tokens and hold the new prefix."""
+        n = len(tokens) // self.page * self.page
+        if n <= req.tree_len:
+            return
+        before = req.private
+        self.tree.insert(tokens[:n], priority=req.priority, chunked=chunked, inserted_len=req.inserted_len)
+        req.inserted_len = max(req.inserted_len, n)
+        m = self.tree.match_prefix(tokens[:n])
+        self._lock(req, m.last_device_node, m.device_len)
+        self.private_total += req.private - before
+
+    # --- requests ---------------------------------------------------------------------------
+    def max_input_len(self) -> int:
+        """Longest prompt the server takes (SGLang rejects longer ones before scheduling)."""
+        return min(int(self.config.context_length or 0), self.pool) - 1
+
+    def add(self, req: SimRequest) -> None:
+        self.stats.num_requests += 1
+        if len(req.input_ids) + len(req.output_ids) > self.max_input_len():
+            req.finish_reason = "abort"
+            req.finish_time = self.now
+            if self.on_finish is not None:
+                self.on_finish(req)
+            return
+        self.waiting.append(req)
+
+    def abort(self, req: SimRequest) -> None:
+        """A client went away: drop it from the queue now, or finish it at its next step."""
+        req.aborted = True
+        if req in self.waiting:
+            self.waiting.remove(req)
+            req.finish_time = self.now
+            req.finish_reason = "abort"
+
+    def flush(self) -> bool:
+        if self.busy():
+            return False
+        self.tree.reset()
+        self.private_total = 0
+        return True
+
+    # --- scheduling -------------------------------------------------------------------------
+    def schedule(self, now: float) -> Batch | None:
+        """Pick the next forward at time `now`; None when there is nothing to do."""
+        self.now = now
+        batch = self._schedule_prefill(now)
+        if batch is not None:
+            return batch
+        self.running = [r for r in self.running if not self._drop_aborted(r)]
+        if not self.running:
+            return None
+        return self._schedule_decode(now)
+
+    def _drop_aborted(self, req: SimRequest) -> bool:
+        if req.aborted and not req.finished:
+            self._finish(req, self.now, reason="abort")
+            return True
+        return False
+
+    def _room(self) -> int:
+        """available + evictable (SGLang's rem_total_tokens before reservations)."""
+        return self.pool - self.private_total - self.tree.protected_size()
+
+    def _reserved(self) -> float:
+        return sum(
+            min(len(r.output_ids) - r.generated, CLIP_MAX_NEW_TOKENS) * self.new_token_ratio
+            for r in self.running
+        )
+
+    def _schedule_prefill(self, now: float) -> Batch | None:
+        cfg = self.config
+        chunk_cap = (
+            cfg.chunked_prefill_size if cfg.chunked_prefill_size and cfg.chunked_prefill_size > 0 else None
+        )
+        rem_chunk = chunk_cap if chunk_cap is not None else 1 << 62
+        rem_input = cfg.max_prefill_tokens
+        offset = self._reserved()  # SGLang's rem_total_token_offset; room itself is read live
+        parts: list[tuple[SimRequest, int, int]] = []  # (req, new tokens, cached before)
+        cached_hits = 0
+        load_back = 0
+        running_bs = len(self.running)
+
+        if self.chunked is not None:
+            req = self.chunked
+            if req.aborted:
+                self.chunked = None
+                self._finish(req, now, reason="abort")
+            else:
+                left = len(req.fill_ids) - req.kv_len
+                take = min(left, rem_chunk)
+                if take < left:
+                    take = take // self.page * self.page
+                if take > 0:
+                    parts.append((req, take, req.kv_len))
+                    rem_chunk -= take
+                    rem_input -= take
+                    offset += take
+                self.chunked = None if take == left else req
+
+        while self.waiting and self.chunked is None:
+            if running_bs + len(parts) >= int(cfg.max_running_requests or 1):
+                break
+            req = self.waiting[0]
+            if req.aborted:
+                self.waiting.popleft()
+                continue
+            fill = req.fill_ids
+            dev_len, host_len, match = 0, 0, None
+            if self.caching:
+                match = self.tree.match_prefix(fill[: len(fill) - 1])
+                dev_len = match.device_len
+                host_len = match.host_len if cfg.hicache else 0
+                self._lock(req, match.last_device_node, dev_len)
+            load = host_len if host_len >= MIN_LOAD_BACK else 0
+            extend = len(fill) - dev_len - load
+            out_reserve = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
+            fits_total = extend + load + out_reserve < self._room() - offset
+            take = min(extend, rem_chunk)
+            if take < extend:
+                take = take // self.page * self.page
+            if not fits_total or take <= 0 or (rem_input <= 0 and parts):
+                self._unlock(req)
+                break
+            # the request is admitted
+            self.waiting.popleft()
+            if load:
+                self._ensure_free(load)
+                loaded = self.tree.load_back(match) if self.available() >= load else 0
+                if loaded:
+                    load_back += loaded
+                    m2 = self.tree.match_prefix(fill[: len(fill) - 1])
+                    self._lock(req, m2.last_device_node, m2.device_len)
+                    dev_len, host_hit = m2.device_len, loaded
+                else:
+                    host_hit = 0
+                extend = len(fill) - dev_len
+                take = min(extend, rem_chunk)
+                if take < extend:
+                    take = max(self.page, take // self.page * self.page)
+            else:
+                host_hit = 0
+            req.kv_len = req.tree_len  # the prefix's KV lives in the tree
+            if not req.counted:
+                req.counted = True
+                req.cached_host = host_hit
+                req.cached_device = dev_len - host_hit
+                self.stats.prompt_tokens += len(req.input_ids)
+                self.stats.cached_device += req.cached_device
+                self.stats.cached_host += req.cached_host
+            cached_hits += dev_len
+            parts.append((req, take, req.kv_len))
+            rem_chunk -= take
+            rem_input -= take
+            offset += take + load + out_reserve
+            if take < extend:
+                self.chunked = req
+                break
+            if rem_chunk <= 0 or rem_input <= 0:
+                break
+
+        if not parts:
+            return None
+        need = sum(p[1] for p in parts)
+        if not self._ensure_free(need):
+            # cannot happen when admission is right; keep the queue intact rather than overcommit
+            for req, _, _ in reversed(parts):
+                if req is not self.chunked and req not in self.waiting:
+                    self._unlock(req)
+                    req.kv_len = 0
+                    self.waiting.appendleft(req)
+            self.chunked = None
+            return None
+        for req, take, _ in parts:
+            self._set_kv(req, req.kv_len + take)
+        new_tokens = sum(-(-take // self.page) * self.page for _, take, _ in parts)
+        duration = self.card.batch_prefill_time([(t, c) for _, t, c in parts]) + self.card.load_back_time(
+            load_back, self.config.kv_bytes_per_token
+        )
+        total = new_tokens + cached_hits
+        self.stats.last_cache_hit_rate = cached_hits / total if total else 0.0
+        if self.log is not None:
+            gap = max(now - self._last_prefill_log, 1e-9)
+            throughput = self._last_prefill_tokens / gap if self._last_prefill_log else 0.0
+            self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
+            pending = sum(len(r.fill_ids) for r in self.waiting)
+            if self.chunked is not None:
+                pending += len(self.chunked.fill_ids) - self.chunked.kv_len
+            self.log.prefill(
+                new_seq=len(parts),
+                new_token=new_tokens,
+                cached_token=cached_hits,
+                token_usage=self.token_usage(),
+                running_req=running_bs,
+                queue_req=len(self.waiting),
+                pending_token=pending,
+                input_throughput=throughput,
+            )
+        return Batch(
+            "prefill",
+            now,
+            duration,
+            parts=[(r, t) for r, t, _ in parts],
+            new_tokens=new_tokens,
+            cached_tokens=cached_hits,
+            load_back_tokens=load_back,
+        )
+
+    def _schedule_decode(self, now: float) -> Batch:
+        # every running request needs one more slot; retract the least advanced ones if it cannot fit
+        while self.running and not self._ensure_free(len(self.running)):
+            self._retract_one()
+        for req in self.running:
+            self._set_kv(req, req.kv_len + 1)
+        ctx = sum(r.kv_len for r in self.running)
+        duration = self.card.decode_time(len(self.running), ctx)
+        self.decode_steps += 1
+        if self.log is not None and self.decode_steps % self.config.decode_log_interval == 0:
+            # SGLang logs the decode batch as it launches it, with the throughput since the last line
+            gap = max(now - self._last_decode_log, 1e-9)
+            self.stats.gen_throughput = self._decode_tokens_since_log / gap
+            self._decode_tokens_since_log = 0
+            self._last_decode_log = now
+            self.log.decode(
+                running_req=len(self.running),
+                token=self.used_tokens(),
+                token_usage=self.token_usage(),
+                gen_throughput=self.stats.gen_throughput,
+                queue_req=len(self.waiting),
+            )
+        return Batch("decode", now, duration, reqs=list(self.running))
+
+    def _retract_one(self) -> None:
+        """SGLang's retract_decode: give back the request with the fewest outputs (longest input)."""
+        victim = min(self.running, key=lambda r: (r.generated, -len(r.input_ids)))
+        self.running.remove(victim)
+        self._set_kv(victim, victim.tree_len)
+        self._unlock(victim)
+        victim.kv_len = 0
+        victim.inserted_len = 0
+        victim.retractions += 1
+        self.stats.num_retracted += 1
+        self.new_token_ratio = min(1.0, self.new_token_ratio + 0.1)
+        self.waiting.appendleft(victim)
+
+    # --- results ----------------------------------------------------------------------------
+    def complete(self, batch: Batch, end: float) -> None:
+        """Apply a forward's results at time `end`: first tokens, decoded tokens, finished requests."""
+        self.now = end
+        if batch.kind == "prefill":
+            for req, _take in batch.parts:
+                if req is self.chunked:
+                    if self.caching:
+                        self._cache_tokens(req, req.fill_ids[: req.kv_len], chunked=True)
+                    continue
+                if req.aborted:
+                    self._finish(req, end, reason="abort")
+                    continue
+                if req.generated == 0 or req.first_token_time is None:
+                    req.first_token_time = end if req.first_token_time is None else req.first_token_time
+                self._emit_token(req, end)
+                if not req.finished:
+                    if self.caching:
+                        self._cache_tokens(req, req.fill_ids[: req.kv_len], chunked=False)
+                    self.running.append(req)
+        else:
+            self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
+            for req in batch.reqs:
+                if req.finished or req not in self.running:
+                    continue
+                if req.aborted:
+                    self._finish(req, end, reason="abort")
+                    continue
+                self._emit_token(req, end)
+            self.running = [r for r in self.running if not r.finished]
+
+    def _emit_token(self, req: SimRequest, t: float) -> None:
+        req.generated += 1
+        self.stats.generation_tokens += 1
+        self._decode_tokens_since_log += 1
+        if req.generated >= len(req.output_ids):
+            self._finish(req, t, reason=None)
+        elif req.on_event is not None:
+            req.on_event(req)
+
+    def _finish(self, req: SimRequest, t: float, *, reason: str | None) -> None:
+        """cache_finished_req: insert prompt + output (all but the last token) and release the rest."""
+        if reason is not None:
+            req.finish_reason = reason
+        if self.caching and req.kv_len > 0:
+            toks = (req.input_ids + req.output_ids[: req.generated])[: req.kv_len]
+            self._cache_tokens(req, toks, chunked=False)
+        self._set_kv(req, req.tree_len)
+        self._unlock(req)
+        req.kv_len = 0
+        req.finish_time = t
+        if req in self.running:
+            self.running.remove(req)
+        if req.on_event is not None:
+            req.on_event(req)
+        if self.on_finish is not None:
+            self.on_finish(req)
+
+
+def simulate(
+    requests: Iterable[SimRequest],
+    config: EngineConfig,
+    *,
+    on_finish: Callable[[SimRequest, float], Iterable[SimRequest]] | None = None,
+    log: EngineLog | None = None,
+) -> list[SimRequest]:
+    """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
+
+    Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
+    finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
+    """
+    engine = Engine(config, log=log)
+    seq = itertools.count()
+    arrivals: list[tuple[float, int, SimRequest]] = [(r.arrival, next(seq), r) for r in requests]
+    heapq.heapify(arrivals)
+    done: list[SimRequest] = []
+    engine.on_finish = done.append
+    seen = 0
+    t = 0.0
+    while arrivals or engine.busy():
+        while arrivals and arrivals[0][0] <= t:
+            engine.add(heapq.heappop(arrivals)[2])
+        batch = engine.schedule(t)
+        if batch is not None:
+            t += batch.duration
+            engine.complete(batch, t)
+        elif arrivals:
+            t = max(t, arrivals[0][0])
+        elif engine.busy():  # requests that can never fit the pool
+            for r in list(engine.waiting):
+                engine.waiting.remove(r)
+                r.finish_reason, r.finish_time = "abort", t
+                done.append(r)
+        if on_finish is not None:
+            while seen < len(done):
+                for nxt in on_finish(done[seen], t):
+                    nxt.arrival = max(nxt.arrival, t)
+                    heapq.heappush(arrivals, (nxt.arrival, next(seq), nxt))
+                seen += 1
+    return done

@@ -1,0 +1,702 @@
+"""SGLang's HTTP surface over the sim engine (aiohttp): OpenAI and native endpoints, control, metrics.
+
+The engine runs in this event loop: `_engine_loop` schedules a forward, sleeps its duration scaled
+by --time-scale, applies it, and wakes the handlers whose requests got tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import time
+import uuid
+import zlib
+from array import array
+from typing import Any
+
+from aiohttp import web
+
+from harness.sim.engine import Engine, EngineConfig, SimRequest
+from harness.sim.faults import Faults, RequestFaults
+from harness.sim.logfmt import (
+    FLUSH_OK_LINE,
+    READY_LINE,
+    SimLogger,
+    flush_refused_line,
+    host_pool_line,
+    kv_pool_line,
+    scheduler_line,
+)
+from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
+from harness.tokenizer import VOCAB, WordTokenizer, render_chat
+
+VERSION = "0.5.23"
+FLUSH_MESSAGE = (
+    "Cache flushed.\nPlease check backend logs for more details. "
+    "(When there are running or waiting requests, the operation will not be performed.)\n"
+)
+GENERATE_DEFAULT_MAX_NEW = 128  # SGLang's sampling_params default
+OPENAI_DEFAULT_CAP = 256  # answer length cap when an OpenAI request gives no max_tokens
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class BadRequest(Exception):
+    """A client error answered as SGLang's OpenAI-style error body with HTTP 400."""
+
+
+def answer_ids(prompt_ids: list[int], n: int, seed: int) -> list[int]:
+    """n deterministic vocabulary word ids, seeded by the prompt: the same prompt gets the same answer."""
+    h = zlib.crc32(array("q", prompt_ids).tobytes()) if prompt_ids else 0
+    rng = random.Random((seed << 32) ^ h)
+    return [rng.randrange(len(VOCAB)) for _ in range(n)]
+
+
+def natural_length(prompt_ids: list[int], seed: int) -> int:
+    """The length the sim 'wants' to answer when EOS is not ignored: 16..256 tokens, seeded."""
+    h = zlib.crc32(array("q", prompt_ids[-64:]).tobytes()) if prompt_ids else 0
+    return 16 + random.Random(h ^ (seed + 7919)).randrange(241)
+
+
+class _Stream:
+    """A request's view for its handler: an Event set whenever the engine produced something."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def __call__(self, _req: SimRequest) -> None:
+        self.event.set()
+
+
+class SimServer:
+    """One simulated SGLang server: engine, logger, metrics, faults and the aiohttp app."""
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+        self.start_mono = time.monotonic()
+        self.config = EngineConfig.from_args(args)
+        self.logger = SimLogger(args.log_level, args.log_file)
+        self.engine = Engine(self.config, log=self.logger)
+        self.tok = WordTokenizer()
+        self.faults = Faults(args, start=self.start_mono)
+        self.model_name = args.served_model_name or args.model_path
+        self.time_scale = float(args.time_scale)
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+        self.wake = asyncio.Event()
+        self.ready_logged = False
+        self.port: int | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._bg: set[asyncio.Task] = set()
+
+    # --- time ------------------------------------------------------------------------------
+    def model_now(self) -> float:
+        """Simulated seconds since start: wall time divided by --time-scale."""
+        return (time.monotonic() - self.start_mono) / self.time_scale
+
+    async def _engine_loop(self) -> None:
+        eng = self.engine
+        while True:
+            batch = eng.schedule(self.model_now())
+            if batch is None:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            await asyncio.sleep(batch.duration * self.time_scale)
+            eng.complete(batch, max(self.model_now(), batch.start + batch.duration))
+
+    # --- startup ---------------------------------------------------------------------------
+    def startup_lines(self) -> None:
+        a, cfg, card = self.args, self.config, self.config.profile
+        self.logger.info(
+            f"server_args=ServerArgs(model_path='{a.model_path}', served_model_name='{self.model_name}', "
+            f"host='{a.host}', port={a.port}, max_total_tokens={a.max_total_tokens}, page_size={a.page_size}, "
+            f"radix_eviction_policy='{a.radix_eviction_policy}', enable_hierarchical_cache={a.enable_hierarchical_cache}, "
+            f"hicache_ratio={a.hicache_ratio}, hicache_write_policy='{a.hicache_write_policy}', "
+            f"disable_radix_cache={a.disable_radix_cache}, card_profile='{card.name}', time_scale={a.time_scale})"
+        )
+        for flag in getattr(a, "ignored_sglang_args", []):
+            self.logger.warning(f"serve-sim: {flag} is an SGLang flag the sim does not model; ignored")
+        self.logger.info(f"Load weight begin. avail mem={card.gpu_mem_gb:.2f} GB")
+        self.logger.info(kv_pool_line(self.engine.pool, cfg.kv_bytes_per_token))
+        if cfg.hicache:
+            self.logger.info(host_pool_line(cfg.host_pool_tokens, cfg.kv_bytes_per_token))
+        kv_gb = self.engine.pool * cfg.kv_bytes_per_token / (1 << 30)
+        self.logger.info(
+            scheduler_line(
+                max_total_num_tokens=self.engine.pool,
+                chunked_prefill_size=int(cfg.chunked_prefill_size or -1),
+                max_prefill_tokens=cfg.max_prefill_tokens,
+                max_running_requests=int(cfg.max_running_requests or 0),
+                context_len=int(cfg.context_length or 0),
+                available_gpu_mem=max(card.gpu_mem_gb - 16.0 - kv_gb, 0.5),
+            )
+        )
+
+    async def _announce_ready(self) -> None:
+        if self.faults.never_ready:
+            return
+        delay = self.faults.ready_delay - (time.monotonic() - self.start_mono)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self.logger.info(READY_LINE)
+        self.ready_logged = True
+
+    # --- helpers ---------------------------------------------------------------------------
+    def _ready(self) -> bool:
+        return self.faults.ready()
+
+    def _snapshot(self) -> Snapshot:
+        eng = self.engine
+        st = eng.stats
+        tree_stats = getattr(eng.tree, "stats", None)
+        queue, running = eng.pending_counts()
+        return Snapshot(
+            prompt_tokens=st.prompt_tokens,
+            generation_tokens=st.generation_tokens,
+            cached_device=st.cached_device,
+            cached_host=st.cached_host,
+            num_requests=st.num_requests,
+            evicted_tokens=int(getattr(tree_stats, "evicted_tokens", 0) or 0),
+            load_back_tokens=int(getattr(tree_stats, "load_back_tokens", 0) or 0),
+            num_running_reqs=running,
+            num_queue_reqs=queue,
+            token_usage=eng.token_usage(),
+            cache_hit_rate=st.last_cache_hit_rate,
+            gen_throughput=st.gen_throughput,
+            kv_used_tokens=eng.used_tokens(),
+            kv_evictable_tokens=eng.tree.evictable_size(),
+            max_total_num_tokens=eng.pool,
+            hicache_host_used_tokens=eng.host_used_tokens() if self.config.hicache else None,
+            hicache_host_total_tokens=self.config.host_pool_tokens if self.config.hicache else None,
+            num_retracted=st.num_retracted,
+        )
+
+    def server_info(self) -> dict[str, Any]:
+        skip = {"policy_config", "ignored_sglang_args"}
+        info = {k: v for k, v in vars(self.args).items() if k not in skip}
+        info["radix_eviction_policy_config"] = self.args.radix_eviction_policy_config
+        info["api_key"] = "<redacted>" if self.args.api_key else None  # never echo a secret into captures
+        info["port"] = self.port or self.args.port
+        info["chunked_prefill_size"] = self.config.chunked_prefill_size
+        info["max_running_requests"] = self.config.max_running_requests
+        info["context_length"] = self.config.context_length
+        info["served_model_name"] = self.model_name
+        info.update(
+            max_total_num_tokens=self.engine.pool,
+            max_req_input_len=self.engine.max_input_len(),
+            hicache_host_pool_tokens=self.config.host_pool_tokens,
+            ignored_sglang_args=list(getattr(self.args, "ignored_sglang_args", [])),
+            card=self.config.profile.to_dict(),
+            version=VERSION,
+            engine="harness serve-sim",
+            internal_states=[{"last_gen_throughput": self.engine.stats.gen_throughput}],
+        )
+        return info
+
+    def _make_request(
+        self, prompt_ids: list[int], max_new: int | None, ignore_eos: bool, default_cap: int
+    ) -> SimRequest:
+        if not prompt_ids:
+            raise BadRequest("The input is empty.")
+        limit = self.engine.max_input_len()
+        if max_new is not None and (not isinstance(max_new, int) or max_new < 0):
+            raise BadRequest(f"max_new_tokens must be a non-negative integer, got {max_new!r}")
+        if len(prompt_ids) >= limit:
+            raise BadRequest(
+                f"The input ({len(prompt_ids)} tokens) is longer than the model's context length ({limit} tokens)."
+            )
+        cap = default_cap if max_new is None else max_new
+        cap = max(1, min(cap, limit - len(prompt_ids)))
+        if ignore_eos:
+            n, reason = cap, "length"
+        else:
+            want = self.args.answer_len or natural_length(prompt_ids, self.args.random_seed)
+            n, reason = (cap, "length") if want >= cap else (want, "stop")
+        out = answer_ids(prompt_ids, n, self.args.random_seed)
+        return SimRequest(
+            rid=uuid.uuid4().hex,
+            input_ids=prompt_ids,
+            output_ids=out,
+            finish_reason=reason,
+            arrival=self.model_now(),
+        )
+
+    def _check_auth(self, request: web.Request) -> web.Response | None:
+        key = self.args.api_key
+        if not key or request.path.startswith(("/health", "/metrics")):
+            return None
+        if request.headers.get("Authorization", "") != f"Bearer {key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return None
+
+    def _gate(self, request: web.Request) -> tuple[web.Response | None, RequestFaults]:
+        """Auth, readiness and the fault dice for a generation request."""
+        denied = self._check_auth(request)
+        if denied is not None:
+            return denied, RequestFaults()
+        if not self._ready():
+            return _error(503, "The server is not ready yet."), RequestFaults()
+        f = self.faults.on_request()
+        if f.crash:
+            self.logger.write(
+                f"serve-sim: fault injection: crashing after {self.faults.crash_after} requests", "error"
+            )
+            os._exit(1)
+        if f.http_status is not None:
+            return _error(f.http_status, f"fault injection: HTTP {f.http_status}"), f
+        return None, f
+
+    async def _run(self, req: SimRequest, stream: _Stream) -> None:
+        req.on_event = stream
+        self.engine.add(req)
+        self.wake.set()
+
+    def _finish_stats(self, req: SimRequest, t0: float, t_first: float | None) -> float:
+        e2e = time.monotonic() - t0
+        if t_first is not None:
+            self.ttft.observe(t_first - t0)
+        self.e2e.observe(e2e)
+        return e2e
+
+    async def _generate_events(self, request: web.Request, req: SimRequest, faults: RequestFaults):
+        """Yield (new token count, finished) as the engine produces tokens; abort the request if cancelled."""
+        stream = _Stream()
+        await self._run(req, stream)
+        sent = 0
+        stalled = False
+        try:
+            while True:
+                await stream.event.wait()
+                stream.event.clear()
+                if req.generated > sent or req.finished:
+                    mid = req.generated >= max(1, len(req.output_ids) // 2)
+                    if faults.stall and mid and not stalled and not req.finished:
+                        stalled = True
+                        await asyncio.sleep(self.faults.stall_s)
+                    sent = req.generated
+                    yield sent, req.finished
+                    if req.finished:
+                        return
+        finally:
+            if not req.finished:
+                self.engine.abort(req)
+                self.wake.set()
+
+    # --- handlers: control -----------------------------------------------------------------
+    async def health(self, request: web.Request) -> web.StreamResponse:
+        if self.faults.health_stopped():
+            await asyncio.sleep(3600)
+        if not self._ready():
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    async def health_generate(self, request: web.Request) -> web.StreamResponse:
+        if self.faults.health_stopped():
+            await asyncio.sleep(3600)
+        if not self._ready():
+            return web.Response(status=503)
+        req = self._make_request([0], 1, True, 1)
+        req.on_event = stream = _Stream()
+        self.engine.add(req)
+        self.wake.set()
+        while not req.finished:
+            await stream.event.wait()
+            stream.event.clear()
+        return web.Response(status=200)
+
+    async def get_server_info(self, request: web.Request) -> web.StreamResponse:
+        return self._check_auth(request) or web.json_response(self.server_info())
+
+    async def get_model_info(self, request: web.Request) -> web.StreamResponse:
+        return self._check_auth(request) or web.json_response(
+            {
+                "model_path": self.args.model_path,
+                "tokenizer_path": self.args.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+            }
+        )
+
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        return self._check_auth(request) or web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model_name,
+                        "object": "model",
+                        "created": int(time.time()),
+                        "owned_by": "sglang",
+                        "root": self.model_name,
+                        "max_model_len": self.config.context_length,
+                    }
+                ],
+            }
+        )
+
+    async def flush_cache(self, request: web.Request) -> web.StreamResponse:
+        denied = self._check_auth(request)
+        if denied is not None:
+            return denied
+        queue, running = self.engine.pending_counts()
+        if self.faults.refuse_flush() or not self.engine.flush():
+            self.logger.warning(flush_refused_line(queue, running))
+            return web.Response(text=FLUSH_MESSAGE, status=400)
+        self.logger.info(FLUSH_OK_LINE)
+        return web.Response(text=FLUSH_MESSAGE, status=200)
+
+    async def metrics(self, request: web.Request) -> web.StreamResponse:
+        if not self.args.enable_metrics:
+            raise web.HTTPNotFound()
+        text = render(self._snapshot(), self.ttft, self.e2e, self.model_name)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Sim": "1"})
+
+    # --- handlers: generation --------------------------------------------------------------
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadRequest("The request body is not valid JSON.") from None
+        if not isinstance(body, dict):
+            raise BadRequest("The request body must be a JSON object.")
+        return body
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._openai(request, chat=False)
+
+    async def _openai(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        denied, faults = self._gate(request)
+        if denied is not None:
+            return denied
+        t0 = time.monotonic()
+        try:
+            body = await self._body(request)
+            if chat:
+                messages = body.get("messages")
+                if not isinstance(messages, list) or not messages:
+                    raise BadRequest("messages must be a non-empty list.")
+                prompt_ids = self.tok.encode(render_chat(messages))
+            else:
+                prompt = body.get("prompt")
+                if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+                    prompt_ids = list(prompt)
+                elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                    prompt_ids = self.tok.encode(prompt[0])
+                elif isinstance(prompt, str):
+                    prompt_ids = self.tok.encode(prompt)
+                else:
+                    raise BadRequest("prompt must be a string or a list of token ids.")
+            max_new = body.get("max_completion_tokens", body.get("max_tokens"))
+            req = self._make_request(
+                prompt_ids, max_new, bool(body.get("ignore_eos", False)), OPENAI_DEFAULT_CAP
+            )
+        except BadRequest as e:
+            return _error(400, str(e))
+        req.priority = int(body.get("priority") or 0)
+        rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
+        created = int(time.time())
+        obj = "chat.completion" if chat else "text_completion"
+        if not body.get("stream"):
+            async for _ in self._generate_events(request, req, faults):
+                pass
+            t_first = t0 + (time.monotonic() - t0)  # non-stream: first token == done for the client
+            self._finish_stats(req, t0, t_first)
+            text = self.tok.decode(req.output_ids[: req.generated])
+            choice: dict[str, Any] = {
+                "index": 0,
+                "logprobs": None,
+                "finish_reason": _reason(req),
+                "matched_stop": None,
+            }
+            if chat:
+                choice["message"] = {
+                    "role": "assistant",
+                    "content": text,
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                }
+            else:
+                choice["text"] = text
+            return web.json_response(
+                {
+                    "id": rid,
+                    "object": obj,
+                    "created": created,
+                    "model": self.model_name,
+                    "choices": [choice],
+                    "usage": self._usage(req),
+                }
+            )
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await resp.prepare(request)
+        chunk_obj = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(delta_text: str | None, finish: str | None, role: bool = False) -> dict[str, Any]:
+            c: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            if chat:
+                d: dict[str, Any] = {}
+                if role:
+                    d["role"] = "assistant"
+                d["content"] = delta_text
+                d["reasoning_content"] = None
+                d["tool_calls"] = None
+                c["delta"] = d
+            else:
+                c["text"] = delta_text or ""
+            return {
+                "id": rid,
+                "object": chunk_obj,
+                "created": created,
+                "model": self.model_name,
+                "choices": [c],
+                "usage": None,
+            }
+
+        t_first: float | None = None
+        sent = 0
+        try:
+            if chat:
+                await _sse(resp, chunk("", None, role=True))
+            async for n, finished in self._generate_events(request, req, faults):
+                if n > sent:
+                    piece = self.tok.decode(req.output_ids[sent:n])
+                    if sent > 0:
+                        piece = " " + piece
+                    if t_first is None:
+                        t_first = time.monotonic()
+                    await _sse(resp, chunk(piece, None))
+                    sent = n
+                    if await self._mid_stream_faults(request, resp, req, faults, sent):
+                        return resp
+                if finished:
+                    break
+            await _sse(resp, chunk(None if chat else "", _reason(req)))
+            if include_usage:
+                usage_chunk = {
+                    "id": rid,
+                    "object": chunk_obj,
+                    "created": created,
+                    "model": self.model_name,
+                    "choices": [],
+                    "usage": self._usage(req),
+                }
+                await _sse(resp, usage_chunk)
+            await resp.write(b"data: [DONE]\n\n")
+            self._finish_stats(req, t0, t_first)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        return resp
+
+    async def _mid_stream_faults(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        req: SimRequest,
+        faults: RequestFaults,
+        sent: int,
+    ) -> bool:
+        """Malformed events and dropped connections half-way through an answer; True if the stream is over."""
+        half = max(1, len(req.output_ids) // 2)
+        if sent < half:
+            return False
+        if faults.malformed:
+            faults.malformed = False
+            await resp.write(b'data: {"id": "broken", "choices": [\n\n')
+        if faults.drop:
+            self.engine.abort(req)
+            self.wake.set()
+            if request.transport is not None:
+                request.transport.abort() if hasattr(
+                    request.transport, "abort"
+                ) else request.transport.close()
+            return True
+        return False
+
+    def _usage(self, req: SimRequest) -> dict[str, Any]:
+        cached = req.cached_tokens
+        details = {"cached_tokens": cached} if (self.args.enable_cache_report and cached > 0) else None
+        return {
+            "prompt_tokens": len(req.input_ids),
+            "total_tokens": len(req.input_ids) + req.generated,
+            "completion_tokens": req.generated,
+            "prompt_tokens_details": details,
+            "reasoning_tokens": 0,
+        }
+
+    def _meta(self, req: SimRequest, e2e: float) -> dict[str, Any]:
+        reason: dict[str, Any]
+        if req.finish_reason == "length":
+            reason = {"type": "length", "length": req.generated}
+        elif req.finish_reason == "abort":
+            reason = {"type": "abort", "message": "client disconnected"}
+        else:
+            reason = {"type": "stop", "matched": 128009}
+        return {
+            "id": req.rid,
+            "finish_reason": reason if req.finished else None,
+            "prompt_tokens": len(req.input_ids),
+            "weight_version": "default",
+            "completion_tokens": req.generated,
+            "cached_tokens": req.cached_tokens,
+            "cached_tokens_details": {"device": req.cached_device, "host": req.cached_host},
+            "e2e_latency": e2e,
+        }
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        denied, faults = self._gate(request)
+        if denied is not None:
+            return denied
+        t0 = time.monotonic()
+        try:
+            body = await self._body(request)
+            sp = body.get("sampling_params") or {}
+            if not isinstance(sp, dict):
+                raise BadRequest("sampling_params must be an object.")
+            if body.get("input_ids") is not None:
+                ids = body["input_ids"]
+                if not isinstance(ids, list) or not all(isinstance(x, int) for x in ids):
+                    raise BadRequest("input_ids must be a list of integers.")
+                prompt_ids = list(ids)
+            elif isinstance(body.get("text"), str):
+                prompt_ids = self.tok.encode(body["text"])
+            else:
+                raise BadRequest("Either text or input_ids should be provided.")
+            req = self._make_request(
+                prompt_ids,
+                sp.get("max_new_tokens", GENERATE_DEFAULT_MAX_NEW),
+                bool(sp.get("ignore_eos")),
+                GENERATE_DEFAULT_MAX_NEW,
+            )
+        except BadRequest as e:
+            return _error(400, str(e))
+        req.priority = int(body.get("priority") or 0)
+        if not body.get("stream"):
+            async for _ in self._generate_events(request, req, faults):
+                pass
+            e2e = self._finish_stats(req, t0, time.monotonic())
+            return web.json_response(
+                {
+                    "text": self.tok.decode(req.output_ids[: req.generated]),
+                    "output_ids": req.output_ids[: req.generated],
+                    "meta_info": self._meta(req, e2e),
+                }
+            )
+        resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await resp.prepare(request)
+        t_first: float | None = None
+        async for n, _finished in self._generate_events(request, req, faults):
+            if t_first is None and n > 0:
+                t_first = time.monotonic()
+            e2e = time.monotonic() - t0
+            payload = {
+                "text": self.tok.decode(req.output_ids[:n]),
+                "output_ids": req.output_ids[:n],
+                "meta_info": self._meta(req, e2e),
+            }
+            await _sse(resp, payload)
+            if await self._mid_stream_faults(request, resp, req, faults, n):
+                return resp
+        await resp.write(b"data: [DONE]\n\n")
+        self._finish_stats(req, t0, t_first)
+        await resp.write_eof()
+        return resp
+
+    # --- app -------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        r = app.router
+        r.add_get("/health", self.health)
+        r.add_get("/health_generate", self.health_generate)
+        for path in ("/get_server_info", "/server_info"):
+            r.add_get(path, self.get_server_info)
+        r.add_get("/get_model_info", self.get_model_info)
+        r.add_get("/model_info", self.get_model_info)
+        r.add_get("/v1/models", self.models)
+        r.add_route("GET", "/flush_cache", self.flush_cache)
+        r.add_route("POST", "/flush_cache", self.flush_cache)
+        r.add_get("/metrics", self.metrics)
+        r.add_post("/v1/chat/completions", self.chat_completions)
+        r.add_post("/v1/completions", self.completions)
+        r.add_post("/generate", self.generate)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_startup(self, _app: web.Application) -> None:
+        self.wake = asyncio.Event()
+        self._loop_task = asyncio.create_task(self._engine_loop())
+
+    async def _on_cleanup(self, _app: web.Application) -> None:
+        for task in [self._loop_task, *self._bg]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self.logger.close()
+
+
+def _reason(req: SimRequest) -> str:
+    return (
+        "length" if req.finish_reason == "length" else ("abort" if req.finish_reason == "abort" else "stop")
+    )
+
+
+def _error(status: int, message: str) -> web.Response:
+    kind = {400: "BadRequestError", 500: "InternalServerError", 503: "ServiceUnavailableError"}.get(
+        status, "Error"
+    )
+    return web.json_response(
+        {"object": "error", "message": message, "type": kind, "param": None, "code": status}, status=status
+    )
+
+
+async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:
+    await resp.write(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+async def serve(args: Any) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code."""
+    import signal
+
+    server = SimServer(args)
+    server.startup_lines()
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        from harness.errors import HarnessError
+
+        raise HarnessError(
+            f"--port {args.port}: cannot listen on {args.host}:{args.port}: {e.strerror or e}"
+        ) from None
+    sockets = getattr(site._server, "sockets", None) or []  # noqa: SLF001
+    server.port = sockets[0].getsockname()[1] if sockets else args.port
+    server.logger.info(
+        f"INFO:     Uvicorn running on http://{args.host}:{server.port} (Press CTRL+C to quit)"
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ready_task = asyncio.create_task(server._announce_ready())
+    server._bg.add(ready_task)
+    await stop.wait()
+    server.logger.info("Received shutdown signal; shutting down.")
+    await runner.cleanup()
+    return 0
