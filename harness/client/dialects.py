@@ -1,0 +1,190 @@
+"""Thin per-API adapters: the request body, and how one parsed event updates the stream state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.workloads.prompts import BuiltPrompt
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class StreamState:
+    """What a stream has told us so far; filled in by a dialect, read by the client."""
+
+    __slots__ = (
+        "pieces",
+        "reasoning",
+        "finish",
+        "usage",
+        "timings",
+        "done",
+        "cum_text",
+        "output_ids",
+        "error",
+    )
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.reasoning: list[str] = []
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.timings: dict[str, Any] | None = None
+        self.done = False
+        self.cum_text = ""  # /generate: the cumulative text so far
+        self.output_ids: list[int] | None = None
+        self.error: str | None = None
+
+    def answer(self) -> str:
+        text = "".join(self.pieces)
+        if self.reasoning:
+            return "<think>" + "".join(self.reasoning) + "</think>" + text
+        return text
+
+
+class Dialect:
+    name = ""
+    path = ""
+
+    def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
+        raise NotImplementedError
+
+    def event(self, st: StreamState, obj: Any) -> bool:
+        """Apply one event; True when it carried generated text (a token event)."""
+        raise NotImplementedError
+
+
+def _openai_common(st: StreamState, obj: dict) -> None:
+    u = obj.get("usage")
+    if u:
+        st.usage = u
+    t = obj.get("timings")
+    if t:
+        st.timings = t
+    e = obj.get("error")
+    if e:
+        st.error = e.get("message", str(e)) if isinstance(e, dict) else str(e)
+
+
+class OpenAIChat(Dialect):
+    name, path = "openai-chat", "/v1/chat/completions"
+
+    def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
+        return _dumps(
+            {
+                "model": model,
+                "messages": prompt.payload,
+                "max_tokens": max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "ignore_eos": True,
+                "temperature": 0,
+            }
+        ).encode()
+
+    def event(self, st: StreamState, obj: Any) -> bool:
+        tok = False
+        choices = obj.get("choices")
+        if choices:
+            c = choices[0]
+            d = c.get("delta")
+            if d:
+                txt = d.get("content")
+                if txt:
+                    st.pieces.append(txt)
+                    tok = True
+                r = d.get("reasoning_content")
+                if r:
+                    st.reasoning.append(r)
+                    tok = True
+            fr = c.get("finish_reason")
+            if fr:
+                st.finish = fr
+        if "usage" in obj or "timings" in obj or "error" in obj:
+            _openai_common(st, obj)
+        return tok
+
+
+class OpenAICompletions(Dialect):
+    name, path = "openai-completions", "/v1/completions"
+
+    def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
+        return _dumps(
+            {
+                "model": model,
+                "prompt": prompt.payload,
+                "max_tokens": max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "ignore_eos": True,
+                "temperature": 0,
+            }
+        ).encode()
+
+    def event(self, st: StreamState, obj: Any) -> bool:
+        tok = False
+        choices = obj.get("choices")
+        if choices:
+            c = choices[0]
+            txt = c.get("text")
+            if txt:
+                st.pieces.append(txt)
+                tok = True
+            fr = c.get("finish_reason")
+            if fr:
+                st.finish = fr
+        if "usage" in obj or "timings" in obj or "error" in obj:
+            _openai_common(st, obj)
+        return tok
+
+
+class SGLangGenerate(Dialect):
+    """Native /generate: cumulative `text` per event (deltas taken here), usage in `meta_info`."""
+
+    name, path = "sglang-generate", "/generate"
+
+    def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
+        key = "text" if isinstance(prompt.payload, str) else "input_ids"
+        return _dumps(
+            {
+                key: prompt.payload,
+                "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True, "temperature": 0},
+                "stream": True,
+            }
+        ).encode()
+
+    def event(self, st: StreamState, obj: Any) -> bool:
+        if "error" in obj:
+            e = obj["error"]
+            st.error = e.get("message", str(e)) if isinstance(e, dict) else str(e)
+            return False
+        tok = False
+        text = obj.get("text")
+        prev = st.cum_text
+        if text:
+            n = len(prev)
+            # cumulative unless the server streams increments (--incremental-streaming-output)
+            cumulative = len(text) >= n and text.startswith(prev[-16:], max(0, n - 16))
+            delta = text[n:] if cumulative else text
+            st.cum_text = text if cumulative else prev + text
+            if delta:
+                st.pieces.append(delta)
+                tok = True
+            ids = obj.get("output_ids")
+            if isinstance(ids, list):
+                st.output_ids = ids if cumulative or st.output_ids is None else st.output_ids + ids
+        meta = obj.get("meta_info")
+        if meta:
+            st.usage = meta
+            fr = meta.get("finish_reason")
+            if fr:
+                st.finish = fr.get("type", str(fr)) if isinstance(fr, dict) else str(fr)
+        return tok
+
+
+DIALECTS: dict[str, type[Dialect]] = {d.name: d for d in (OpenAIChat, OpenAICompletions, SGLangGenerate)}
+
+
+def get_dialect(api: str) -> Dialect:
+    return DIALECTS[api]()

@@ -1,0 +1,98 @@
+"""`harness run SPEC --server-url URL`: every sweep point x seed against a server someone already started."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0].split(": ", 1)[-1])
+    p.add_argument("spec", help="experiment spec (YAML), e.g. workloads/smoke.yaml")
+    p.add_argument(
+        "--server-url", required=True, help="base URL of the running server, e.g. http://127.0.0.1:30000"
+    )
+    p.add_argument(
+        "--server", default="attached", help="server name for the capture folder (default: attached)"
+    )
+    p.add_argument(
+        "--node", default=socket.gethostname().split(".")[0], help="node name (default: this host)"
+    )
+    p.add_argument("--capture", default="capture", help="capture root folder (default: capture)")
+    p.add_argument("--seeds", help="comma-separated seeds to run instead of the spec's, e.g. 0,1")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run only sweep points where KEY equals VALUE (repeatable)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _parse_seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise HarnessError(f"--seeds: expected comma-separated integers, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise HarnessError(f"--seeds: expected non-negative integers, got {text!r}")
+    return seeds
+
+
+def select_points(spec, only: list[str]):
+    """Points whose sweep values match every --only KEY=VALUE (compared as text)."""
+    points = spec.points()
+    for item in only:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise HarnessError(f"--only: expected KEY=VALUE, got {item!r}")
+        if key not in spec.sweep:
+            keys = ", ".join(spec.sweep) or "none"
+            raise HarnessError(
+                f"--only: {key!r} is not a sweep key of {spec.source_path} (sweep keys: {keys})"
+            )
+        points = [p for p in points if str(p.sweep[key]) == value]
+        if not points:
+            vals = ", ".join(str(v) for v in spec.sweep[key])
+            raise HarnessError(f"--only: no point with {key}={value} (values: {vals})")
+    return points
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.runner import check_server, run_points, write_manifest
+    from harness.spec import load_spec
+
+    spec = load_spec(args.spec)
+    seeds = _parse_seeds(args.seeds)
+    points = select_points(spec, args.only)
+    check_server(args.server_url)
+    capture = Path(args.capture)
+    write_manifest(spec, capture, args.node, {"server_url_attached": args.server_url})
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr if args.quiet else sys.stdout, flush=True)
+
+    recs = run_points(
+        spec,
+        base_url=args.server_url,
+        server_name=args.server,
+        node=args.node,
+        capture_root=capture,
+        seeds=seeds,
+        points=points,
+        quiet=args.quiet,
+        log=log,
+    )
+    statuses = [r.status if hasattr(r, "status") else r.get("status") for r in recs]
+    bad = [s for s in statuses if s != "ok"]
+    exp = capture / args.node / spec.name / args.server
+    print(f"{len(statuses) - len(bad)}/{len(statuses)} points ok -> {exp}", flush=True)
+    return 1 if bad else 0

@@ -1,0 +1,42 @@
+"""Workload generators: deterministic request schedules from a spec, a seed and a tokenizer."""
+
+from __future__ import annotations
+
+from harness.spec import ExperimentSpec, MultiTurnWorkload, Workload
+from harness.tokenizer import Tokenizer
+from harness.workloads.generators import multi_turn, shared_prefix
+from harness.workloads.prompts import PromptBuilder, strip_reasoning
+from harness.workloads.schedule import Conversation, Prompt, Request, Schedule
+from harness.workloads.tokenizers import PromptMaker, load_prompt_maker
+
+__all__ = [
+    "Conversation",
+    "Prompt",
+    "PromptBuilder",
+    "PromptMaker",
+    "Request",
+    "Schedule",
+    "build_schedule",
+    "load_prompt_maker",
+    "strip_reasoning",
+]
+
+
+def build_schedule(
+    spec: ExperimentSpec,
+    workload: Workload | None,
+    seed: int,
+    tokenizer: PromptMaker | Tokenizer | str | None = None,
+) -> Schedule:
+    """The whole schedule for one point x seed; all tokenizing happens here, before the run."""
+    wl = workload or spec.workload
+    if isinstance(tokenizer, PromptMaker):
+        maker = tokenizer
+    elif tokenizer is None or isinstance(tokenizer, str):
+        maker = load_prompt_maker(tokenizer or spec.tokenizer)
+    else:  # a harness.tokenizer.Tokenizer object, e.g. WordTokenizer()
+        maker = load_prompt_maker(getattr(tokenizer, "name", spec.tokenizer))
+    f = str(spec.source_path)
+    if isinstance(wl, MultiTurnWorkload):
+        return multi_turn(wl, seed, maker, f)
+    return shared_prefix(wl, seed, maker, f)

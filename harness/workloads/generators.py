@@ -1,0 +1,140 @@
+"""Deterministic schedules from a seed: shared-prefix groups and multi-turn sessions.
+
+Seed tags: the first two tokens of every prompt encode the seed, so two seeds never share a prefix
+(and seed 2 never hits seed 1's cache); the third encodes the group/session.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+from harness.errors import SpecError
+from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT
+from harness.tokenizer import VOCAB
+from harness.workloads.schedule import Conversation, Request, Schedule
+from harness.workloads.tokenizers import PromptMaker
+
+V = len(VOCAB)
+
+
+def seed_tags(seed: int, unit: int) -> list[int]:
+    return [seed % V, (seed // V) % V, unit % V]
+
+
+class QuestionSource:
+    """Question prompts of a fixed, lognormal or ShareGPT-drawn length."""
+
+    def __init__(self, spec_len, maker: PromptMaker, spec_file: str, key: str) -> None:
+        self.spec_len, self.maker = spec_len, maker
+        self.turns: list[str] = []
+        if isinstance(spec_len, ShareGPT):
+            if maker.kind == "server":
+                raise SpecError(
+                    spec_file, key, "sharegpt turns are text; they cannot be sent with tokenizer: server"
+                )
+            self.turns = _sharegpt_turns(spec_len.path, spec_file, key)
+
+    def make(self, rng: random.Random, tags: list[int]) -> tuple[object, int]:
+        s = self.spec_len
+        if isinstance(s, ShareGPT):
+            text = rng.choice(self.turns)
+            return text, self.maker.count(text)
+        if isinstance(s, LogNormal):
+            mu = math.log(s.mean) - s.sigma**2 / 2
+            n = max(s.min, round(rng.lognormvariate(mu, s.sigma)))
+            if s.max is not None:
+                n = min(n, s.max)
+            return self.maker.make(rng, n, tags)
+        return self.maker.make(rng, int(s), tags)
+
+
+def _sharegpt_turns(path: Path, spec_file: str, key: str) -> list[str]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SpecError(spec_file, f"{key}.sharegpt", f"{path}: not a readable JSON file ({e})") from None
+    turns: list[str] = []
+    if isinstance(data, list):
+        for item in data:
+            conv = item.get("conversations") if isinstance(item, dict) else None
+            for m in conv or []:
+                v = m.get("value") if isinstance(m, dict) else None
+                if isinstance(v, str) and v.strip() and m.get("from") in ("human", "user"):
+                    turns.append(v)
+    if not turns:
+        raise SpecError(
+            spec_file, f"{key}.sharegpt", f"{path}: no human turns found (expected ShareGPT format)"
+        )
+    return turns
+
+
+def shared_prefix(wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, spec_file: str) -> Schedule:
+    """G groups x P prompts: a group's system prompt + a distinct question, shuffled over all groups."""
+    rng = random.Random(f"shared-prefix:{seed}")
+    qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
+    items = []
+    for g in range(wl.groups):
+        tags = seed_tags(seed, g)
+        system, sys_n = maker.make(rng, wl.system_prompt_tokens, tags)
+        for p in range(wl.prompts_per_group):
+            # with no system prompt the question carries the seed tags
+            q, q_n = qsrc.make(rng, tags + [p] if sys_n == 0 else [])
+            items.append((g, p, system, sys_n, q, q_n))
+    if wl.shuffle:
+        random.Random(f"shuffle:{seed}").shuffle(items)
+    seen: dict[int, int] = {}
+    convs = []
+    for i, (g, _p, system, sys_n, q, q_n) in enumerate(items):
+        pos = seen.get(g, 0)
+        seen[g] = pos + 1
+        req = Request(
+            index=i,
+            conversation=i,
+            turn=0,
+            position=pos,
+            question=q,
+            question_tokens=q_n,
+            output_tokens=wl.output_tokens,
+            group=g,
+        )
+        convs.append(Conversation(id=i, system=system, system_tokens=sys_n, turns=[req], group=g))
+    return Schedule(
+        kind=wl.kind, seed=seed, tokenizer=maker.kind, conversations=convs, ids=maker.kind == "server"
+    )
+
+
+def multi_turn(wl: MultiTurnWorkload, seed: int, maker: PromptMaker, spec_file: str) -> Schedule:
+    """N sessions x T turns, round-robin: every session's turn t before any session's turn t+1."""
+    rng = random.Random(f"multi-turn:{seed}")
+    qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
+    convs = []
+    for s in range(wl.sessions):
+        tags = seed_tags(seed, s)
+        system, sys_n = maker.make(rng, wl.system_prompt_tokens, tags)
+        convs.append(Conversation(id=s, system=system, system_tokens=sys_n, session=s))
+    for t in range(wl.turns):
+        for s, conv in enumerate(convs):
+            q, q_n = qsrc.make(rng, seed_tags(seed, s) + [t] if conv.system_tokens == 0 and t == 0 else [])
+            conv.turns.append(
+                Request(
+                    index=t * wl.sessions + s,
+                    conversation=s,
+                    turn=t,
+                    position=t,
+                    question=q,
+                    question_tokens=q_n,
+                    output_tokens=wl.answer_tokens,
+                    session=s,
+                )
+            )
+    return Schedule(
+        kind=wl.kind,
+        seed=seed,
+        tokenizer=maker.kind,
+        conversations=convs,
+        history=wl.history,
+        ids=maker.kind == "server",
+    )

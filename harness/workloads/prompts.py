@@ -1,0 +1,94 @@
+"""Turn a scheduled request plus the answers received so far into what the API is sent.
+
+Cheap string work only (no tokenizing): it runs on the event loop at send time, because turn t's
+prompt carries the answers the server actually returned for turns 0..t-1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from harness.tokenizer import render_chat
+from harness.workloads.schedule import Conversation, Request, Schedule
+
+_THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+
+
+def strip_reasoning(answer: str) -> str:
+    """Drop a <think>...</think> span (or everything up to a lone </think>) from an earlier answer."""
+    out = _THINK.sub("", answer)
+    if "</think>" in out:
+        out = out.split("</think>", 1)[1].lstrip()
+    return out
+
+
+@dataclass
+class Turnout:
+    """What one finished turn contributes to its session's history."""
+
+    answer: str
+    answer_ids: tuple[int, ...] | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass
+class BuiltPrompt:
+    payload: Any  # list of chat messages | rendered text | list of token ids
+    expected_tokens: int | None
+    sha: str
+
+
+class PromptBuilder:
+    """Chat messages for openai-chat, the sim's chat template rendered as text otherwise, ids for tokenizer: server.
+
+    Expected prompt tokens with the word tokenizer: content tokens + 2 per message + 1 (the template's
+    `<|im_start|>ROLE ... <|im_end|>` and generation prompt, see harness.tokenizer). With a HF tokenizer the
+    template's own overhead is unknown here, so only content tokens are counted.
+    """
+
+    def __init__(self, schedule: Schedule, api: str) -> None:
+        self.schedule, self.api = schedule, api
+        self.word = schedule.tokenizer == "word"
+        self.drop_reasoning = schedule.history == "drop-reasoning"
+
+    def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        if self.schedule.ids:
+            return self._ids(conv, req, history)
+        messages: list[dict[str, str]] = []
+        n = 0
+        if conv.system_tokens:
+            messages.append({"role": "system", "content": conv.system})  # type: ignore[dict-item]
+            n += conv.system_tokens
+        exact = True
+        for prev_req, out in zip(conv.turns, history, strict=False):
+            ans = strip_reasoning(out.answer) if self.drop_reasoning else out.answer
+            messages.append({"role": "user", "content": prev_req.question})  # type: ignore[dict-item]
+            messages.append({"role": "assistant", "content": ans})
+            n += prev_req.question_tokens
+            if self.word:
+                n += len(ans.split())
+            elif out.completion_tokens is not None and not self.drop_reasoning:
+                n += out.completion_tokens
+            else:
+                exact = False
+        messages.append({"role": "user", "content": req.question})  # type: ignore[dict-item]
+        n += req.question_tokens
+        if self.word:
+            n += 2 * len(messages) + 1
+        text = render_chat(messages)
+        sha = hashlib.sha1(text.encode()).hexdigest()
+        payload: Any = messages if self.api == "openai-chat" else text
+        return BuiltPrompt(payload, n if exact else None, sha)
+
+    def _ids(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        ids: list[int] = list(conv.system)  # type: ignore[arg-type]
+        for prev_req, out in zip(conv.turns, history, strict=False):
+            ids.extend(prev_req.question)  # type: ignore[arg-type]
+            ids.extend(out.answer_ids or ())
+        ids.extend(req.question)  # type: ignore[arg-type]
+        sha = hashlib.sha1(array("q", ids).tobytes()).hexdigest()
+        return BuiltPrompt(ids, len(ids), sha)

@@ -1,0 +1,54 @@
+"""A schedule: conversations of turns in nominal send order, built entirely before the run starts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+Prompt = str | tuple[int, ...]  # text, or token ids for SGLang's /generate `input_ids`
+
+
+@dataclass(frozen=True)
+class Request:
+    """One turn: what to ask and how many tokens to generate; history is added at send time."""
+
+    index: int  # nominal send order (0-based) over the whole schedule
+    conversation: int
+    turn: int
+    position: int  # occurrence of this group/session prefix so far in send order (0 = first)
+    question: Prompt
+    question_tokens: int
+    output_tokens: int
+    group: int | None = None
+    session: int | None = None
+
+
+@dataclass
+class Conversation:
+    """A shared-prefix request (one turn) or a multi-turn session; turns go strictly in order."""
+
+    id: int
+    system: Prompt
+    system_tokens: int
+    turns: list[Request] = field(default_factory=list)
+    group: int | None = None
+    session: int | None = None
+
+
+@dataclass
+class Schedule:
+    kind: str
+    seed: int
+    tokenizer: str  # word | server | path of a HF tokenizer
+    conversations: list[Conversation]
+    history: str = "verbatim"  # multi-turn: verbatim | drop-reasoning
+    ids: bool = False  # prompts are token ids (tokenizer: server)
+
+    def requests(self) -> Iterator[Request]:
+        """Every request in nominal send order."""
+        reqs = [r for c in self.conversations for r in c.turns]
+        reqs.sort(key=lambda r: r.index)
+        return iter(reqs)
+
+    def __len__(self) -> int:
+        return sum(len(c.turns) for c in self.conversations)

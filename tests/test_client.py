@@ -1,0 +1,150 @@
+"""The streaming client: SSE parsing, dialects, and stamps/usage against a real server with known delays."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.client import SSEParser, StreamState, get_dialect, stream_request
+from harness.records import RequestRecord
+from harness.workloads.prompts import BuiltPrompt
+
+
+def test_sse_parser_events_comments_and_multiline():
+    p = SSEParser()
+    out = p.feed(b': ping\n\ndata: {"a":1}\n\nevent: x\nid: 3\ndata: line1\ndata:line2\n\ndata: [DONE]')
+    assert out == [b'{"a":1}', b"line1\nline2"]
+    assert p.comments == 1
+    assert p.feed(b"\n\n") == [b"[DONE]"]
+    q = SSEParser()
+    assert q.feed(b'data: {"b":2}\r\n\r\n') == [b'{"b":2}']
+    r = SSEParser()
+    r.feed(b"data: tail-without-blank")
+    assert r.close() == [b"tail-without-blank"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.integers(1, 8))
+def test_sse_parser_any_chunking(cuts, n_events):
+    events = [f'{{"i":{i},"t":"x y"}}'.encode() for i in range(n_events)]
+    stream = b"".join(b"data: " + e + b"\n\n" for e in events) + b": keep\n\n"
+    p = SSEParser()
+    got, pos = [], 0
+    for c in cuts:
+        got += p.feed(stream[pos : pos + c])
+        pos += c
+    got += p.feed(stream[pos:])
+    got += p.close()
+    assert got == events
+
+
+def test_chat_dialect_token_rules():
+    d, s = get_dialect("openai-chat"), StreamState()
+    assert not d.event(s, {"choices": [{"delta": {"role": "assistant", "content": ""}}]})  # role-only prelude
+    assert d.event(s, {"choices": [{"delta": {"reasoning_content": "hmm"}}]})
+    assert d.event(s, {"choices": [{"delta": {"content": "Hi"}, "finish_reason": None}]})
+    assert not d.event(s, {"choices": [{"delta": {}, "finish_reason": "length"}]})
+    assert not d.event(
+        s, {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    )  # usage-only frame
+    assert s.answer() == "<think>hmm</think>Hi" and s.finish == "length" and s.usage["prompt_tokens"] == 3
+    body = d.body("m", BuiltPrompt([{"role": "user", "content": "x"}], 3, "h"), 7)
+    assert b'"stream_options":{"include_usage":true}' in body and b'"ignore_eos":true' in body
+    assert b'"max_tokens":7' in body
+
+
+def test_generate_dialect_cumulative_text_to_deltas():
+    d, s = get_dialect("sglang-generate"), StreamState()
+    assert d.event(s, {"text": "Hello", "meta_info": {"finish_reason": None}})
+    assert d.event(s, {"text": "Hello wor", "meta_info": {}})
+    assert not d.event(s, {"text": "Hello wor", "meta_info": {}})  # no new text: not a token
+    assert d.event(
+        s,
+        {
+            "text": "Hello world",
+            "meta_info": {"finish_reason": {"type": "length", "length": 3}, "cached_tokens": 5},
+        },
+    )
+    assert s.pieces == ["Hello", " wor", "ld"] and s.answer() == "Hello world" and s.finish == "length"
+    body = d.body("m", BuiltPrompt([1, 2, 3], 3, "h"), 4)
+    assert b'"input_ids":[1,2,3]' in body and b'"max_new_tokens":4' in body
+
+
+async def _one(url: str, api: str, text: str = "hello there", n: int = 8, **kw) -> RequestRecord:
+    d = get_dialect(api)
+    payload = [{"role": "user", "content": text}] if api == "openai-chat" else text
+    rec = RequestRecord(experiment="e", server="s", point="p", seed=0, index=0, api=api)
+    async with aiohttp.ClientSession() as session:
+        rec.scheduled_mono = asyncio.get_running_loop().time()
+        await stream_request(
+            session,
+            url + d.path,
+            d,
+            d.body("m", BuiltPrompt(payload, None, "h"), n),
+            rec,
+            headers={"Content-Type": "application/json"},
+            **kw,
+        )
+    return rec
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-completions", "sglang-generate"])
+def test_ttft_and_gaps_match_server_delays(fake_server_factory, api):
+    srv = fake_server_factory("--ttft-ms", "60", "--itl-ms", "25", "--keepalive")
+    rec = asyncio.run(_one(srv.url, api))
+    assert rec.ok, rec.error
+    assert rec.first_byte_mono < rec.first_token_mono  # keep-alive / prelude arrive first, not tokens
+    assert rec.ttft_sent_s == pytest.approx(0.060, abs=0.015)
+    gaps = [b - a for a, b in zip(rec.token_mono, rec.token_mono[1:], strict=False)]
+    assert len(rec.token_mono) == 8
+    assert all(g == pytest.approx(0.025, abs=0.015) for g in gaps), gaps
+    assert sum(gaps) / len(gaps) == pytest.approx(0.025, abs=0.004)
+    assert rec.completion_tokens == 8 and rec.prompt_tokens and rec.finish_reason == "length"
+    assert rec.answer.split()[0] == "w1x0" and len(rec.answer.split()) == 8
+    assert rec.e2e_s >= rec.ttft_s
+    if api == "sglang-generate":
+        assert rec.cached_device is not None and rec.cached_host is not None
+
+
+def test_cached_tokens_and_llama_timings(fake_server_factory):
+    srv = fake_server_factory("--timings")
+    a = asyncio.run(_one(srv.url, "openai-chat", "one two three four five six"))
+    b = asyncio.run(_one(srv.url, "openai-chat", "one two three four five six seven"))
+    assert a.cached_tokens == 0 and b.cached_tokens > 0
+    assert b.server_timings and b.server_timings["cache_n"] == b.cached_tokens
+
+
+@pytest.mark.parametrize(
+    ("marker", "kind"),
+    [
+        ("FAULT_500", "http"),
+        ("FAULT_MALFORMED", "protocol"),
+        ("FAULT_DROP", "disconnect"),
+        ("FAULT_ERROR_EVENT", "http"),
+    ],
+)
+def test_faults_become_error_kinds(fake_server_factory, marker, kind):
+    srv = fake_server_factory("--itl-ms", "2")
+    rec = asyncio.run(_one(srv.url, "openai-chat", f"please {marker} now"))
+    assert not rec.ok and rec.error_kind == kind, (rec.error_kind, rec.error)
+    assert rec.error and "\n" not in rec.error
+    if marker == "FAULT_500":
+        assert rec.http_status == 500
+
+
+def test_timeouts_first_token_and_total(fake_server_factory):
+    srv = fake_server_factory("--itl-ms", "200")
+    rec = asyncio.run(_one(srv.url, "openai-chat", "FAULT_HANG", first_token_timeout=0.3))
+    assert rec.error_kind == "timeout-first-token"
+    assert rec.done_mono - rec.sent_mono == pytest.approx(0.3, abs=0.2)
+    rec2 = asyncio.run(_one(srv.url, "openai-chat", "slow", n=20, first_token_timeout=5, total_timeout=0.5))
+    assert rec2.error_kind == "timeout-total" and rec2.first_token_mono is not None
+
+
+def test_refused_connection(free_port):
+    rec = asyncio.run(_one(f"http://127.0.0.1:{free_port}", "openai-chat"))
+    assert not rec.ok and rec.error_kind == "connect"
