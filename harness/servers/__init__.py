@@ -1,0 +1,1 @@
+"""Server profiles and their lives: launch (SGLang, the sim, any command) or attach, readiness, clean stop."""

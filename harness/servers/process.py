@@ -1,0 +1,371 @@
+"""A server's life as a context manager: own session, log file, readiness, SIGTERM then SIGKILL of the group.
+
+No orphan ever: every live server is registered for atexit and SIGTERM/SIGHUP, the child asks the
+kernel (PR_SET_PDEATHSIG) to be terminated if the harness dies without cleaning up (kill -9).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import ctypes
+import functools
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
+from harness.errors import HarnessError
+from harness.servers.adapters import Adapter, Launch, adapter_for
+from harness.servers.profiles import ServerProfile, env_refs
+from harness.servers.redact import Redactor
+
+_PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
+_LIVE: dict[int, ServerProcess] = {}
+_LIVE_LOCK = threading.Lock()
+_PR_SET_PDEATHSIG = 1
+
+
+class ServerError(HarnessError):
+    """The server exited, never became ready, or could not be started; the message quotes its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (bind to 0); chosen at run time, never fixed."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("0.0.0.0", "::") else "127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _child_setup(parent_pid: int) -> None:  # runs in the child between fork and exec
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the harness died before prctl took effect
+            os._exit(1)
+
+
+class ServerProcess:
+    """Start a profile's server on a free port, wait until it serves, stop its whole process group."""
+
+    def __init__(
+        self,
+        profile: ServerProfile,
+        server_dir: Path,
+        *,
+        model: str | None = None,
+        redactor: Redactor | None = None,
+        ready_timeout_s: float | None = None,
+        stop_grace_s: float = 15.0,
+        poll_s: float = 0.1,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.adapter: Adapter = adapter_for(profile)
+        self.server_dir = Path(server_dir)
+        self.log_path = self.server_dir / SERVER_LOG
+        self.model = model or profile.model
+        self.redactor = redactor or Redactor()
+        for name in env_refs(profile):
+            self.redactor.add(os.environ.get(name, ""))
+        self.ready_timeout_s = ready_timeout_s or profile.timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.poll_s = poll_s
+        self.headers = dict(headers or {})  # e.g. Authorization for a server started with --api-key
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port: int | None = None
+        self.launches = 0
+        self.info: dict[str, Any] | None = None
+        self._launch: Launch | None = None
+        self._log_start = 0
+        self._pump: threading.Thread | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=200)
+
+    # ---------------------------------------------------------------- identity
+    @property
+    def attached(self) -> bool:
+        return self.profile.launch == "attach"
+
+    @property
+    def base_url(self) -> str:
+        if self.attached:
+            return str(self.profile.url).rstrip("/")
+        if self.port is None:
+            raise ServerError(f"server {self.profile.name}: not started")
+        host = self.profile.host if self.profile.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def argv(self, port: int | None = None) -> list[str]:
+        """The exact launch arguments (with secrets; never print or store this, use display_argv)."""
+        ln = Launch(
+            port=port or self.port or 0, host=self.profile.host, model=self.model, environ=dict(os.environ)
+        )
+        return self.adapter.argv(self.profile, ln)
+
+    def display_argv(self, port: int | str | None = None) -> list[str]:
+        """The launch line safe to print or store: secrets replaced."""
+        ln = Launch(port=port or self.port or 0, host=self.profile.host, model=self.model, environ={})
+        return self.redactor.argv(self.adapter.argv(self.profile, ln))
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> ServerProcess:
+        """Launch (or attach), wait until ready, save server_info.json; raises ServerError with the log tail."""
+        if self.attached:
+            self._wait_ready(time.monotonic() + self.ready_timeout_s)
+            self._save_info()
+            return self
+        for attempt in range(3):
+            self._launch_once()
+            try:
+                self._wait_ready(time.monotonic() + self.ready_timeout_s)
+            except ServerError:
+                tail = "\n".join(self.log_tail(20))
+                self.stop()
+                if attempt < 2 and _PORT_IN_USE.search(tail):
+                    continue  # someone took the port between our check and the bind: pick another
+                raise
+            break
+        self._save_info()
+        return self
+
+    def _launch_once(self) -> None:
+        self.server_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port(self.profile.host)
+        self._launch = Launch(
+            port=self.port, host=self.profile.host, model=self.model, environ=dict(os.environ)
+        )
+        argv = self.adapter.argv(self.profile, self._launch)
+        env = dict(os.environ)
+        env.update({k: self._fill_env(v) for k, v in self.profile.env.items()})
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - handed to the child / the pump
+        self._log_start = log.tell()
+        self._tail.clear()
+        piped = bool(
+            self.redactor.secrets
+        )  # a filter between server and file only when there is a secret to hide
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if piped else log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=functools.partial(_child_setup, os.getpid()) if _LIBC is not None else None,
+                close_fds=True,
+            )
+        except OSError as e:
+            log.close()
+            raise ServerError(
+                f"server {self.profile.name}: cannot run {self.display_argv()[0]!r}: {e.strerror or e}"
+            ) from None
+        self.launches += 1
+        with _LIVE_LOCK:
+            _LIVE[self.proc.pid] = self
+        if piped:
+            self._pump = threading.Thread(
+                target=self._pump_log, args=(self.proc, log), daemon=True, name="server-log"
+            )
+            self._pump.start()
+        else:
+            log.close()  # the child holds its own descriptor (O_APPEND)
+
+    def _fill_env(self, v: str) -> str:
+        from harness.servers.profiles import fill_placeholders
+
+        ln = self._launch
+        assert ln is not None
+        return fill_placeholders(v, {"port": ln.port, "host": ln.host, "model": ln.model or ""}, ln.environ)
+
+    def _pump_log(self, proc: subprocess.Popen[bytes], log: Any) -> None:
+        try:
+            assert proc.stdout is not None
+            for raw in iter(proc.stdout.readline, b""):
+                line = self.redactor.text(raw.decode("utf-8", errors="replace"))
+                log.write(line.encode("utf-8"))
+        finally:
+            log.close()
+
+    def _read_new_log(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_start)
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def _wait_ready(self, deadline: float) -> None:
+        ready_line = None if self.attached else self.adapter.effective_ready_line(self.profile)
+        url = self.adapter.health_url(self.profile, self.base_url, self._launch)
+        line_seen = ready_line is None
+        scanned = 0
+        last_err = "no answer yet"
+        with httpx.Client(timeout=httpx.Timeout(2.0), trust_env=False, headers=self.headers) as client:
+            while True:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise ServerError(
+                        self._why(f"exited with code {self.proc.returncode} before it was ready")
+                    )
+                if not line_seen:
+                    text = self._read_new_log()
+                    line_seen = ready_line in text[max(0, scanned - len(ready_line)) :]
+                    scanned = len(text)
+                if line_seen:
+                    try:
+                        r = client.get(url)
+                        if r.status_code == 200:
+                            return
+                        last_err = f"{url} answered {r.status_code}"
+                    except httpx.HTTPError as e:
+                        last_err = f"{url}: {type(e).__name__}"
+                else:
+                    last_err = f"no {ready_line!r} line in the log yet"
+                if time.monotonic() >= deadline:
+                    what = f"not ready after {self.ready_timeout_s:g}s ({last_err})"
+                    if self.attached:
+                        raise ServerError(f"server {self.profile.name} at {self.base_url}: {what}")
+                    raise ServerError(self._why(what))
+                time.sleep(self.poll_s)
+
+    def _why(self, what: str) -> str:
+        tail = self.log_tail(8)
+        quoted = " | ".join(t[:200] for t in tail) if tail else "(log is empty)"
+        return f"server {self.profile.name} {what}; log {self.log_path}: last lines: {quoted}"
+
+    def _save_info(self) -> None:
+        info: dict[str, Any] | None = None
+        with httpx.Client(timeout=5.0, trust_env=False, headers=self.headers) as client:
+            for path in self.adapter.info_paths:
+                try:
+                    r = client.get(self.base_url + path)
+                    if r.status_code == 200:
+                        info = r.json()
+                        break
+                except (httpx.HTTPError, ValueError):
+                    continue
+        self.info = self.redactor.obj(info) if info is not None else None
+        if self.info is not None:
+            self.server_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.server_dir / SERVER_INFO, self.info)
+
+    def alive(self) -> bool:
+        """True while the launched process runs (an attached server is assumed alive)."""
+        if self.attached:
+            return True
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode if self.proc else None
+
+    def log_tail(self, n: int = 20) -> list[str]:
+        """The last n lines this launch wrote to server.log."""
+        text = self._read_new_log()
+        return [ln for ln in text.splitlines() if ln.strip()][-n:]
+
+    def stop(self) -> None:
+        """SIGTERM to the whole group, wait, then SIGKILL; idempotent, safe from signal handlers and atexit."""
+        proc = self.proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the leader's pid is the group id
+        if proc.poll() is None:
+            _killpg(pgid, signal.SIGTERM)
+            try:
+                proc.wait(self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                _killpg(pgid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+        # children of the leader (e.g. SGLang's scheduler processes) may outlive it
+        deadline = time.monotonic() + min(self.stop_grace_s, 5.0)
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(pgid):
+            _killpg(pgid, signal.SIGKILL)
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+            self._pump = None
+        if proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                proc.stdout.close()
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
+
+    def restart(self) -> ServerProcess:
+        """Stop whatever is left of the server and start it again on a fresh port."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> ServerProcess:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def live_servers() -> list[ServerProcess]:
+    with _LIVE_LOCK:
+        return list(_LIVE.values())
+
+
+def stop_all() -> None:
+    """Stop every server this process started and has not stopped yet."""
+    for s in live_servers():
+        with contextlib.suppress(Exception):
+            s.stop()
+
+
+atexit.register(stop_all)
+
+
+def install_signal_handlers() -> None:
+    """Turn SIGTERM/SIGHUP into KeyboardInterrupt so `with` blocks unwind, flush and stop servers."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, handler)
