@@ -44,14 +44,19 @@ FLUSH_WAIT_S = 0.5
 
 
 def flush_cache(
-    base_url: str, *, tries: int = FLUSH_TRIES, wait_s: float = FLUSH_WAIT_S
+    base_url: str,
+    *,
+    tries: int = FLUSH_TRIES,
+    wait_s: float = FLUSH_WAIT_S,
+    headers: dict[str, str] | None = None,
 ) -> tuple[bool | None, str | None]:
     """POST /flush_cache until it succeeds; (None, note) when the server has no such endpoint."""
     url = normalize_base_url(base_url) + "/flush_cache"
     last = ""
     for i in range(tries):
         try:
-            r = httpx.post(url, timeout=30.0)
+            # the spec's headers too: a server started with --api-key refuses an unauthenticated flush
+            r = httpx.post(url, timeout=30.0, headers=headers)
         except httpx.HTTPError as e:
             return False, f"flush failed: {type(e).__name__}: {e}"
         if r.status_code in (404, 405):
@@ -59,16 +64,17 @@ def flush_cache(
         if r.status_code == 200:
             return True, None if i == 0 else f"flushed after {i + 1} tries"
         last = f"HTTP {r.status_code}: {r.text.strip()[:200]}"
-        if "pending" not in r.text.lower() and r.status_code != 503:
+        # SGLang answers 400 with a generic text (the "pending requests" reason is only in its log)
+        if "pending" not in r.text.lower() and r.status_code not in (400, 503):
             return False, f"flush refused: {last}"
         time.sleep(wait_s)
     return False, f"not flushed after {tries} tries ({last})"
 
 
-def fetch_metrics(base_url: str, dest: Path) -> bool:
+def fetch_metrics(base_url: str, dest: Path, headers: dict[str, str] | None = None) -> bool:
     """Save raw /metrics text when the server answers 200; say whether it did."""
     try:
-        r = httpx.get(normalize_base_url(base_url) + "/metrics", timeout=10.0)
+        r = httpx.get(normalize_base_url(base_url) + "/metrics", timeout=10.0, headers=headers)
     except httpx.HTTPError:
         return False
     if r.status_code != 200:
@@ -79,17 +85,30 @@ def fetch_metrics(base_url: str, dest: Path) -> bool:
     return True
 
 
-def check_server(base_url: str, timeout: float = 5.0) -> None:
-    """Fail fast with one line when nothing listens at the URL (any HTTP answer is fine)."""
+READY_WAIT_S = 300.0
+
+
+def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READY_WAIT_S) -> None:
+    """Fail fast with one line when nothing listens at the URL; wait while /health says 503 (loading)."""
     from harness.errors import HarnessError
 
     url = normalize_base_url(base_url)
     if not url.startswith(("http://", "https://")):
         raise HarnessError(f"--server-url: expected http://HOST:PORT, got {base_url!r}")
-    try:
-        httpx.get(url + "/health", timeout=timeout)
-    except httpx.HTTPError as e:
-        raise HarnessError(f"--server-url: cannot reach {base_url} ({type(e).__name__}: {e})") from None
+    deadline = time.monotonic() + ready_wait_s
+    while True:
+        try:
+            r = httpx.get(url + "/health", timeout=timeout)
+        except httpx.HTTPError as e:
+            raise HarnessError(f"--server-url: cannot reach {base_url} ({type(e).__name__}: {e})") from None
+        # 503 is SGLang's "not ready yet" (weights loading, warm-up): requests sent now would fail
+        if r.status_code != 503:
+            return
+        if time.monotonic() >= deadline:
+            raise HarnessError(
+                f"--server-url: {base_url} not ready after {ready_wait_s:g}s (/health answers 503)"
+            )
+        time.sleep(0.25)
 
 
 def _status(ok: int, failed: int, scheduled: int, max_failed_fraction: float) -> str:
@@ -135,8 +154,9 @@ def run_point(
         spec, point.workload, seed, prompt_maker
     )  # tokenizing happens here, not mid-run
     start_mono, start_wall = time.monotonic(), time.time()
-    flushed, note = flush_cache(base_url)
-    fetch_metrics(base_url, pdir / METRICS_BEFORE)
+    headers = spec.resolved_headers()
+    flushed, note = flush_cache(base_url, headers=headers)
+    fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
     status: str = "failed"
     failure: str | None = None
     telemetry_status: str | None = None
@@ -155,7 +175,7 @@ def run_point(
                         out_path=pdir / REQUESTS,
                         ids=RunIds(spec.name, server_name, pname, seed),
                         request_rate=point.request_rate,
-                        headers=spec.resolved_headers(),
+                        headers=headers,
                         timeouts=spec.timeouts,
                         quiet=quiet,
                         label=f"{server_name} {pname}",
@@ -188,7 +208,7 @@ def run_point(
             telemetry_status=telemetry_status,
         )
         raise
-    fetch_metrics(base_url, pdir / METRICS_AFTER)
+    fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
     return _write_point(
         spec,
         pdir,
@@ -348,10 +368,13 @@ def write_manifest(
             manifest = {}
     except (OSError, ValueError):
         manifest = {}
+    fingerprint = spec_fingerprint(spec)
+    _check_same_spec(spec, path.parent, manifest, fingerprint)
     now = time.time()
     manifest.update(
         {
             "experiment": spec.name,
+            "spec_fingerprint": fingerprint,
             "spec_path": str(spec.source_path) if spec.source_path else None,
             "spec": spec.redacted_raw(),
             "harness_version": __version__,
@@ -372,3 +395,31 @@ def write_manifest(
             manifest[k] = v
     write_json_atomic(path, manifest)
     return path
+
+
+# Issue 8 (capture from a different spec version): a minimal check, kept apart so its owner can move it.
+# The fingerprint covers what makes points comparable, the same keys harness.bench.spec_fingerprint uses
+# (new seeds, sweep values or timeouts are fine; a changed workload, model or concurrency is not).
+FINGERPRINT_KEYS = ("api", "model", "tokenizer", "concurrency", "workload", "request_rate")
+
+
+def spec_fingerprint(spec: ExperimentSpec) -> str:
+    """A short hash of the spec settings that decide what a point measures."""
+    import hashlib
+
+    keep = {k: spec.raw.get(k) for k in FINGERPRINT_KEYS}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _check_same_spec(spec: ExperimentSpec, edir: Path, manifest: dict[str, Any], fingerprint: str) -> None:
+    """Refuse to resume into a capture whose points were measured under another version of the spec."""
+    from harness.errors import HarnessError
+
+    old = {manifest.get("spec_fingerprint"), (manifest.get("bench") or {}).get("spec_fingerprint")}
+    old.discard(None)
+    if not old or old == {fingerprint} or not any(edir.glob(f"*/*/{POINT}")):
+        return
+    raise HarnessError(
+        f"{edir}: holds points of a different version of {spec.source_path} (workload or client "
+        "settings changed); use another --capture or --node, or remove that folder"
+    )

@@ -186,6 +186,13 @@ def _message(msg: str) -> tuple[str, dict[str, Any], int | None] | None:
 
 def parse_line(line: str, lineno: int = 0) -> LogRecord | None:
     """One log line → a LogRecord, or None when it is none of the known kinds."""
+    try:
+        return _parse_line(line, lineno)
+    except (ValueError, OverflowError):  # a known shape holding junk (e.g. a 5000-digit number): unknown
+        return None
+
+
+def _parse_line(line: str, lineno: int) -> LogRecord | None:
     line = line.rstrip("\r\n")
     m = _PREFIX.match(line)
     wall: float | None = None
@@ -283,8 +290,8 @@ def prefill_totals(records: Iterable[LogRecord]) -> dict[str, Any]:
         if r.kind != "prefill":
             continue
         n += 1
-        new += int(r.fields.get("new_token") or 0)
-        cached += int(r.fields.get("cached_token") or 0)
+        new += token_count(r.fields.get("new_token"))
+        cached += token_count(r.fields.get("cached_token"))
     total = new + cached
     return {
         "prefill_lines": n,
@@ -292,6 +299,14 @@ def prefill_totals(records: Iterable[LogRecord]) -> dict[str, Any]:
         "cached_tokens": cached,
         "hit_rate": (cached / total) if total else None,
     }
+
+
+def token_count(v: Any) -> int:
+    """A token count from a log field; text where a number belongs (a garbled line) counts as 0."""
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def in_window(

@@ -73,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     seeds = _parse_seeds(args.seeds)
     points = select_points(spec, args.only)
+    from harness.bench import check_writable
+
+    check_writable(Path(args.capture), "capture", min_free_mb=100)  # one line, before the server is touched
     check_server(args.server_url)
+    _sigterm_interrupts()
     capture = Path(args.capture)
     write_manifest(spec, capture, args.node, {"server_url_attached": args.server_url})
 
@@ -96,3 +100,14 @@ def run(args: argparse.Namespace) -> int:
     exp = capture / args.node / spec.name / args.server
     print(f"{len(statuses) - len(bad)}/{len(statuses)} points ok -> {exp}", flush=True)
     return 1 if bad else 0
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM/SIGHUP act as Ctrl-C: in-flight requests are recorded as cancelled and point.json written."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
