@@ -29,5 +29,8 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	$(VENV)/bin/harness bench --node $(NODE) --suite smoke --server-kind $(SERVER_KIND)
 
+faults: $(STAMP)
+	$(PY) scripts/fault_report.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache
