@@ -1,0 +1,701 @@
+"""SGLang 0.5.23's radix cache (mem_cache/radix_cache.py and unified_radix_cache.py), rebuilt for speed.
+
+Public API (the sim engine and `harness whatif` rely on it; keep it stable):
+
+    cache = RadixCache(page_size=1, policy="lru", policy_config=None, clock=time.monotonic,
+                       host=None, mode="sglang", flavor=None)
+    m = cache.match_prefix(tokens)      # MatchResult: device_len, host_len, last_device_node, last_host_node
+    cache.insert(tokens, priority=0, chunked=False, inserted_len=0) -> tokens already present
+    cache.inc_lock_ref(node); cache.dec_lock_ref(node)
+    cache.evict(n) -> device tokens freed   (whole nodes, may overshoot; mode="exact" frees exactly n)
+    cache.load_back(m) -> tokens moved host -> device (only when m.host_len >= 10)
+    cache.evictable_size(), cache.protected_size(), cache.device_size(), cache.host_size()
+    cache.reset(); cache.stats (CacheStats counters)
+
+Semantics kept from SGLang, because they move real hit rates:
+- match stamps last_access_time on the path; a partial match splits the node and the unmatched tail
+  keeps the fresh stamp. The split's new parent copies hit_count, lock_ref, priority (and host state).
+- hit_count rises on insert only, on nodes past `inserted_len` (what this request inserted before);
+  new leaves start at 1; `chunked=True` counts nothing; matching alone counts nothing.
+- keys are cut to whole pages on match and insert.
+- evict pops the smallest policy key among unlocked device leaves, frees the whole node and lets the
+  parent join when it becomes a leaf. The scheduler asks `max(shortfall, page_size)`.
+Two flavors differ in stamping details: "radix" (plain RadixCache: real clock per operation, split parent
+fresh creation time) and "unified" (UnifiedRadixCache, the tree 0.5.23's server builds and the only one
+with tlru: stamps the matched path at the end of a match, split parent keeps the child's creation time).
+Default: "unified" for tlru, "radix" otherwise.
+
+Speed: SGLang rebuilds its heap from every evictable leaf on each evict call. Here a heap persists
+across calls and entries are invalidated lazily (each node carries a version); a node is re-pushed
+whenever its key changes while it is an evictable leaf, so the pop order equals a fresh heapify.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+
+from harness.sim.hicache import HostTier
+from harness.sim.policies import key_function
+
+MODES = ("sglang", "exact")
+FLAVORS = ("radix", "unified")
+
+
+class Node:
+    """One edge of the tree: a run of tokens with its KV residency and eviction metadata."""
+
+    __slots__ = (
+        "children",
+        "parent",
+        "key",
+        "lock_ref",
+        "last_access_time",
+        "creation_time",
+        "hit_count",
+        "priority",
+        "dev",
+        "host",
+        "ndc",
+        "evl",
+        "hleaf",
+        "ver",
+        "hver",
+        "dirty",
+        "tlru_prefix_len",
+        "tlru_history_len",
+    )
+
+    def __init__(self, key: tuple, parent: Node | None, now: float, created: float, priority: int = 0):
+        self.children: dict = {}
+        self.parent = parent
+        self.key = key
+        self.lock_ref = 0
+        self.last_access_time = now
+        self.creation_time = created
+        self.hit_count = 0
+        self.priority = priority
+        self.dev = True  # KV on device
+        self.host = False  # KV backed up on host
+        self.ndc = 0  # children with KV on device
+        self.evl = False  # evictable device leaf
+        self.hleaf = False  # evictable host leaf
+        self.ver = 0
+        self.hver = 0
+        self.dirty = False  # key changed (or became a leaf) since its last heap entry
+        self.tlru_prefix_len = 0
+        self.tlru_history_len = 0
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def __repr__(self) -> str:
+        return f"Node(len={len(self.key)}, key={self.key[:4]}..., lock={self.lock_ref}, dev={self.dev}, host={self.host})"
+
+
+@dataclass
+class MatchResult:
+    """Longest cached prefix: the device part first, then the part only the host tier holds."""
+
+    device_len: int
+    host_len: int
+    last_device_node: Node
+    last_host_node: Node
+
+    @property
+    def total_len(self) -> int:
+        return self.device_len + self.host_len
+
+
+@dataclass
+class CacheStats:
+    """Counters over the cache's life (reset() keeps them; the caller diffs them)."""
+
+    evict_calls: int = 0
+    evicted_tokens: int = 0
+    load_back_calls: int = 0
+    load_back_tokens: int = 0
+    host_written_tokens: int = 0
+    host_evicted_tokens: int = 0
+    dropped_tokens: int = 0  # write-back nodes dropped because the host pool was full
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _common_prefix(a: tuple, b: tuple) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class RadixCache:
+    """A radix tree over token ids that caches, matches, locks and evicts like SGLang 0.5.23."""
+
+    def __init__(
+        self,
+        *,
+        page_size: int = 1,
+        policy: str = "lru",
+        policy_config: dict | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        host: HostTier | None = None,
+        mode: str = "sglang",
+        flavor: str | None = None,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.policy = policy.lower()
+        self._key = key_function(self.policy, policy_config)  # validates, raises ValueError
+        self.policy_config = dict(policy_config or {})
+        self.flavor = flavor or ("unified" if self.policy == "tlru" else "radix")
+        if self.flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {FLAVORS}, got {flavor!r}")
+        self.page_size = page_size
+        self.clock = clock
+        self.host = host
+        self.mode = mode
+        self._tlru = self.policy == "tlru"
+        self._hit_keyed = self.policy in ("lfu", "slru")
+        self.stats = CacheStats()
+        self.evict_log: list[tuple] | None = None  # set to [] to record each evicted node's key, in order
+        self.reset()
+
+    # --- public API ------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Flush: an empty tree (SGLang's /flush_cache). Stats are kept; the host pool is emptied."""
+        c = self.clock
+        self.root = Node((), None, c(), c(), priority=-(2**63))
+        self.root.lock_ref = 1
+        self._evictable = 0
+        self._protected = 0
+        self._heap: list = []
+        self._dirty: list[Node] = []
+        self._hheap: list = []
+        self._seq = 0
+        self._n_leaves = 0
+        self._host_leaves: set[Node] = set()
+        self._host_size = 0
+        if self.host is not None:
+            self.host.used = 0
+
+    def evictable_size(self) -> int:
+        return self._evictable
+
+    def protected_size(self) -> int:
+        return self._protected
+
+    def device_size(self) -> int:
+        return self._evictable + self._protected
+
+    def host_size(self) -> int:
+        return self._host_size
+
+    def total_size(self) -> int:
+        """Tokens in the tree on either tier (a node on both counts once)."""
+        total, stack = 0, [self.root]
+        while stack:
+            n = stack.pop()
+            total += len(n.key)
+            stack.extend(n.children.values())
+        return total
+
+    def _child_key(self, key: tuple, off: int = 0):
+        return key[off] if self.page_size == 1 else key[off : off + self.page_size]
+
+    def match_prefix(self, key: Sequence[int]) -> MatchResult:
+        """Longest cached prefix of `key`; stamps access times and splits a partly matched node."""
+        p = self.page_size
+        if p == 1:
+            if type(key) is not tuple:
+                key = tuple(key)
+        else:
+            key = tuple(key[: len(key) // p * p])
+        root = self.root
+        if not key:
+            return MatchResult(0, 0, root, root)
+        unified = self.flavor == "unified"
+        if not unified:
+            t = self.clock()
+            root.last_access_time = t
+        node, off, n = root, 0, len(key)
+        dev_len, last_dev = 0, root
+        children = root.children
+        ck = key[0] if p == 1 else key[0:p]
+        while ck in children:
+            child = children[ck]
+            if not (child.dev or child.host):
+                break
+            if not unified:
+                child.last_access_time = t
+                if (child.evl or child.hleaf) and not child.dirty:
+                    child.dirty = True
+                    self._dirty.append(child)
+            ckey = child.key
+            ln = len(ckey)
+            seg = key[off : off + ln]
+            if seg == ckey:
+                plen = ln
+            else:
+                plen = _common_prefix(ckey, seg)
+                if p != 1:
+                    plen = plen // p * p
+                node = self._split(child, plen)
+                if node.dev:
+                    dev_len += plen
+                    last_dev = node
+                off += plen
+                break
+            node = child
+            if child.dev:
+                dev_len += plen
+                last_dev = child
+            off += plen
+            if off >= n:
+                break
+            children = child.children
+            ck = key[off] if p == 1 else key[off : off + p]
+        if unified:
+            t = self.clock()
+            x = node
+            while x is not None:
+                x.last_access_time = t
+                if (x.evl or x.hleaf) and not x.dirty:
+                    x.dirty = True
+                    self._dirty.append(x)
+                t -= 0.00001
+                x = x.parent
+        return MatchResult(dev_len, off - dev_len, last_dev, node)
+
+    def insert(
+        self, key: Sequence[int], *, priority: int = 0, chunked: bool = False, inserted_len: int = 0
+    ) -> int:
+        """Cache `key`; returns how many of its tokens were already in the tree (either tier).
+
+        `inserted_len`: tokens this request inserted before (chunked prefill), which do not count as hits;
+        `chunked=True` counts no hits at all.
+        """
+        p = self.page_size
+        if p == 1:
+            if type(key) is not tuple:
+                key = tuple(key)
+        else:
+            key = tuple(key[: len(key) // p * p])
+        if chunked:
+            inserted_len = max(inserted_len, len(key))
+        priority = priority or 0
+        unified = self.flavor == "unified"
+        host = self.host
+        count_hits = host is None or not host.write_back
+        root = self.root
+        clock = self.clock
+        t = clock()
+        root.last_access_time = t
+        if root.priority < priority:
+            root.priority = priority
+        if not key:
+            return 0
+        node, off, n = root, 0, len(key)
+        ck = key[0] if p == 1 else key[0:p]
+        children = root.children
+        while ck in children:
+            child = children[ck]
+            child.last_access_time = clock() if unified else t
+            if (child.evl or child.hleaf) and not child.dirty:
+                child.dirty = True
+                self._dirty.append(child)
+            ckey = child.key
+            ln = len(ckey)
+            seg = key[off : off + ln]
+            if seg == ckey:
+                plen = ln
+            else:
+                plen = _common_prefix(ckey, seg)
+                if p != 1:
+                    plen = plen // p * p
+                if plen < ln:
+                    child = self._split(child, plen)
+            if child.priority < priority:
+                child.priority = priority
+                if (child.evl or child.hleaf) and not child.dirty:
+                    child.dirty = True
+                    self._dirty.append(child)
+            if not child.dev:
+                self._unevict(child)
+            off += plen
+            node = child
+            if count_hits and off > inserted_len:
+                self._hit(node)
+            if off >= n:
+                break
+            children = node.children
+            ck = key[off] if p == 1 else key[off : off + p]
+        prefix = off
+        if off < n:
+            leaf = self._new_leaf(node, key[off:], priority, ck)
+            if count_hits and n > inserted_len:
+                self._hit(leaf)
+        return prefix
+
+    def inc_lock_ref(self, node: Node) -> int:
+        """Pin `node` and its ancestors (a running request); returns the change in evictable tokens."""
+        delta = 0
+        root = self.root
+        while node is not root:
+            if node.lock_ref == 0 and node.dev:
+                ln = len(node.key)
+                self._evictable -= ln
+                self._protected += ln
+                delta -= ln
+            node.lock_ref += 1
+            self._update_leaf(node)
+            if node.hleaf:
+                self._update_host_leaf(node)
+            node = node.parent
+        return delta
+
+    def dec_lock_ref(self, node: Node) -> int:
+        delta = 0
+        root = self.root
+        while node is not root:
+            if node.lock_ref == 1 and node.dev:
+                ln = len(node.key)
+                self._evictable += ln
+                self._protected -= ln
+                delta += ln
+            node.lock_ref -= 1
+            self._update_leaf(node)
+            self._update_host_leaf(node)
+            node = node.parent
+        return delta
+
+    def evict(self, num_tokens: int) -> int:
+        """Free at least `num_tokens` device tokens from unlocked leaves, smallest policy key first."""
+        self.stats.evict_calls += 1
+        freed = 0
+        heap = self._heap
+        exact = self.mode == "exact"
+        self._flush()
+        while freed < num_tokens and heap:
+            entry = heapq.heappop(heap)
+            x = entry[-1]
+            if entry[-2] != x.ver or not x.evl:
+                continue
+            if exact and freed + len(x.key) > num_tokens:
+                keep = len(x.key) - self._round_up(num_tokens - freed)
+                if keep > 0:
+                    self._split_raw(x, keep)
+            if self.evict_log is not None:
+                self.evict_log.append(x.key)
+            freed += self._evict_leaf(x)
+            if self._dirty:
+                self._flush()
+        self.stats.evicted_tokens += freed
+        if len(heap) > 4 * self._n_leaves + 1024:
+            self._compact()
+        return freed
+
+    def load_back(self, match: MatchResult) -> int:
+        """Move the host-only part of `match` back to device slots (>= 10 tokens); the caller made room."""
+        host = self.host
+        if host is None or match.host_len < host.load_back_threshold:
+            return 0
+        path = []
+        x = match.last_host_node
+        while x is not None and not x.dev:
+            path.append(x)
+            x = x.parent
+        loaded = 0
+        for node in reversed(path):
+            loaded += len(node.key)
+            self._unevict(node)
+        self.stats.load_back_calls += 1
+        self.stats.load_back_tokens += loaded
+        return loaded
+
+    def evict_host(self, num_tokens: int) -> int:
+        """Free host slots from host leaves (off device, childless, unlocked) by the policy key."""
+        self._flush()
+        heap = self._hheap
+        freed = 0
+        while freed < num_tokens and heap:
+            entry = heapq.heappop(heap)
+            x = entry[-1]
+            if entry[-2] != x.hver or not x.hleaf:
+                continue
+            freed += len(x.key)
+            self._drop_host(x)
+            self._remove_child(x)
+            if self._dirty:
+                self._flush()
+        self.stats.host_evicted_tokens += freed
+        if len(heap) > 4 * len(self._host_leaves) + 1024:
+            self._hheap = []
+            for n in self._host_leaves:
+                self._push_host(n)
+        return freed
+
+    # --- internals -------------------------------------------------------------------------------
+    def _round_up(self, n: int) -> int:
+        p = self.page_size
+        return -(-n // p) * p
+
+    def _flush(self) -> None:
+        """Push the current key of every evictable leaf whose key changed: one entry per node per evict."""
+        for node in self._dirty:
+            node.dirty = False
+            if node.evl:
+                self._push(node)
+            elif node.hleaf:
+                self._push_host(node)
+        self._dirty.clear()
+
+    def _push_host(self, node: Node) -> None:
+        node.hver += 1
+        self._seq += 1
+        heapq.heappush(self._hheap, (*self._key(node), self._seq, node.hver, node))
+
+    def _push(self, node: Node) -> None:
+        node.ver += 1
+        self._seq += 1
+        heapq.heappush(self._heap, (*self._key(node), self._seq, node.ver, node))
+
+    def _compact(self) -> None:
+        heap = []
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
+            if n.evl:
+                self._seq += 1
+                heap.append((*self._key(n), self._seq, n.ver, n))
+            stack.extend(n.children.values())
+        heapq.heapify(heap)
+        self._heap = heap
+
+    def _update_leaf(self, node: Node) -> None:
+        new = node.dev and node.lock_ref == 0 and node.ndc == 0 and node is not self.root
+        if new:
+            if not node.evl:
+                node.evl = True
+                self._n_leaves += 1
+                if not node.dirty:
+                    node.dirty = True
+                    self._dirty.append(node)
+        elif node.evl:
+            node.evl = False
+            node.ver += 1
+            self._n_leaves -= 1
+
+    def _is_host_leaf(self, node: Node) -> bool:
+        return not node.dev and node.host and not node.children and node.lock_ref == 0
+
+    def _update_host_leaf(self, node: Node) -> None:
+        if self.host is None:
+            return
+        new = self._is_host_leaf(node)
+        if new != node.hleaf:
+            node.hleaf = new
+            if new:
+                self._host_leaves.add(node)
+                if not node.dirty:
+                    node.dirty = True
+                    self._dirty.append(node)
+            else:
+                node.hver += 1
+                self._host_leaves.discard(node)
+
+    def _new_node(self, key: tuple, parent: Node, priority: int) -> Node:
+        c = self.clock
+        now = c()
+        return Node(key, parent, now, c(), priority)
+
+    def _new_leaf(self, parent: Node, key: tuple, priority: int, ck) -> Node:
+        leaf = self._new_node(key, parent, priority)
+        if self._tlru:
+            leaf.tlru_prefix_len = parent.tlru_prefix_len + len(key)
+            leaf.tlru_history_len = max(leaf.tlru_history_len, leaf.tlru_prefix_len)
+            cur = parent
+            while cur is not None and cur.tlru_history_len < leaf.tlru_prefix_len:
+                cur.tlru_history_len = leaf.tlru_prefix_len
+                cur = cur.parent
+        parent.children[ck] = leaf
+        parent.ndc += 1
+        self._evictable += len(key)
+        self._update_leaf(parent)
+        self._update_leaf(leaf)
+        self._update_host_leaf(parent)
+        return leaf
+
+    def _split_raw(self, child: Node, split_len: int) -> Node:
+        """Cut `child` after `split_len` tokens; the new parent copies the child's state."""
+        parent = child.parent
+        ck_old = self._child_key(child.key, 0)
+        new = Node(child.key[:split_len], parent, child.last_access_time, child.creation_time, child.priority)
+        new.hit_count = child.hit_count
+        new.lock_ref = child.lock_ref
+        new.dev, new.host = child.dev, child.host
+        new.tlru_prefix_len = parent.tlru_prefix_len + split_len
+        new.tlru_history_len = child.tlru_history_len
+        child.key = child.key[split_len:]
+        new.children[self._child_key(child.key, 0)] = child
+        new.ndc = 1 if child.dev else 0
+        child.parent = new
+        parent.children[ck_old] = new
+        return new
+
+    def _split(self, child: Node, split_len: int) -> Node:
+        """The split a match or insert makes, with the flavor's time stamps."""
+        c = self.clock
+        now = c()
+        created = c()
+        new = self._split_raw(child, split_len)
+        new.last_access_time = now
+        if self.flavor == "unified":
+            child.last_access_time = c()
+            if (child.evl or child.hleaf) and not child.dirty:
+                child.dirty = True
+                self._dirty.append(child)
+        else:
+            new.creation_time = created
+        return new
+
+    def _hit(self, node: Node) -> None:
+        if not node.dev:
+            return
+        node.hit_count += 1
+        if node.evl and self._hit_keyed and not node.dirty:
+            node.dirty = True
+            self._dirty.append(node)
+        host = self.host
+        if (
+            host is not None
+            and not node.host
+            and not host.write_back
+            and node.hit_count >= host.hit_threshold
+        ):
+            self._backup(node)
+
+    def _backup(self, node: Node) -> bool:
+        host = self.host
+        need = len(node.key)
+        if host.capacity - host.used < need:
+            self.evict_host(need - (host.capacity - host.used))
+            if host.capacity - host.used < need:
+                return False
+        node.host = True
+        host.used += need
+        self._host_size += need
+        self.stats.host_written_tokens += need
+        self._update_host_leaf(node)
+        return True
+
+    def _drop_host(self, node: Node) -> None:
+        if node.host:
+            node.host = False
+            self.host.used -= len(node.key)
+            self._host_size -= len(node.key)
+        self._update_host_leaf(node)
+
+    def _unevict(self, node: Node) -> None:
+        """Device slots again for a host-only node (load-back, or an insert that recomputed it)."""
+        node.dev = True
+        ln = len(node.key)
+        if node.lock_ref:
+            self._protected += ln
+        else:
+            self._evictable += ln
+        node.parent.ndc += 1
+        self._update_leaf(node.parent)
+        self._update_leaf(node)
+        self._update_host_leaf(node)
+
+    def _remove_child(self, node: Node) -> None:
+        parent = node.parent
+        del parent.children[self._child_key(node.key, 0)]
+        if node.dev:
+            parent.ndc -= 1
+        self._update_leaf(parent)
+        self._update_host_leaf(parent)
+
+    def _drop_subtree(self, node: Node) -> None:
+        """Delete a host-only subtree below a node that leaves the tree."""
+        stack = list(node.children.values())
+        while stack:
+            x = stack.pop()
+            stack.extend(x.children.values())
+            if x.host:
+                self.stats.dropped_tokens += len(x.key)
+                self._drop_host(x)
+            x.hleaf = False
+            self._host_leaves.discard(x)
+        node.children = {}
+        node.ndc = 0
+
+    def _evict_leaf(self, x: Node) -> int:
+        """Free `x`'s device copy: demote it when backed up (or written back now), else delete it."""
+        ln = len(x.key)
+        self._evictable -= ln
+        x.evl = False
+        x.ver += 1
+        self._n_leaves -= 1
+        host = self.host
+        if host is not None and not x.host and host.write_back and not self._backup(x):
+            self.stats.dropped_tokens += ln
+        if host is not None and x.host:
+            x.dev = False
+            x.parent.ndc -= 1
+            self._update_leaf(x.parent)
+            self._update_host_leaf(x)
+            return ln
+        if x.children:
+            self._drop_subtree(x)
+        self._remove_child(x)
+        x.dev = False
+        return ln
+
+
+def serve_request(cache, key: Sequence[int], capacity: int, max_prefix: int | None = None) -> tuple[int, int]:
+    """Admit one request the way SGLang's scheduler does when requests run one at a time.
+
+    Match (and load back a host hit), evict `max(shortfall, page_size)` with the matched prefix locked
+    when the uncached part does not fit, then insert as much of the prompt as the pool holds.
+    `max_prefix`: match at most this many tokens (SGLang's scheduler matches all but the last prompt
+    token, which it must compute for the logits). Returns (device hit tokens, host hit tokens). Works on any
+    object with this module's cache API,
+    which is how the oracle test drives SGLang's own tree through the very same steps.
+    """
+    page = cache.page_size
+    n = len(key) // page * page
+    probe = key if max_prefix is None else key[:max_prefix]
+    m = cache.match_prefix(probe)
+    dev, host = m.device_len, m.host_len
+    if host:
+        free = capacity - cache.device_size()
+        if free < host:
+            cache.inc_lock_ref(m.last_device_node)
+            cache.evict(max(host - free, page))
+            cache.dec_lock_ref(m.last_device_node)
+        if capacity - cache.device_size() >= host and cache.load_back(m):
+            m = cache.match_prefix(probe)
+        else:
+            host = 0
+    cached = m.device_len
+    need = n - cached
+    free = capacity - cache.device_size()
+    if need > free:
+        cache.inc_lock_ref(m.last_device_node)
+        cache.evict(max(need - free, page))
+        cache.dec_lock_ref(m.last_device_node)
+        free = capacity - cache.device_size()
+    keep = cached + max(0, min(need, free)) // page * page
+    if keep > cached:
+        cache.insert(key[:keep])
+    return dev, host

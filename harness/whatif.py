@@ -1,0 +1,266 @@
+"""Offline what-if replay: a trace through SGLang's cache semantics for each policy x pool x host tier.
+
+Requests run one at a time in arrival order through `harness.sim.radix.serve_request` (match, load back
+a host hit, evict max(shortfall, page) with the prefix locked, insert): the cache decisions of a server
+whose requests do not overlap. Concurrency is not modelled here (the live sim and `harness bench` do).
+TTFT is the card profile's service time (prefill of the uncached part + load-back), without queueing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from harness.sim.hicache import HostTier
+from harness.sim.radix import RadixCache, serve_request
+from harness.whatif_trace import Trace
+
+# Used when harness.sim.cards is absent: an L4 running an 8B model (see harness/sim/cards.py).
+_DEFAULT_CARD = {
+    "prefill_tokens_per_s": 1600.0,
+    "prefill_overhead_s": 0.02,
+    "h2d_bytes_per_s": 20e9,
+    "kv_bytes": 131072,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    policy: str
+    pool: int  # in key units (tokens, or blocks for block traces)
+    host_ratio: float = 0.0
+    write_policy: str = "write_through"
+    page_size: int = 1
+    mode: str = "sglang"
+    policy_config: tuple = ()  # sorted (key, value) pairs
+
+
+@dataclass
+class Result:
+    config: Config
+    requests: int
+    prompt_tokens: int
+    hit_tokens: int
+    device_hit_tokens: int
+    host_hit_tokens: int
+    ideal_hit_tokens: int
+    evicted_tokens: int
+    load_back_tokens: int
+    load_backs: int
+    seconds: float
+    per_turn: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # turn -> (hit, ideal, prompt)
+    ttft_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def ideal_rate(self) -> float:
+        return self.ideal_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["config"]["policy_config"] = dict(self.config.policy_config)
+        d["hit_rate"] = round(self.hit_rate, 6)
+        d["ideal_hit_rate"] = round(self.ideal_rate, 6)
+        d["per_turn"] = {
+            str(t): {
+                "hit_rate": h / p if p else 0.0,
+                "ideal_hit_rate": i / p if p else 0.0,
+                "prompt_tokens": p,
+            }
+            for t, (h, i, p) in sorted(self.per_turn.items())
+        }
+        return d
+
+
+def ideal_hits(trace: Trace, page_size: int = 1) -> list[int]:
+    """Per request, the longest prefix (key units) any earlier request cached: an unbounded cache's hit.
+
+    Earlier requests leave their prompt and answer (but its last token) in the cache; token traces match
+    at most all but the last prompt token, as the scheduler does."""
+    root: dict = {}
+    out = []
+    tokens = trace.kind == "tokens"  # the scheduler never reuses the last prompt token; see replay()
+    for r in trace.requests:
+        cut = len(r.key) - 1 if tokens else len(r.key)
+        key = r.key[: max(cut, 0) // page_size * page_size]
+        node, m = root, 0
+        for i in range(0, len(key), page_size):
+            k = key[i] if page_size == 1 else key[i : i + page_size]
+            nxt = node.get(k)
+            if nxt is None:
+                break
+            node, m = nxt, m + page_size
+        out.append(m)
+        full = r.key + r.output_key[:-1]
+        full = full[: len(full) // page_size * page_size]
+        for i in range(m, len(full), page_size):
+            k = full[i] if page_size == 1 else full[i : i + page_size]
+            node = node.setdefault(k, {})
+    return out
+
+
+def _card(profile: str | None):
+    """The card profile's timing functions, or documented defaults when harness.sim.cards is absent."""
+    try:
+        from harness.sim.cards import DEFAULT_PROFILE, get_profile
+
+        card = get_profile(profile or DEFAULT_PROFILE)
+        return card.prefill_time, card.prefill_overhead_s, card.load_back_time
+    except ImportError:
+        d = _DEFAULT_CARD
+
+        def prefill(n: int, _c: int) -> float:
+            return n / d["prefill_tokens_per_s"]
+
+        def load(n: int) -> float:
+            return n * d["kv_bytes"] / d["h2d_bytes_per_s"]
+
+        return prefill, d["prefill_overhead_s"], load
+
+
+def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None) -> Result:
+    """One configuration over the whole trace, in virtual time (a counter clock)."""
+    counter = itertools.count(1)
+    host = (
+        HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
+        if cfg.host_ratio > 0
+        else None
+    )
+    cache = RadixCache(
+        page_size=cfg.page_size,
+        policy=cfg.policy,
+        policy_config=dict(cfg.policy_config) or None,
+        clock=lambda: float(next(counter)),
+        host=host,
+        mode=cfg.mode,
+    )
+    ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
+    prefill, overhead, load_time = _card(card)
+    hit = dev_hit = host_hit = ideal_tok = prompt = 0
+    per_turn: dict[int, list[int]] = {}
+    ttft: list[float] = []
+    unit = trace.unit
+    # token traces: the scheduler matches all but the last prompt token; block traces match whole keys
+    limit = (lambda r: len(r.key) - 1) if trace.kind == "tokens" else (lambda r: None)
+    t0 = time.perf_counter()
+    for r, ideal_units in zip(trace.requests, ideal, strict=True):
+        d, h = serve_request(cache, r.key, cfg.pool, limit(r))
+        if r.output_key:
+            # the last generated token has no KV yet when the request finishes
+            _cache_answer(cache, r.key, r.output_key[:-1], cfg.pool)
+        dt = trace.hit_tokens(r, d)
+        ht = trace.hit_tokens(r, d + h) - dt
+        it = trace.hit_tokens(r, ideal_units)
+        hit += dt + ht
+        dev_hit += dt
+        host_hit += ht
+        ideal_tok += it
+        prompt += r.tokens
+        if r.turn is not None:
+            acc = per_turn.setdefault(r.turn, [0, 0, 0])
+            acc[0] += dt + ht
+            acc[1] += it
+            acc[2] += r.tokens
+        cached = dt + ht
+        ttft.append(overhead + prefill(r.tokens - cached, cached) + load_time(ht))
+    seconds = time.perf_counter() - t0
+    import numpy as np
+
+    q = np.percentile(np.asarray(ttft), [50, 90, 99]) * 1000 if ttft else [0.0, 0.0, 0.0]
+    st = cache.stats
+    return Result(
+        config=cfg,
+        requests=len(trace.requests),
+        prompt_tokens=prompt,
+        hit_tokens=hit,
+        device_hit_tokens=dev_hit,
+        host_hit_tokens=host_hit,
+        ideal_hit_tokens=ideal_tok,
+        evicted_tokens=st.evicted_tokens * unit,
+        load_back_tokens=st.load_back_tokens * unit,
+        load_backs=st.load_back_calls,
+        seconds=seconds,
+        per_turn={t: (a, b, c) for t, (a, b, c) in per_turn.items()},
+        ttft_ms={"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])},
+    )
+
+
+def _cache_answer(cache: RadixCache, key: tuple, answer: tuple, pool: int) -> None:
+    """On finish SGLang inserts prompt + output; the prompt's own nodes were counted at prefill."""
+    full = key + answer
+    page = cache.page_size
+    extra = len(full) // page * page - len(key) // page * page
+    free = pool - cache.device_size()
+    if extra > free:
+        m = cache.match_prefix(key)
+        cache.inc_lock_ref(m.last_device_node)
+        cache.evict(max(extra - free, page))
+        cache.dec_lock_ref(m.last_device_node)
+        free = pool - cache.device_size()
+    keep = len(key) // page * page + max(0, min(extra, free)) // page * page
+    cache.insert(full[:keep], inserted_len=len(key))
+
+
+_WORK: tuple[Trace, list[int], str | None] | None = None
+
+
+def _run_one(cfg: Config) -> Result:
+    trace, ideal, card = _WORK  # type: ignore[misc]
+    return replay(trace, cfg, ideal if cfg.page_size == 1 else None, card)
+
+
+def sweep(
+    trace: Trace, configs: list[Config], card: str | None = None, workers: int | None = None
+) -> list[Result]:
+    """Every configuration, across a process pool (fork: the trace is shared, not pickled per task)."""
+    global _WORK
+    ideal = ideal_hits(trace, 1)
+    _WORK = (trace, ideal, card)
+    workers = min(workers or os.cpu_count() or 1, len(configs))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_run_one(c) for c in configs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        return list(ex.map(_run_one, configs))
+
+
+def diagnose(trace: Trace, ideal: list[int], threshold: float = 0.2) -> list[str]:
+    """Why the ceiling is low: later turns that stop matching their own session's previous request."""
+    notes: list[str] = []
+    total = sum(r.tokens for r in trace.requests)
+    ceiling = sum(trace.hit_tokens(r, i) for r, i in zip(trace.requests, ideal, strict=True)) / max(total, 1)
+    last: dict[int, tuple[int, int]] = {}
+    at_answer, inside = [], []
+    for r, i in zip(trace.requests, ideal, strict=True):
+        if r.session is None:
+            continue
+        prev = last.get(r.session)
+        if prev is not None:
+            plen, alen = prev
+            if i < plen:
+                inside.append((r.session, r.turn, i, plen))
+            elif alen and i < min(plen + alen, len(r.key)):
+                at_answer.append((r.session, r.turn, i, plen))
+        last[r.session] = (len(r.key), max(len(r.output_key) - 1, 0))  # the last answer token is never cached
+    if at_answer:
+        s, t, i, plen = at_answer[0]
+        notes.append(
+            f"{len(at_answer)} later turns stop matching where the previous answer starts (e.g. session {s} "
+            f"turn {t} matches {i} units, the previous prompt had {plen}): the history does not carry the "
+            "answer as generated, e.g. a chat template that drops the previous answer's reasoning"
+        )
+    if inside:
+        s, t, i, plen = inside[0]
+        notes.append(
+            f"{len(inside)} later turns stop matching inside the previous prompt (e.g. session {s} turn {t} "
+            f"matches {i} of {plen} units): the history was rewritten or truncated"
+        )
+    if ceiling < threshold and not (at_answer or inside):
+        notes.append(f"ideal hit rate is {ceiling:.1%}: little prefix sharing in this input")
+    return notes

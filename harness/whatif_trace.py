@@ -1,0 +1,185 @@
+"""Inputs of `harness whatif`, reduced to one shape: requests in arrival order, each a key to match.
+
+- Mooncake-format JSONL (`hash_ids`: one id per block of `block_size` tokens): keys are block ids, so
+  the tree runs at block granularity as SGLang's would when keyed by block ids (pools in blocks).
+- a capture point folder of ours (requests.jsonl + the manifest's spec): prompts rebuilt with the answers
+  the server returned, in send order (word tokenizer only).
+- an experiment spec (YAML): its workload generated with the word tokenizer, answers modelled as the sim
+  gives them (`harness.sim.server.answer_ids`), keys are token ids (pools in tokens).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    key: tuple[int, ...]  # what the tree matches: token ids, or block ids
+    tokens: int  # prompt length in tokens
+    arrival: float = 0.0  # seconds from the trace start
+    output_tokens: int = 0
+    session: int | None = None
+    turn: int | None = None
+    output_key: tuple[int, ...] = ()  # the answer's ids, cached after the prompt when known (as SGLang does)
+
+
+@dataclass
+class Trace:
+    name: str
+    requests: list[TraceRequest]
+    unit: int = 1  # tokens per key element (block size for block traces)
+    kind: str = "tokens"  # tokens | blocks
+    notes: list[str] = field(default_factory=list)
+
+    def hit_tokens(self, req: TraceRequest, units: int) -> int:
+        """Tokens a hit of `units` key elements saves; the last block counts its real length."""
+        return min(units * self.unit, req.tokens)
+
+
+def read_mooncake(path: Path, block_size: int = 512) -> Trace:
+    """Mooncake JSONL: `hash_ids` (required), `input_length`, `output_length`, `timestamp` (ms)."""
+    reqs: list[TraceRequest] = []
+    try:
+        f = path.open()
+    except OSError as e:
+        raise HarnessError(f"{path}: cannot read: {e.strerror}") from None
+    with f:
+        for no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise HarnessError(f"{path}:{no}: not JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise HarnessError(f"{path}:{no}: expected a JSON object, got {type(obj).__name__}")
+            ids = obj.get("hash_ids")
+            if not isinstance(ids, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in ids
+            ):
+                raise HarnessError(f"{path}:{no}: hash_ids: expected a list of integers, got {ids!r:.60}")
+            n_in = obj.get("input_length", len(ids) * block_size)
+            if not isinstance(n_in, int) or n_in < 0:
+                raise HarnessError(
+                    f"{path}:{no}: input_length: expected a non-negative integer, got {n_in!r}"
+                )
+            ts = obj.get("timestamp", 0)
+            if not isinstance(ts, int | float):
+                raise HarnessError(f"{path}:{no}: timestamp: expected a number (ms), got {ts!r}")
+            out = obj.get("output_length", 0)
+            reqs.append(TraceRequest(tuple(ids), n_in, ts / 1000.0, int(out or 0)))
+    if not reqs:
+        raise HarnessError(f"{path}: no requests")
+    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)  # stable: file order breaks ties
+    return Trace(path.stem, [reqs[i] for i in order], unit=block_size, kind="blocks")
+
+
+def read_spec(path: Path, seed: int = 0) -> Trace:
+    """An experiment spec's workload in send order, with the sim's deterministic answers as history."""
+    from harness.sim.server import answer_ids
+    from harness.spec import load_spec
+    from harness.tokenizer import WordTokenizer
+    from harness.workloads import build_schedule
+    from harness.workloads.prompts import PromptBuilder, Turnout
+
+    spec = load_spec(path)
+    schedule = build_schedule(spec, None, seed, "word")
+    builder = PromptBuilder(schedule, "completions")
+    tok = WordTokenizer()
+    conv_of = {id(r): c for c in schedule.conversations for r in c.turns}
+    history: dict[int, list] = {}
+    reqs = []
+    for r in schedule.requests():
+        conv = conv_of[id(r)]
+        hist = history.setdefault(conv.id, [])
+        prompt = builder.build(conv, r, hist)
+        ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)
+        ans = answer_ids(ids, r.output_tokens, seed)
+        hist.append(Turnout(answer=tok.decode(ans), answer_ids=tuple(ans), completion_tokens=len(ans)))
+        reqs.append(
+            TraceRequest(tuple(ids), len(ids), 0.0, r.output_tokens, conv.session, r.turn, tuple(ans))
+        )
+    return Trace(path.stem, reqs, unit=1, kind="tokens")
+
+
+def read_capture(point_dir: Path) -> Trace:
+    """A capture point of ours: prompts rebuilt from the spec in the manifest, histories from the answers
+    the server actually returned (`answer`), requests in the order they were sent."""
+    import yaml
+
+    from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
+    from harness.spec import load_spec
+    from harness.tokenizer import WordTokenizer
+    from harness.workloads import build_schedule
+    from harness.workloads.prompts import PromptBuilder, Turnout
+
+    manifest = next(
+        (d / MANIFEST for d in (point_dir, *point_dir.parents[:3]) if (d / MANIFEST).is_file()), None
+    )
+    if manifest is None:
+        raise HarnessError(f"{point_dir}: no {MANIFEST} in this folder or the three above it")
+    try:
+        raw_spec = json.loads(manifest.read_text())["spec"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(raw_spec, f)
+    try:
+        spec = load_spec(f.name)
+    finally:
+        Path(f.name).unlink(missing_ok=True)
+    if spec.tokenizer != "word":
+        raise HarnessError(
+            f"{manifest}: tokenizer: only the word tokenizer can be replayed offline, got {spec.tokenizer!r}"
+        )
+    records, _bad = read_jsonl(point_dir / REQUESTS)
+    if not records:
+        raise HarnessError(f"{point_dir / REQUESTS}: no records")
+    sweep = {}
+    if (point_dir / POINT).is_file():
+        sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
+    point = next((p for p in spec.points() if p.sweep == sweep), spec.points()[0])
+    seed = int(records[0].get("seed") or 0)
+    schedule = build_schedule(spec, point.workload, seed, "word")
+    builder = PromptBuilder(schedule, "completions")
+    tok = WordTokenizer()
+    by_index = {r.index: (c, r) for c in schedule.conversations for r in c.turns}
+    history: dict[int, list] = {}
+    reqs = []
+    for rec in sorted(records, key=lambda r: (r.get("sent_mono") or 0.0, r.get("index", 0))):
+        if rec.get("index") not in by_index:
+            raise HarnessError(
+                f"{point_dir / REQUESTS}: index {rec.get('index')!r} is not in the spec's schedule"
+            )
+        conv, req = by_index[rec["index"]]
+        hist = history.setdefault(conv.id, [])
+        prompt = builder.build(conv, req, hist[: req.turn])
+        ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)
+        answer = rec.get("answer") or ""
+        ans = tok.encode(answer)
+        hist.append(Turnout(answer=answer, answer_ids=tuple(ans), completion_tokens=len(ans)))
+        reqs.append(TraceRequest(tuple(ids), len(ids), 0.0, len(ans), conv.session, req.turn, tuple(ans)))
+    return Trace(f"{spec.name}-{point_dir.name}", reqs, unit=1, kind="tokens")
+
+
+def read_input(path: Path, block_size: int = 512) -> Trace:
+    if path.is_dir():
+        from harness.capture import REQUESTS
+
+        if not (path / REQUESTS).is_file():
+            raise HarnessError(f"{path}: not a capture point folder (no {REQUESTS})")
+        return read_capture(path)
+    if path.suffix in (".yaml", ".yml"):
+        return read_spec(path)
+    if path.suffix in (".jsonl", ".json"):
+        return read_mooncake(path, block_size)
+    raise HarnessError(
+        f"{path}: unknown input (expected a Mooncake .jsonl, an experiment spec .yaml or a capture point folder)"
+    )

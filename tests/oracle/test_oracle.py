@@ -1,0 +1,150 @@
+"""Differential tests: the sim's tree against SGLang 0.5.23's own RadixCache / UnifiedRadixCache.
+
+Ops: ["insert", toks, priority], ["match", toks], ["lock", toks] (match + inc_lock_ref),
+["unlock", i], ["evict", n] -> [freed, evicted node keys in order], ["sizes"], ["serve", toks, capacity],
+["trace", [keys], capacity] -> [device hit tokens, evicted tokens, device size].
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from .local import run_local
+
+pytestmark = pytest.mark.oracle
+
+POLICIES = ["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"]
+TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+
+
+def random_ops(seed: int, n_ops: int = 160) -> list:
+    """Sessions that grow (multi-turn), shared system prompts, partial matches, locks, evictions."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(1000) for _ in range(rng.randrange(1, 12))] for _ in range(4)]
+    seqs: list[list[int]] = []
+    ops: list = []
+    locks = 0
+    unlocked: list[int] = []
+    for _ in range(n_ops):
+        r = rng.random()
+        if r < 0.45 or not seqs:
+            if seqs and rng.random() < 0.5:  # next turn of an earlier session
+                base = rng.choice(seqs)
+                base = base[: rng.randrange(len(base) + 1)]
+            else:
+                base = list(rng.choice(prefixes))
+            s = base + [rng.randrange(1000) for _ in range(rng.randrange(1, 10))]
+            seqs.append(s)
+            ops.append(["insert", s, rng.randrange(3)])
+        elif r < 0.7:
+            s = rng.choice(seqs)
+            cut = rng.randrange(1, len(s) + 1)
+            tail = [rng.randrange(1000)] if rng.random() < 0.5 else []
+            ops.append(["match", s[:cut] + tail])
+        elif r < 0.78 and locks < 6:
+            ops.append(["lock", rng.choice(seqs)])
+            unlocked.append(locks)
+            locks += 1
+        elif r < 0.83 and unlocked:
+            ops.append(["unlock", unlocked.pop(rng.randrange(len(unlocked)))])
+        elif r < 0.97:
+            ops.append(["evict", rng.randrange(1, 20)])
+        else:
+            ops.append(["sizes"])
+    ops.append(["sizes"])
+    return ops
+
+
+def scenarios() -> list[dict]:
+    out = []
+    for page in (1, 4):
+        for policy in POLICIES:
+            for seed in range(3):
+                out.append(
+                    {
+                        "policy": policy,
+                        "page_size": page,
+                        "flavor": "radix",
+                        "ops": random_ops(seed * 31 + page),
+                    }
+                )
+        for cfg in (
+            {"threshold": 8, "next_prompt_estimate": 2},
+            {"threshold": 20, "next_prompt_estimate": 4},
+        ):
+            for seed in range(3):
+                out.append(
+                    {
+                        "policy": "tlru",
+                        "policy_config": cfg,
+                        "page_size": page,
+                        "flavor": "unified",
+                        "ops": random_ops(seed * 17 + page),
+                    }
+                )
+        for policy in ("lru", "lfu", "slru"):
+            out.append(
+                {"policy": policy, "page_size": page, "flavor": "unified", "ops": random_ops(99 + page)}
+            )
+    return out
+
+
+def test_random_sequences_match_sglang(run_oracle):
+    specs = scenarios()
+    theirs = run_oracle(specs)
+    for spec, expected in zip(specs, theirs, strict=True):
+        got = run_local(spec)
+        for i, (op, a, b) in enumerate(zip(spec["ops"], got, expected, strict=True)):
+            assert a == b, (
+                f"{spec['policy']} page={spec['page_size']} flavor={spec['flavor']}: op {i} {op[0]} "
+                f"sim={a} sglang={b}"
+            )
+
+
+def _trace_keys(limit: int | None = None) -> list[list[int]]:
+    keys = []
+    with TRACE.open() as f:
+        for i, line in enumerate(f):
+            if limit is not None and i >= limit:
+                break
+            keys.append(json.loads(line)["hash_ids"])
+    return keys
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TRACE.exists(), reason=f"{TRACE} not present")
+def test_mooncake_replay_matches_sglang(run_oracle):
+    """Block-granularity replay of the Mooncake trace: identical hits, evictions and final size per pool,
+    through the same path `harness whatif` takes."""
+    from harness.whatif import Config, replay
+    from harness.whatif_trace import read_mooncake
+
+    keys = _trace_keys()
+    head = keys[:4000]
+    full = [("lru", 2000), ("lfu", 2000), ("slru", 2000), ("lru", 20000)]  # SGLang takes ~10 s per large pool
+    specs = [
+        {"policy": policy, "page_size": 1, "flavor": "radix", "ops": [["trace", keys, pool]]}
+        for policy, pool in full
+    ]
+    specs.append({"policy": "lru", "page_size": 4, "flavor": "radix", "ops": [["trace", head, 4000]]})
+    specs.append(
+        {
+            "policy": "tlru",
+            "policy_config": {"threshold": 16, "next_prompt_estimate": 4},
+            "page_size": 1,
+            "flavor": "unified",
+            "ops": [["trace", head, 4000]],
+        }
+    )
+    theirs = run_oracle(specs)
+    trace = read_mooncake(TRACE)
+    for spec, expected in zip(specs, theirs, strict=True):
+        pool = spec["ops"][0][2]
+        assert run_local(spec) == expected, (spec["policy"], pool)
+        if len(spec["ops"][0][1]) == len(keys) and spec["page_size"] == 1:
+            r = replay(trace, Config(spec["policy"], pool))
+            assert r.evicted_tokens == expected[0][1] * trace.unit, (spec["policy"], pool)
