@@ -4,12 +4,17 @@
 index (a session's next turn becomes ready only when its previous turn finished). With a request rate,
 arrival k is due at start + the k-th seeded exponential offset (absolute times, so nothing drifts);
 TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
+
+Plain http:// servers are spoken to by the lean HTTP/1.1 client (harness.client.http1); https://, or
+engine="aiohttp" (env HARNESS_HTTP_ENGINE=aiohttp), uses one shared aiohttp session instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import json
+import os
 import random
 import statistics
 import time
@@ -19,8 +24,9 @@ from pathlib import Path
 
 import aiohttp
 
-from harness.capture import JsonlWriter
 from harness.client import get_dialect, stream_request
+from harness.client.http1 import H1Pool
+from harness.errors import HarnessError
 from harness.records import RequestRecord
 from harness.spec import Timeouts
 from harness.workloads import PromptBuilder, Schedule
@@ -81,11 +87,12 @@ async def run_schedule(
     timeouts: Timeouts | None = None,
     quiet: bool = True,
     label: str = "",
+    engine: str = "auto",
 ) -> LoadResult:
     """Run every request of the schedule; each finished one becomes a line of out_path.
 
     On cancellation (Ctrl-C) in-flight requests are recorded with error_kind "cancelled", the file is
-    closed cleanly, and CancelledError propagates.
+    closed cleanly, and CancelledError propagates. engine: "auto" (http1 for http://), "http1", "aiohttp".
     """
     timeouts = timeouts or Timeouts()
     dialect = get_dialect(api)
@@ -103,8 +110,8 @@ async def run_schedule(
     offsets = arrival_offsets(total, request_rate, schedule.seed) if request_rate else None
     recent_ttft: deque[float] = deque(maxlen=512)
     client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
-    writer = JsonlWriter(out_path)
-    loop = asyncio.get_running_loop()
+    engine = _pick_engine(engine, url, hdrs)
+    writer = RecordWriter(out_path)
     mono = time.monotonic
     res.start_mono, res.start_wall = mono(), time.time()
     t0 = res.start_mono
@@ -120,7 +127,7 @@ async def run_schedule(
         state["taken"] += 1
         return heapq.heappop(ready)
 
-    async def worker(session: aiohttp.ClientSession) -> None:
+    async def worker(session: aiohttp.ClientSession | H1Pool) -> None:
         while state["taken"] < total:
             due = None
             if offsets is not None:
@@ -178,14 +185,14 @@ async def run_schedule(
                 rec.done_mono = mono()
                 rec.ok, rec.error_kind, rec.error = False, "cancelled", "cancelled (interrupted)"
                 _account(res, rec)
-                writer.write(rec.__dict__)
+                writer.write(rec)
                 raise
             finally:
                 state["in_flight"] -= 1
             _account(res, rec)
             if rec.ttft_s is not None:
                 recent_ttft.append(rec.ttft_s)
-            writer.write(rec.__dict__)
+            writer.write(rec)
             hist.append(
                 Turnout(
                     answer=rec.answer or "",
@@ -196,31 +203,93 @@ async def run_schedule(
             if len(hist) < len(conv.turns):
                 heapq.heappush(ready, (conv.turns[len(hist)].index, cid))
                 changed.set()
+            else:  # finished: its answers are on disk; dropping them keeps memory flat in run length
+                del history[cid]
         changed.set()
 
     progress = None if quiet else _Progress(label or ids.point, total)
-    connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=client_timeout) as session:
-            workers = [loop.create_task(worker(session)) for _ in range(concurrency)]
-            ticker = loop.create_task(progress.run(res, recent_ttft)) if progress else None
+        if engine == "http1":
+            pool = H1Pool(url, hdrs, connect_timeout=timeouts.connect)
             try:
-                await asyncio.gather(*workers)
-            except asyncio.CancelledError:
-                res.interrupted = True
-                for w in workers:
-                    w.cancel()
-                await asyncio.gather(*workers, return_exceptions=True)
-                raise
+                await _drive(pool, worker, concurrency, res, progress, recent_ttft)
             finally:
-                if ticker:
-                    ticker.cancel()
-                    await asyncio.gather(ticker, return_exceptions=True)
-                    progress.finish(res, recent_ttft)
+                await pool.close()
+        else:
+            connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
+            async with aiohttp.ClientSession(connector=connector, timeout=client_timeout) as session:
+                await _drive(session, worker, concurrency, res, progress, recent_ttft)
     finally:
         res.end_mono, res.end_wall = mono(), time.time()
         writer.close()
     return res
+
+
+async def _drive(session, worker, concurrency: int, res: LoadResult, progress, recent_ttft: deque) -> None:
+    """Run the workers (and the progress ticker); on cancellation cancel them all and wait for them."""
+    loop = asyncio.get_running_loop()
+    workers = [loop.create_task(worker(session)) for _ in range(concurrency)]
+    ticker = loop.create_task(progress.run(res, recent_ttft)) if progress else None
+    try:
+        await asyncio.gather(*workers)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
+        # KeyboardInterrupt here: a signal handler raised it inside a worker (it has already left the
+        # loop); stop the rest the same way, and end cancelled rather than with an unretrieved error
+        res.interrupted = True
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        if not isinstance(e, asyncio.CancelledError):
+            raise asyncio.CancelledError from e
+        raise
+    finally:
+        if ticker:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+            progress.finish(res, recent_ttft)
+
+
+def _pick_engine(engine: str, url: str, headers: dict[str, str]) -> str:
+    """http1 for plain http:// unless asked otherwise (or a header it cannot send); aiohttp for the rest."""
+    engine = os.environ.get("HARNESS_HTTP_ENGINE", engine) if engine == "auto" else engine
+    if engine not in ("auto", "http1", "aiohttp"):
+        raise HarnessError(
+            f"HTTP engine: unknown value {engine!r} (expected auto, http1 or aiohttp; env HARNESS_HTTP_ENGINE)"
+        )
+    if engine == "aiohttp" or not url.startswith("http://"):
+        return "aiohttp"
+    try:
+        H1Pool(url, headers)
+    except ValueError:
+        return "aiohttp"
+    return "http1"
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class RecordWriter:
+    """Append records to requests.jsonl, one JSON line each, handed to the OS the moment they finish.
+
+    One O_APPEND write per record (a few µs): a `kill -9` of the harness loses only requests still in
+    flight, never a finished one; close() fsyncs.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, rec: RequestRecord) -> None:
+        data = (_encode(rec.__dict__) + "\n").encode()
+        while data:  # a regular file takes it whole; loop for the pathological partial write
+            data = data[os.write(self._fd, data) :]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
 
 
 def _account(res: LoadResult, rec: RequestRecord) -> None:

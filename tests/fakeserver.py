@@ -28,6 +28,7 @@ class Config:
     itl_ms: float = 0.0
     keepalive: bool = False  # send ": ping" before the first token
     stamp: bool = False  # first token is "t<monotonic send time>" (client-overhead benchmark)
+    stamp_all: bool = False  # every token is "t<monotonic send time> " (timing tests under load)
     flush_busy: int = 0  # the first N /flush_cache calls answer 400 "pending requests"
     no_flush: bool = False
     no_metrics: bool = False
@@ -326,7 +327,9 @@ class FakeServer:
                 await resp.write(_sse({"error": {"message": "scripted in-stream error"}}))
                 await resp.write(b"data: [DONE]\n\n")
                 return resp
-            if k == 0 and cfg.stamp:
+            if cfg.stamp_all:
+                p = f"t{time.monotonic():.7f} "
+            elif k == 0 and cfg.stamp:
                 p = f"t{time.monotonic():.7f}"
             await resp.write(fmt(p, last))
             k += 1
@@ -346,6 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--itl-ms", type=float, default=0.0)
     ap.add_argument("--keepalive", action="store_true")
     ap.add_argument("--stamp", action="store_true")
+    ap.add_argument("--stamp-all", action="store_true")
     ap.add_argument("--flush-busy", type=int, default=0)
     ap.add_argument("--no-flush", action="store_true")
     ap.add_argument("--no-metrics", action="store_true")
@@ -358,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         itl_ms=a.itl_ms,
         keepalive=a.keepalive,
         stamp=a.stamp,
+        stamp_all=a.stamp_all,
         flush_busy=a.flush_busy,
         no_flush=a.no_flush,
         no_metrics=a.no_metrics,

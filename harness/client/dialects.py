@@ -46,6 +46,8 @@ class StreamState:
 class Dialect:
     name = ""
     path = ""
+    # JSON key of the text field whose events may take the same-shape fast path (harness.client.fastpath)
+    text_key: bytes | None = None
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         raise NotImplementedError
@@ -69,6 +71,7 @@ def _openai_common(st: StreamState, obj: dict) -> None:
 
 class OpenAIChat(Dialect):
     name, path = "openai-chat", "/v1/chat/completions"
+    text_key = b'"content":'
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         return _dumps(
@@ -91,11 +94,11 @@ class OpenAIChat(Dialect):
             d = c.get("delta")
             if d:
                 txt = d.get("content")
-                if txt:
+                if txt and isinstance(txt, str):
                     st.pieces.append(txt)
                     tok = True
                 r = d.get("reasoning_content")
-                if r:
+                if r and isinstance(r, str):
                     st.reasoning.append(r)
                     tok = True
             fr = c.get("finish_reason")
@@ -108,6 +111,7 @@ class OpenAIChat(Dialect):
 
 class OpenAICompletions(Dialect):
     name, path = "openai-completions", "/v1/completions"
+    text_key = b'"text":'
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         return _dumps(
@@ -128,7 +132,7 @@ class OpenAICompletions(Dialect):
         if choices:
             c = choices[0]
             txt = c.get("text")
-            if txt:
+            if txt and isinstance(txt, str):
                 st.pieces.append(txt)
                 tok = True
             fr = c.get("finish_reason")
@@ -162,7 +166,7 @@ class SGLangGenerate(Dialect):
         tok = False
         text = obj.get("text")
         prev = st.cum_text
-        if text:
+        if text and isinstance(text, str):
             n = len(prev)
             # cumulative unless the server streams increments (--incremental-streaming-output)
             cumulative = len(text) >= n and text.startswith(prev[-16:], max(0, n - 16))

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 
 class SSEParser:
-    """Feed raw chunks as they arrive; get back the data of each completed event (multi-line data joined)."""
+    """Feed raw chunks as they arrive; get back the data of each completed event (multi-line data joined).
+
+    `_tail` always starts at a line start and holds bytes not yet parsed; `_data` holds the data lines of
+    an event whose blank line has not arrived. The common shape (`data: X` + blank line, no CR, nothing
+    pending) is split in a few C calls; anything else goes through the line-by-line path.
+    """
 
     __slots__ = ("_tail", "_data", "comments")
 
@@ -16,9 +21,40 @@ class SSEParser:
     def feed(self, chunk: bytes) -> list[bytes]:
         if self._tail:
             chunk = self._tail + chunk
+        if self._data or b"\r" in chunk:
+            return self._feed_lines(chunk)
+        if chunk.startswith(b"data: ") and chunk.endswith(b"\n\n"):
+            # whole single-line events only: every newline is one of the blank-line separators
+            out = chunk[6:-2].split(b"\n\ndata: ")
+            if chunk.count(b"\n") == 2 * len(out):
+                self._tail = b""
+                return out
+        parts = chunk.split(b"\n\n")
+        self._tail = parts.pop()  # after the last blank line: an event still arriving (b"" if none)
+        out: list[bytes] = []
+        for p in parts:
+            if p[:6] == b"data: " and b"\n" not in p:
+                out.append(p[6:])
+            else:
+                self._event_block(p, out)
+        return out
+
+    def _event_block(self, block: bytes, out: list[bytes]) -> None:
+        """Lines of one block that a blank line ended (so whatever data it holds is dispatched)."""
+        self._lines(block.split(b"\n"), out)
+        data = self._data
+        if data:
+            out.append(data[0] if len(data) == 1 else b"\n".join(data))
+            data.clear()
+
+    def _feed_lines(self, chunk: bytes) -> list[bytes]:
         lines = chunk.split(b"\n")
         self._tail = lines.pop()  # incomplete last line (b"" when the chunk ended on a newline)
         out: list[bytes] = []
+        self._lines(lines, out)
+        return out
+
+    def _lines(self, lines: list[bytes], out: list[bytes]) -> None:
         data = self._data
         for line in lines:
             if line.endswith(b"\r"):
@@ -32,13 +68,13 @@ class SSEParser:
             elif line[0:1] == b":":
                 self.comments += 1
             # event:, id:, retry: and unknown fields carry nothing we use
-        return out
 
     def close(self) -> list[bytes]:
         """Whatever complete data is pending when the stream ends without a final blank line."""
-        out = []
+        out: list[bytes] = []
         if self._tail:
-            out += self.feed(b"\n")
+            tail, self._tail = self._tail, b""
+            self._lines(tail.split(b"\n"), out)
         if self._data:
             out.append(b"\n".join(self._data))
             self._data.clear()
