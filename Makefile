@@ -29,6 +29,9 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	$(VENV)/bin/harness bench --node $(NODE) --suite smoke --server-kind $(SERVER_KIND)
 
+bench-real: $(STAMP)
+	$(PY) scripts/bench_real.py --node llama-cpu
+
 faults: $(STAMP)
 	$(PY) scripts/fault_report.py
 
