@@ -122,6 +122,45 @@ def server_pool(entry: dict[str, Any]) -> str:
     return text
 
 
+def server_time_scale(entry: dict[str, Any]) -> float | None:
+    """A sim server's --time-scale (summary `time_scale`, else server_info / args); None for real servers."""
+    v = entry.get("time_scale")
+    if v is None:
+        v = (entry.get("server_info") or {}).get("time_scale") or _arg(entry, "--time-scale")
+    try:
+        x = float(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+    return x if x and x > 0 else None
+
+
+def _card(entry: dict[str, Any]) -> str | None:
+    info = entry.get("server_info") or {}
+    card = info.get("card")
+    name = card.get("name") if isinstance(card, dict) else None
+    return name or info.get("card_profile") or _arg(entry, "--card-profile")
+
+
+def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+    """Under a table with sim servers: their timings are wall-clock at --time-scale X, not card time."""
+    by_scale: dict[float, list[str]] = {}
+    for name in sorted({p["server"] for p in points}):
+        x = server_time_scale(servers.get(name, {}))
+        if x is not None:
+            by_scale.setdefault(x, []).append(name)
+    lines = []
+    for x, names in sorted(by_scale.items()):
+        cards = sorted({c for n in names if (c := _card(servers.get(n, {})))})
+        card = f"modelled {', '.join(cards)} card" if cards else "modelled card"
+        speed = f"{1 / x:g}x faster than" if x < 1 else (f"{x:g}x slower than" if x > 1 else "as fast as")
+        lines.append(
+            f"_Sim server{'s' if len(names) > 1 else ''} {', '.join(names)}: timings are wall-clock at "
+            f"--time-scale {x:g} (the sim ran {speed} the {card}), so modelled card time = "
+            f"wall ÷ {x:g} and modelled throughput = wall tok/s × {x:g}._"
+        )
+    return lines
+
+
 # ---------------------------------------------------------------- layouts
 
 
@@ -161,8 +200,14 @@ def _pair_verdict(pairs: list[dict[str, Any]], exp: str, key: str) -> str | None
     return None
 
 
-def ab_table(exp: str, points: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> list[str]:
+def ab_table(
+    exp: str,
+    points: list[dict[str, Any]],
+    pairs: list[dict[str, Any]],
+    entries: dict[str, Any] | None = None,
+) -> list[str]:
     servers = sorted({p["server"] for p in points})
+    scales = {s: server_time_scale((entries or {}).get(s, {})) for s in servers}
     by_key: dict[str, dict[str, dict[str, Any]]] = {}
     for p in points:
         by_key.setdefault(p["point_key"], {})[p["server"]] = p
@@ -176,6 +221,9 @@ def ab_table(exp: str, points: list[dict[str, Any]], pairs: list[dict[str, Any]]
         "verdict",
         "status",
     ]
+    modelled = any(x is not None for x in scales.values())
+    if modelled:  # sim servers: wall-clock TTFT ÷ time scale = the modelled card's TTFT
+        header.insert(3, f"modelled median TTFT ms ({names})")
     extra_keys = sorted({k for p in points for k in p["sweep"] if k != "groups"})
     if extra_keys:
         header.insert(1, "point")
@@ -202,6 +250,14 @@ def ab_table(exp: str, points: list[dict[str, Any]], pairs: list[dict[str, Any]]
             if all(per[s].get("status") == "ok" for s in per) and len(per) == len(servers)
             else "; ".join(f"{s}: {status_text(per[s])}" if s in per else f"{s}: not run" for s in servers),
         ]
+        if modelled:
+
+            def card_ms(s: str, per: dict[str, dict[str, Any]] = per) -> str:
+                v, x = per[s]["median"].get("ttft_median_s"), scales[s]
+                card_v = v / x if x is not None and isinstance(v, int | float) else v
+                return _ms(card_v) + _status_note(per[s])
+
+            row.insert(3, " / ".join(card_ms(s) if s in per else "—" for s in servers))
         if extra_keys:
             row.insert(1, ",".join(f"{k}={any_p['sweep'].get(k)}" for k in extra_keys))
         rows.append(row)
@@ -330,11 +386,14 @@ def markdown(
             lines.append("_No points._")
             continue
         if kind == "ab":
-            lines += ab_table(exp, pts, pairs)
+            lines += ab_table(exp, pts, pairs, servers)
         elif kind == "policy":
             lines += policy_table(exp, pts, servers)
         else:
             lines += generic_table(pts)
+        scale_note = time_scale_lines(pts, servers)
+        if scale_note:
+            lines += ["", *scale_note]
         lines += ["", *_evidence(pts), "", "### Hit rate from three sources", ""]
         lines += sources_table(pts)
         lines += [

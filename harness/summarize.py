@@ -426,7 +426,8 @@ def _log_figures(
     fig["pool_host_tokens"] = pools["host_tokens"]
     fig["max_total_num_tokens"] = pools["max_total_num_tokens"]
     evidence = [r.line for r in prefill[:1]]
-    evidence += [r.line for r in prefill[1:] if (r.fields.get("cached_token") or 0) > 0][: EVIDENCE_LINES - 1]
+    hits = [r.line for r in prefill[1:] if serverlog.token_count(r.fields.get("cached_token")) > 0]
+    evidence += hits[: EVIDENCE_LINES - 1]
     return fig, evidence
 
 
@@ -616,6 +617,36 @@ def _tz_shift(log: serverlog.ParsedLog | None, seeds: Iterable[SeedCapture]) -> 
     return best if hits(best) > len(walls) // 2 else 0.0
 
 
+def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: dict[str, Any]) -> float | None:
+    """A sim server's --time-scale (its wall clock runs X times the modelled card's); None for real servers.
+
+    From server_info.json (serve-sim echoes its arguments), else the server's args, else the bench's
+    `bench.time_scale` when the manifest says this server was launched as the sim.
+    """
+
+    def num(v: Any) -> float | None:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            return None
+        return x if x > 0 else None
+
+    if isinstance(info, dict) and info.get("time_scale") is not None:
+        return num(info["time_scale"])
+    if isinstance(args, list):
+        flat = [str(a) for a in args]
+        for i, a in enumerate(flat):
+            if a == "--time-scale" and i + 1 < len(flat):
+                return num(flat[i + 1])
+            if a.startswith("--time-scale="):
+                return num(a.split("=", 1)[1])
+    man = man_servers.get(sname) if isinstance(man_servers, dict) else None
+    bench = manifest.get("bench")
+    if isinstance(man, dict) and "sim" in (man.get("launch"), man.get("engine")) and isinstance(bench, dict):
+        return num(bench.get("time_scale"))
+    return None
+
+
 def summarize_experiment(
     exp: ExperimentCapture, problems: Problems
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -636,6 +667,7 @@ def summarize_experiment(
         servers[sname] = {
             "args": args,
             "server_info": srv.info,
+            "time_scale": _time_scale(srv.info, args, man_servers, sname, exp.manifest),
             "pool": serverlog.pool_sizes(srv.log.records if srv.log else []),
             "log": {
                 "path": str(srv.path / capture.SERVER_LOG) if srv.log else None,

@@ -83,3 +83,47 @@ def test_compare_ratios(summary_file: Path, tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "gsp | gpu | groups=4 | ok/ok | 2.000 | 1.000" in out
     assert "gsp | hicache | groups=4 | partial/partial | 2.000 | 1.000" in out
+
+
+def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
+    """A sim server's wall-clock TTFT is X times its card's: the report says so and divides it back."""
+    servers = {
+        "sim": {"args": ["--time-scale", "0.05"], "server_info": {"card": {"name": "l4-8b"}}},
+        "real": {"args": ["--max-total-tokens", "2048"], "server_info": {"version": "0.5.23"}},
+    }
+    entry = {
+        "servers": {
+            n: {**e, "time_scale": summarize._time_scale(None, e["args"], None, n, {})}
+            for n, e in servers.items()
+        }
+    }
+    assert entry["servers"]["sim"]["time_scale"] == 0.05 and entry["servers"]["real"]["time_scale"] is None
+    points = [
+        {
+            "experiment": "ab",
+            "server": name,
+            "point_key": "groups=4",
+            "sweep": {"groups": 4},
+            "status": "ok",
+            "median": {"ttft_median_s": ttft, "output_tok_s": 10.0},
+        }
+        for name, ttft in (("sim", 0.040), ("real", 0.500))
+    ]
+    md = report.markdown({"node": "n", "points": points, "experiments": {"ab": entry}})
+    assert "| median TTFT ms (real / sim) | modelled median TTFT ms (real / sim) |" in md
+    assert "| 500 / 40 | 500 / 800 |" in md  # 40 ms wall at 0.05 = 800 ms on the modelled card
+    assert (
+        "_Sim server sim: timings are wall-clock at --time-scale 0.05 (the sim ran 20x faster than the "
+        "modelled l4-8b card), so modelled card time = wall ÷ 0.05" in md
+    )
+    assert "real:" not in md.split("_Sim server")[1].split("\n")[0]
+
+
+def test_time_scale_sources_in_order() -> None:
+    ts = summarize._time_scale
+    assert ts({"time_scale": 0.1}, ["--time-scale", "0.5"], None, "s", {}) == 0.1  # server_info first
+    assert ts(None, ["--time-scale=0.25"], None, "s", {}) == 0.25
+    manifest = {"bench": {"time_scale": 0.05}, "servers": {"s": {"launch": "sim"}, "g": {"launch": "sglang"}}}
+    assert ts(None, [], manifest["servers"], "s", manifest) == 0.05  # the bench's scale for a sim launch
+    assert ts(None, [], manifest["servers"], "g", manifest) is None  # a real server runs at card time
+    assert ts({"time_scale": "fast"}, None, None, "s", {}) is None

@@ -24,6 +24,14 @@ MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 
 
+class SchedulerStuck(RuntimeError):
+    """The scheduler cannot make progress although requests are pending: an accounting bug, never a wait.
+
+    SGLang raises in the same spot ("Prefill out of memory"); the server logs it as SGLang's scheduler
+    does and exits, so a bug shows up as a crashed server instead of a silent hang.
+    """
+
+
 class EngineLog(Protocol):
     """Where the engine reports batches (logfmt.SimLogger in the server; nothing offline)."""
 
@@ -349,6 +357,8 @@ class Engine:
         if len(req.input_ids) + len(req.output_ids) > self.max_input_len():
             req.finish_reason = "abort"
             req.finish_time = self.now
+            if req.on_event is not None:
+                req.on_event(req)
             if self.on_finish is not None:
                 self.on_finish(req)
             return
@@ -373,19 +383,41 @@ class Engine:
     def schedule(self, now: float) -> Batch | None:
         """Pick the next forward at time `now`; None when there is nothing to do."""
         self.now = now
+        # aborted requests leave first, so they neither hold batch slots nor block admission
+        # (iterate over a copy: _finish removes from self.running)
+        for req in [r for r in self.running if r.aborted and not r.finished]:
+            self._finish(req, now, reason="abort")
+        while self.waiting and self.waiting[0].aborted:
+            self._drop_waiting(self.waiting.popleft(), now)
         batch = self._schedule_prefill(now)
-        if batch is not None:
-            return batch
-        self.running = [r for r in self.running if not self._drop_aborted(r)]
-        if not self.running:
-            return None
-        return self._schedule_decode(now)
+        if batch is None and self.running:
+            batch = self._schedule_decode(now)
+            if batch is None:  # decode retracted every running request: their prefill goes next
+                batch = self._schedule_prefill(now)
+        if batch is None and self.busy():
+            raise SchedulerStuck(self._stuck_message())
+        return batch
 
-    def _drop_aborted(self, req: SimRequest) -> bool:
-        if req.aborted and not req.finished:
-            self._finish(req, self.now, reason="abort")
-            return True
-        return False
+    def _drop_waiting(self, req: SimRequest, now: float) -> None:
+        if not req.finished:
+            req.finish_reason, req.finish_time = "abort", now
+            if self.on_finish is not None:
+                self.on_finish(req)
+
+    def _stuck_message(self) -> str:
+        head = self.waiting[0] if self.waiting else None
+        what = (
+            f"head of queue rid={head.rid} needs {len(head.fill_ids) - head.kv_len} + "
+            f"{len(head.output_ids) - head.generated} tokens"
+            if head is not None
+            else "no request is schedulable"
+        )
+        return (
+            f"scheduler stuck: {what}; #queue-req: {len(self.waiting)}, #running-req: {len(self.running)}, "
+            f"chunked: {self.chunked is not None}, pool: {self.pool}, available: {self.available()}, "
+            f"evictable: {self.tree.evictable_size()}, protected: {self.tree.protected_size()}, "
+            f"private: {self.private_total}"
+        )
 
     def _room(self) -> int:
         """available + evictable (SGLang's rem_total_tokens before reservations)."""
@@ -398,10 +430,14 @@ class Engine:
         )
 
     def _schedule_prefill(self, now: float) -> Batch | None:
+        if not self.waiting and self.chunked is None:
+            return None
         cfg = self.config
         chunk_cap = (
             cfg.chunked_prefill_size if cfg.chunked_prefill_size and cfg.chunked_prefill_size > 0 else None
         )
+        if chunk_cap is not None:
+            chunk_cap = max(self.page, chunk_cap // self.page * self.page)  # a chunk is whole pages
         rem_chunk = chunk_cap if chunk_cap is not None else 1 << 62
         rem_input = cfg.max_prefill_tokens
         offset = self._reserved()  # SGLang's rem_total_token_offset; room itself is read live
@@ -492,14 +528,8 @@ class Engine:
             return None
         need = sum(p[1] for p in parts)
         if not self._ensure_free(need):
-            # cannot happen when admission is right; keep the queue intact rather than overcommit
-            for req, _, _ in reversed(parts):
-                if req is not self.chunked and req not in self.waiting:
-                    self._unlock(req)
-                    req.kv_len = 0
-                    self.waiting.appendleft(req)
-            self.chunked = None
-            return None
+            # admission counted room as available + evictable, so this is an accounting bug
+            raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + self._stuck_message())
         for req, take, _ in parts:
             self._set_kv(req, req.kv_len + take)
         new_tokens = sum(-(-take // self.page) * self.page for _, take, _ in parts)
@@ -535,13 +565,24 @@ class Engine:
             load_back_tokens=load_back,
         )
 
-    def _schedule_decode(self, now: float) -> Batch:
+    def _schedule_decode(self, now: float) -> Batch | None:
         # every running request needs one more slot; retract the least advanced ones if it cannot fit
+        retracted, ratio_before = 0, self.new_token_ratio
         while self.running and not self._ensure_free(len(self.running)):
             self._retract_one()
-        for req in self.running:
-            self._set_kv(req, req.kv_len + 1)
-        ctx = sum(r.kv_len for r in self.running)
+            retracted += 1
+        if retracted and self.log is not None and hasattr(self.log, "warning"):
+            self.log.warning(
+                f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+                f"#new_token_ratio: {ratio_before:.4f} -> {self.new_token_ratio:.4f}"
+            )
+        if not self.running:
+            return None
+        ctx = 0
+        for req in self.running:  # one more KV slot each (private to the request until it is cached)
+            req.kv_len += 1
+            ctx += req.kv_len
+        self.private_total += len(self.running)
         duration = self.card.decode_time(len(self.running), ctx)
         self.decode_steps += 1
         if self.log is not None and self.decode_steps % self.config.decode_log_interval == 0:
@@ -572,6 +613,46 @@ class Engine:
         self.new_token_ratio = min(1.0, self.new_token_ratio + 0.1)
         self.waiting.appendleft(victim)
 
+    def fast_forward(self, t: float, horizon: float) -> float:
+        """Run the decode steps that `schedule`/`complete` would run, at once, while nothing can change.
+
+        Virtual time only: with an empty queue, no chunked prefill, no finish, no eviction, no log line
+        and no arrival before `horizon`, consecutive decode steps differ only in their context length,
+        so they are applied in one go (same floats, same order). Returns the new time (t if none ran).
+        """
+        run = self.running
+        if self.waiting or self.chunked is not None or not run:
+            return t
+        bs = len(run)
+        steps = min(len(r.output_ids) - r.generated for r in run) - 1  # the finishing step runs normally
+        steps = min(steps, self.available() // bs)  # no step may need an eviction or a retraction
+        if self.log is not None:
+            interval = self.config.decode_log_interval
+            steps = min(steps, interval - 1 - self.decode_steps % interval)  # stop before a log line
+        if steps <= 0 or any(r.aborted or r.on_event is not None for r in run):
+            return t
+        ctx = sum(r.kv_len for r in run)
+        ratio = self.new_token_ratio
+        decode_time = self.card.decode_time
+        n = 0
+        while n < steps and t < horizon:
+            ctx += bs
+            t += decode_time(bs, ctx)
+            ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
+            n += 1
+        if n == 0:
+            return t
+        for r in run:
+            r.kv_len += n
+            r.generated += n
+        self.private_total += n * bs
+        self.stats.generation_tokens += n * bs
+        self._decode_tokens_since_log += n * bs
+        self.decode_steps += n
+        self.new_token_ratio = ratio
+        self.now = t
+        return t
+
     # --- results ----------------------------------------------------------------------------
     def complete(self, batch: Batch, end: float) -> None:
         """Apply a forward's results at time `end`: first tokens, decoded tokens, finished requests."""
@@ -594,8 +675,9 @@ class Engine:
                     self.running.append(req)
         else:
             self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
+            live = set(self.running)  # a set: batches of hundreds made this loop quadratic
             for req in batch.reqs:
-                if req.finished or req not in self.running:
+                if req.finished or req not in live:
                     continue
                 if req.aborted:
                     self._finish(req, end, reason="abort")
@@ -637,11 +719,15 @@ def simulate(
     *,
     on_finish: Callable[[SimRequest, float], Iterable[SimRequest]] | None = None,
     log: EngineLog | None = None,
+    on_step: Callable[[Engine], None] | None = None,
+    jump: bool = True,
 ) -> list[SimRequest]:
     """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
 
     Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
     finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
+    `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
+    every decode step one by one (the same results, slower).
     """
     engine = Engine(config, log=log)
     seq = itertools.count()
@@ -651,20 +737,25 @@ def simulate(
     engine.on_finish = done.append
     seen = 0
     t = 0.0
+    inf = float("inf")
     while arrivals or engine.busy():
         while arrivals and arrivals[0][0] <= t:
             engine.add(heapq.heappop(arrivals)[2])
+        if jump and engine.running and not engine.waiting:
+            t2 = engine.fast_forward(t, arrivals[0][0] if arrivals else inf)
+            if t2 != t:
+                t = t2
+                if on_step is not None:
+                    on_step(engine)
+                continue
         batch = engine.schedule(t)
         if batch is not None:
             t += batch.duration
             engine.complete(batch, t)
-        elif arrivals:
+            if on_step is not None:
+                on_step(engine)
+        elif arrivals:  # idle (schedule raises SchedulerStuck rather than idle with work pending)
             t = max(t, arrivals[0][0])
-        elif engine.busy():  # requests that can never fit the pool
-            for r in list(engine.waiting):
-                engine.waiting.remove(r)
-                r.finish_reason, r.finish_time = "abort", t
-                done.append(r)
         if on_finish is not None:
             while seen < len(done):
                 for nxt in on_finish(done[seen], t):

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import time
+import traceback
 import uuid
 import zlib
 from array import array
@@ -90,6 +91,7 @@ class SimServer:
         self.port: int | None = None
         self._loop_task: asyncio.Task | None = None
         self._bg: set[asyncio.Task] = set()
+        self.exit_on_crash = True  # tests that embed the server may turn this off
 
     # --- time ------------------------------------------------------------------------------
     def model_now(self) -> float:
@@ -97,15 +99,27 @@ class SimServer:
         return (time.monotonic() - self.start_mono) / self.time_scale
 
     async def _engine_loop(self) -> None:
+        """Schedule, sleep the forward's (scaled) time, apply; sleep on `wake` only when idle."""
         eng = self.engine
-        while True:
-            batch = eng.schedule(self.model_now())
-            if batch is None:
-                self.wake.clear()
-                await self.wake.wait()
-                continue
-            await asyncio.sleep(batch.duration * self.time_scale)
-            eng.complete(batch, max(self.model_now(), batch.start + batch.duration))
+        try:
+            while True:
+                batch = eng.schedule(self.model_now())  # None only when nothing is pending at all
+                if batch is None:
+                    self.wake.clear()
+                    await self.wake.wait()
+                    continue
+                await asyncio.sleep(batch.duration * self.time_scale)
+                eng.complete(batch, max(self.model_now(), batch.start + batch.duration))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a dead loop would hang every client; crash loudly as SGLang's scheduler does
+            self.logger.write(f"Scheduler hit an exception: {traceback.format_exc()}", "error")
+            self._crash()
+
+    def _crash(self) -> None:
+        """SGLang's launcher kills the whole server when its scheduler process dies."""
+        if self.exit_on_crash:
+            os._exit(1)
 
     # --- startup ---------------------------------------------------------------------------
     def startup_lines(self) -> None:
