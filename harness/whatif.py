@@ -1,23 +1,33 @@
 """Offline what-if replay: a trace through SGLang's cache semantics for each policy x pool x host tier.
 
-Requests run one at a time in arrival order through `harness.sim.radix.serve_request` (match, load back
-a host hit, evict max(shortfall, page) with the prefix locked, insert): the cache decisions of a server
-whose requests do not overlap. Concurrency is not modelled here (the live sim and `harness bench` do).
-TTFT is the card profile's service time (prefill of the uncached part + load-back), without queueing.
+Two paths, chosen by the input:
+- Mooncake traces (no concurrency, no conversations): requests run one at a time in arrival order
+  through `harness.sim.radix.serve_request` (match, load back a host hit, evict max(shortfall, page)
+  with the prefix locked, insert): the cache decisions of a server whose requests do not overlap; TTFT
+  is the card profile's service time (prefill of the uncached part + load-back), without queueing. Fast:
+  well under a second per configuration on the 12k-request trace.
+- experiment specs and captures (a concurrency, multi-turn sessions): the requests go through the sim's
+  own scheduler (`harness.sim.engine.simulate`, virtual time) as the load generator sends them: at most
+  `concurrency` in flight, a session's next turn ready when its previous one finishes, the lowest ready
+  schedule index first. Batching, chunked prefill, admission and the running requests' locks are the
+  live sim's; TTFT includes queueing. With concurrency 1 the result equals a live `harness serve-sim`
+  run of the same spec request for request (tests/test_whatif.py).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
-from harness.whatif_trace import Trace
+from harness.whatif_trace import Trace, TraceRequest
 
 # Used when harness.sim.cards is absent: an L4 running an 8B model (see harness/sim/cards.py).
 _DEFAULT_CARD = {
@@ -37,6 +47,7 @@ class Config:
     page_size: int = 1
     mode: str = "sglang"
     policy_config: tuple = ()  # sorted (key, value) pairs
+    tree: str = "unified"  # SGLang tree flavor: "unified" (0.5.23's server) or "radix" (plain RadixCache)
 
 
 @dataclass
@@ -54,6 +65,11 @@ class Result:
     seconds: float
     per_turn: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # turn -> (hit, ideal, prompt)
     ttft_ms: dict[str, float] = field(default_factory=dict)
+    # session position (times the session's / group's prefix was sent before) -> (hit, ideal, prompt)
+    per_position: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    replay: str = "sequential"  # sequential | engine (the sim's scheduler at the input's concurrency)
+    concurrency: int = 1
+    cached_per_request: list[int] = field(default_factory=list, repr=False)  # in the trace's order
 
     @property
     def hit_rate(self) -> float:
@@ -76,6 +92,15 @@ class Result:
             }
             for t, (h, i, p) in sorted(self.per_turn.items())
         }
+        d["per_position"] = {
+            str(t): {
+                "hit_rate": h / p if p else 0.0,
+                "ideal_hit_rate": i / p if p else 0.0,
+                "prompt_tokens": p,
+            }
+            for t, (h, i, p) in sorted(self.per_position.items())
+        }
+        del d["cached_per_request"]
         return d
 
 
@@ -125,8 +150,45 @@ def _card(profile: str | None):
         return prefill, d["prefill_overhead_s"], load
 
 
+class _Tally:
+    """Hit, ideal and prompt tokens per turn and per session position."""
+
+    def __init__(self) -> None:
+        self.turn: dict[int, list[int]] = {}
+        self.position: dict[int, list[int]] = {}
+
+    def add(self, r: TraceRequest, hit: int, ideal: int) -> None:
+        for table, k in ((self.turn, r.turn), (self.position, r.position)):
+            if k is not None:
+                acc = table.setdefault(k, [0, 0, 0])
+                acc[0] += hit
+                acc[1] += ideal
+                acc[2] += r.tokens
+
+    @staticmethod
+    def frozen(table: dict[int, list[int]]) -> dict[int, tuple[int, int, int]]:
+        return {k: (a, b, c) for k, (a, b, c) in table.items()}
+
+
+def _percentiles(ttft: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    q = np.percentile(np.asarray(ttft), [50, 90, 99]) * 1000 if ttft else [0.0, 0.0, 0.0]
+    return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
+
+
 def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None) -> Result:
-    """One configuration over the whole trace, in virtual time (a counter clock)."""
+    """One configuration over the whole trace, in virtual time: through the scheduler when the input has
+    a concurrency (specs, captures), else one request at a time."""
+    if trace.concurrency is not None:
+        return replay_engine(trace, cfg, ideal, card)
+    return replay_sequential(trace, cfg, ideal, card)
+
+
+def replay_sequential(
+    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None
+) -> Result:
+    """Requests one at a time in trace order (a counter clock), through serve_request."""
     counter = itertools.count(1)
     host = (
         HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
@@ -140,12 +202,14 @@ def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str 
         clock=lambda: float(next(counter)),
         host=host,
         mode=cfg.mode,
+        flavor=cfg.tree,
     )
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     prefill, overhead, load_time = _card(card)
     hit = dev_hit = host_hit = ideal_tok = prompt = 0
-    per_turn: dict[int, list[int]] = {}
+    tally = _Tally()
     ttft: list[float] = []
+    cached_each: list[int] = []
     unit = trace.unit
     # token traces: the scheduler matches all but the last prompt token; block traces match whole keys
     limit = (lambda r: len(r.key) - 1) if trace.kind == "tokens" else (lambda r: None)
@@ -163,17 +227,11 @@ def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str 
         host_hit += ht
         ideal_tok += it
         prompt += r.tokens
-        if r.turn is not None:
-            acc = per_turn.setdefault(r.turn, [0, 0, 0])
-            acc[0] += dt + ht
-            acc[1] += it
-            acc[2] += r.tokens
+        tally.add(r, dt + ht, it)
         cached = dt + ht
+        cached_each.append(cached)
         ttft.append(overhead + prefill(r.tokens - cached, cached) + load_time(ht))
     seconds = time.perf_counter() - t0
-    import numpy as np
-
-    q = np.percentile(np.asarray(ttft), [50, 90, 99]) * 1000 if ttft else [0.0, 0.0, 0.0]
     st = cache.stats
     return Result(
         config=cfg,
@@ -187,8 +245,130 @@ def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str 
         load_back_tokens=st.load_back_tokens * unit,
         load_backs=st.load_back_calls,
         seconds=seconds,
-        per_turn={t: (a, b, c) for t, (a, b, c) in per_turn.items()},
-        ttft_ms={"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])},
+        per_turn=_Tally.frozen(tally.turn),
+        ttft_ms=_percentiles(ttft),
+        per_position=_Tally.frozen(tally.position),
+        cached_per_request=cached_each,
+    )
+
+
+def engine_config(cfg: Config, card: str | None = None):
+    """The serve-sim engine a live run of this configuration would use (the card's other defaults)."""
+    from harness.sim.cards import DEFAULT_PROFILE
+    from harness.sim.engine import EngineConfig
+
+    return EngineConfig(
+        pool_tokens=cfg.pool,
+        page_size=cfg.page_size,
+        policy=cfg.policy,
+        policy_config=dict(cfg.policy_config),
+        hicache=cfg.host_ratio > 0,
+        hicache_ratio=cfg.host_ratio if cfg.host_ratio > 0 else 2.0,
+        hicache_write_policy=cfg.write_policy,
+        card=card or DEFAULT_PROFILE,
+        radix_tree=cfg.tree,
+        radix_mode=cfg.mode,
+    )
+
+
+def closed_loop(trace: Trace) -> tuple[list, Callable]:
+    """The load generator's sending as simulate() inputs: the first `concurrency` ready requests at t=0,
+    then one more per finished request (its session's next turn becomes ready first), lowest schedule
+    index first; with a request rate, the k-th send waits for its Poisson offset as well."""
+    from harness.loadgen import arrival_offsets
+    from harness.sim.engine import SimRequest
+
+    convs: dict[int, list[int]] = {}
+    for i, r in enumerate(trace.requests):
+        convs.setdefault(r.conversation if r.conversation is not None else -1 - i, []).append(i)
+    for turns in convs.values():
+        turns.sort(key=lambda i: trace.requests[i].index)
+    nxt = {cid: 0 for cid in convs}
+    conv_of: dict[int, int] = {}
+    ready = [(trace.requests[turns[0]].index, cid) for cid, turns in convs.items()]
+    heapq.heapify(ready)
+    total = len(trace.requests)
+    offsets = arrival_offsets(total, trace.request_rate, trace.seed) if trace.request_rate else None
+    sent = [0]
+
+    def send(t: float) -> SimRequest:
+        _, cid = heapq.heappop(ready)
+        i = convs[cid][nxt[cid]]
+        nxt[cid] += 1
+        conv_of[i] = cid
+        r = trace.requests[i]
+        arrival = max(t, offsets[sent[0]]) if offsets else t
+        sent[0] += 1
+        return SimRequest(rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival)
+
+    first = [send(0.0) for _ in range(min(max(1, trace.concurrency or 1), len(ready)))]
+    free = [0]
+
+    def on_finish(done: SimRequest, t: float) -> list[SimRequest]:
+        cid = conv_of[int(done.rid)]
+        if nxt[cid] < len(convs[cid]):
+            heapq.heappush(ready, (trace.requests[convs[cid][nxt[cid]]].index, cid))
+        free[0] += 1
+        out = []
+        while free[0] and ready:
+            free[0] -= 1
+            out.append(send(t))
+        return out
+
+    return first, on_finish
+
+
+def replay_engine(
+    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None
+) -> Result:
+    """The trace through the sim's scheduler in virtual time, at the input's concurrency (closed loop)."""
+    from harness.sim.engine import simulate
+
+    ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
+    econf = engine_config(cfg, card)
+    first, on_finish = closed_loop(trace)
+    seen: dict[str, object] = {}
+    t0 = time.perf_counter()
+    done = simulate(first, econf, on_finish=on_finish, on_step=lambda e: seen.setdefault("engine", e))
+    seconds = time.perf_counter() - t0
+    by_index = {int(d.rid): d for d in done}
+    hit = dev_hit = host_hit = ideal_tok = prompt = 0
+    tally = _Tally()
+    ttft: list[float] = []
+    cached_each: list[int] = []
+    for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
+        d = by_index.get(i)
+        dt, ht = (d.cached_device, d.cached_host) if d is not None else (0, 0)
+        it = trace.hit_tokens(r, ideal_units)
+        hit += dt + ht
+        dev_hit += dt
+        host_hit += ht
+        ideal_tok += it
+        prompt += r.tokens
+        tally.add(r, dt + ht, it)
+        cached_each.append(dt + ht)
+        if d is not None and d.first_token_time is not None:
+            ttft.append(d.first_token_time - d.arrival)
+    engine = seen.get("engine")
+    st = engine.tree.stats if engine is not None and hasattr(engine.tree, "stats") else None
+    return Result(
+        config=cfg,
+        requests=len(trace.requests),
+        prompt_tokens=prompt,
+        hit_tokens=hit,
+        device_hit_tokens=dev_hit,
+        host_hit_tokens=host_hit,
+        ideal_hit_tokens=ideal_tok,
+        evicted_tokens=st.evicted_tokens if st else 0,
+        load_back_tokens=st.load_back_tokens if st else 0,
+        load_backs=st.load_back_calls if st else 0,
+        seconds=seconds,
+        per_turn=_Tally.frozen(tally.turn),
+        ttft_ms=_percentiles(ttft),
+        per_position=_Tally.frozen(tally.position),
+        replay="engine",
+        concurrency=int(trace.concurrency or 1),
+        cached_per_request=cached_each,
     )
 
 

@@ -6,6 +6,10 @@
   the server returned, in send order (word tokenizer only).
 - an experiment spec (YAML): its workload generated with the word tokenizer, answers modelled as the sim
   gives them (`harness.sim.server.answer_ids`), keys are token ids (pools in tokens).
+
+Specs and captures also carry the run's concurrency (and request rate) and each request's conversation
+and schedule index, so `harness.whatif` can replay them through the sim's scheduler as the load
+generator would have sent them; Mooncake traces carry neither and replay one request at a time.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ class TraceRequest:
     session: int | None = None
     turn: int | None = None
     output_key: tuple[int, ...] = ()  # the answer's ids, cached after the prompt when known (as SGLang does)
+    position: int | None = None  # how many times this session's / group's prefix was sent before
+    index: int = 0  # the schedule's nominal send order (the load generator sends the lowest ready index)
+    conversation: int | None = None  # turns of one conversation go strictly in order (closed loop)
+    group: int | None = None
 
 
 @dataclass
@@ -35,6 +43,9 @@ class Trace:
     unit: int = 1  # tokens per key element (block size for block traces)
     kind: str = "tokens"  # tokens | blocks
     notes: list[str] = field(default_factory=list)
+    concurrency: int | None = None  # the run's cap on requests in flight; None: no scheduler replay
+    request_rate: float | None = None  # Poisson arrivals (requests/s) on top of the cap, as the loadgen
+    seed: int = 0  # the schedule seed (arrival offsets)
 
     def hit_tokens(self, req: TraceRequest, units: int) -> int:
         """Tokens a hit of `units` key elements saves; the last block counts its real length."""
@@ -79,8 +90,9 @@ def read_mooncake(path: Path, block_size: int = 512) -> Trace:
     return Trace(path.stem, [reqs[i] for i in order], unit=block_size, kind="blocks")
 
 
-def read_spec(path: Path, seed: int = 0) -> Trace:
-    """An experiment spec's workload in send order, with the sim's deterministic answers as history."""
+def read_spec(path: Path, seed: int = 0, answer_seed: int = 0) -> Trace:
+    """An experiment spec's workload (its first sweep point) in send order, with the sim's deterministic
+    answers as history. `answer_seed` is serve-sim's `--random-seed` (default 0), not the schedule seed."""
     from harness.sim.server import answer_ids
     from harness.spec import load_spec
     from harness.tokenizer import WordTokenizer
@@ -88,7 +100,8 @@ def read_spec(path: Path, seed: int = 0) -> Trace:
     from harness.workloads.prompts import PromptBuilder, Turnout
 
     spec = load_spec(path)
-    schedule = build_schedule(spec, None, seed, "word")
+    point = spec.points()[0]
+    schedule = build_schedule(spec, point.workload, seed, "word")
     builder = PromptBuilder(schedule, "completions")
     tok = WordTokenizer()
     conv_of = {id(r): c for c in schedule.conversations for r in c.turns}
@@ -99,12 +112,38 @@ def read_spec(path: Path, seed: int = 0) -> Trace:
         hist = history.setdefault(conv.id, [])
         prompt = builder.build(conv, r, hist)
         ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)
-        ans = answer_ids(ids, r.output_tokens, seed)
+        ans = answer_ids(ids, r.output_tokens, answer_seed)
         hist.append(Turnout(answer=tok.decode(ans), answer_ids=tuple(ans), completion_tokens=len(ans)))
-        reqs.append(
-            TraceRequest(tuple(ids), len(ids), 0.0, r.output_tokens, conv.session, r.turn, tuple(ans))
-        )
-    return Trace(path.stem, reqs, unit=1, kind="tokens")
+        reqs.append(_request(ids, ans, conv, r))
+    notes = []
+    if len(spec.points()) > 1:
+        notes.append(f"{path.name}: replaying the first of {len(spec.points())} sweep points ({point.sweep})")
+    return Trace(
+        path.stem,
+        reqs,
+        unit=1,
+        kind="tokens",
+        notes=notes,
+        concurrency=point.concurrency,
+        request_rate=point.request_rate,
+        seed=seed,
+    )
+
+
+def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
+    return TraceRequest(
+        tuple(ids),
+        len(ids),
+        0.0,
+        len(ans),
+        conv.session,
+        r.turn,
+        tuple(ans),
+        position=r.position,
+        index=r.index,
+        conversation=conv.id,
+        group=conv.group,
+    )
 
 
 def read_capture(point_dir: Path) -> Trace:
@@ -165,8 +204,16 @@ def read_capture(point_dir: Path) -> Trace:
         answer = rec.get("answer") or ""
         ans = tok.encode(answer)
         hist.append(Turnout(answer=answer, answer_ids=tuple(ans), completion_tokens=len(ans)))
-        reqs.append(TraceRequest(tuple(ids), len(ids), 0.0, len(ans), conv.session, req.turn, tuple(ans)))
-    return Trace(f"{spec.name}-{point_dir.name}", reqs, unit=1, kind="tokens")
+        reqs.append(_request(ids, ans, conv, req))
+    return Trace(
+        f"{spec.name}-{point_dir.name}",
+        reqs,
+        unit=1,
+        kind="tokens",
+        concurrency=point.concurrency,
+        request_rate=point.request_rate,
+        seed=seed,
+    )
 
 
 def read_input(path: Path, block_size: int = 512) -> Trace:

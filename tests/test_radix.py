@@ -73,7 +73,7 @@ def test_hit_count_rises_on_insert_not_match():
 
 
 def test_partial_match_splits_and_stamps_tail():
-    c = make("lru")
+    c = make("lru", flavor="radix")
     c.insert([1, 2, 3, 4])
     leaf = c.root.children[1]
     created = leaf.creation_time
@@ -91,8 +91,47 @@ def test_unified_split_keeps_creation_time():
     c = make("lru", flavor="unified")
     c.insert([1, 2, 3, 4])
     leaf = c.root.children[1]
+    created, stamped = leaf.creation_time, leaf.last_access_time
     m = c.match_prefix([1, 2, 9])
-    assert m.last_device_node.creation_time == leaf.creation_time
+    parent = m.last_device_node
+    assert parent.creation_time == leaf.creation_time == created
+    # the split stamps the unmatched tail fresh; the matched path is stamped after it, at the end of the match
+    assert stamped < leaf.last_access_time < parent.last_access_time
+
+
+def test_default_flavor_is_unified_and_tlru_needs_it():
+    assert make("lru").flavor == "unified"
+    with pytest.raises(ValueError, match="tlru needs the unified tree"):
+        make("tlru", flavor="radix", policy_config={"threshold": 8, "next_prompt_estimate": 2})
+
+
+def test_unified_path_stamps_stay_above_earlier_stamps_whatever_the_clock():
+    """UnifiedRadixCache stamps from a counter: a deep path matched now is newer than any leaf touched
+    before, even when the caller's clock hands out stamps 1e-9 apart (the engine's virtual clock)."""
+    t = [0.0]
+
+    def tiny_steps() -> float:
+        t[0] += 1e-9
+        return t[0]
+
+    c = RadixCache(policy="lru", clock=tiny_steps)
+    deep = [[i, 100 + j] for i in range(8) for j in range(2)]
+    path = []
+    for pair in deep[:8]:
+        path += pair
+        c.insert(list(path))  # an 8-level chain of 2-token nodes
+    c.insert([99, 1, 2])
+    c.match_prefix([99, 1, 2])  # the other leaf is touched first, then the chain
+    m = c.match_prefix(path)
+    other = c.root.children[99]
+    stamps, x = [], m.last_device_node
+    while x is not c.root:
+        stamps.append(x.last_access_time)
+        x = x.parent
+    assert len(stamps) == 8 and stamps == sorted(stamps, reverse=True)  # deepest newest
+    # with a 1e-9 clock and 1e-5 per level, the chain's upper nodes would look older than `other`; in
+    # SGLang (and here) every node of the later match is newer: lfu/slru/priority ties break this way
+    assert min(stamps) > other.last_access_time
 
 
 def test_page_size_truncates_match_and_insert():
@@ -199,12 +238,16 @@ def _walk(c: RadixCache):
 @settings(max_examples=80, deadline=None)
 @given(
     ops,
-    st.sampled_from(["lru", "lfu", "slru", "fifo", "mru", "priority"]),
+    st.sampled_from(["lru", "lfu", "slru", "fifo", "mru", "priority", "tlru"]),
     st.sampled_from([1, 2]),
     st.sampled_from(["sglang", "exact"]),
+    st.sampled_from(["radix", "unified"]),
 )
-def test_invariants_under_random_operations(seq, policy, page, mode):
-    c = make(policy, page_size=page, mode=mode)
+def test_invariants_under_random_operations(seq, policy, page, mode, flavor):
+    if policy == "tlru":
+        c = make(policy, page_size=page, mode=mode, policy_config={"threshold": 6, "next_prompt_estimate": 2})
+    else:
+        c = make(policy, page_size=page, mode=mode, flavor=flavor)
     locks = []
     for kind, toks, n in seq:
         if kind == "insert":
@@ -225,6 +268,7 @@ def test_invariants_under_random_operations(seq, policy, page, mode):
             assert freed <= before
             if mode == "exact":
                 assert freed == min(before, -(-n // page) * page) or freed == before
+        c.verify()
         nodes = list(_walk(c))
         total = sum(len(x.key) for x in nodes)
         assert c.evictable_size() + c.protected_size() == total == c.device_size()
@@ -290,19 +334,24 @@ def test_lazy_heap_evicts_in_the_same_order_as_a_rebuilt_heap(seq, policy, page)
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=20), max_size=40),
-    st.sampled_from(["lru", "lfu", "slru"]),
+    st.sampled_from(["lru", "lfu", "slru", "fifo", "mru", "priority"]),
     st.sampled_from(["write_through", "write_through_selective", "write_back"]),
-    st.integers(0, 30),
+    st.integers(0, 8) | st.integers(9, 30),
+    st.sampled_from(["radix", "unified"]),
 )
-def test_lazy_heap_matches_rebuilt_heap_with_a_host_tier(keys, policy, write_policy, host_cap):
+def test_lazy_heap_matches_rebuilt_heap_with_a_host_tier(keys, policy, write_policy, host_cap, flavor):
     from harness.sim.hicache import HostTier
 
-    fast = make(policy, host=HostTier(host_cap, write_policy=write_policy))
+    fast = make(policy, host=HostTier(host_cap, write_policy=write_policy), flavor=flavor)
     slow = NaiveEvict(
-        policy=policy, clock=counter_clock(), host=HostTier(host_cap, write_policy=write_policy)
+        policy=policy,
+        clock=counter_clock(),
+        host=HostTier(host_cap, write_policy=write_policy),
+        flavor=flavor,
     )
     fast.evict_log, slow.evict_log = [], []
     for k in keys:
         assert serve_request(fast, k, 25) == serve_request(slow, k, 25)
         assert fast.evict_log == slow.evict_log
         assert fast.host.host_used() == slow.host.host_used()
+        fast.verify()

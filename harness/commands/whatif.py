@@ -35,7 +35,19 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
     p.add_argument("--mode", choices=("sglang", "exact"), default="sglang")
     p.add_argument(
+        "--tree",
+        choices=("unified", "radix"),
+        default="unified",
+        help="SGLang tree to reproduce: unified (UnifiedRadixCache, 0.5.23's server) or radix (plain RadixCache)",
+    )
+    p.add_argument(
         "--card-profile", default=None, help="timing model for the TTFT column (harness.sim.cards)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight for spec and capture inputs (default: the input's own concurrency)",
     )
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -86,6 +98,11 @@ def _configs(args) -> list:
     out = []
     for pol in policies:
         own = {k: v for k, v in cfg.items() if pol in ("slru", "tlru")}
+        if pol == "tlru" and args.tree == "radix":
+            raise HarnessError(
+                "--tree radix: --policy tlru needs the unified tree (SGLang's plain RadixCache has no "
+                "T-LRU bookkeeping); drop tlru or use --tree unified"
+            )
         if pol == "tlru" and not own:
             raise HarnessError(
                 '--policy tlru needs --policy-config \'{"threshold": T, "next_prompt_estimate": Q}\''
@@ -102,7 +119,16 @@ def _configs(args) -> list:
             for ratio in ratios:
                 for w in writes if ratio > 0 else writes[:1]:
                     out.append(
-                        Config(pol, pool, ratio, w, args.page_size, args.mode, tuple(sorted(own.items())))
+                        Config(
+                            pol,
+                            pool,
+                            ratio,
+                            w,
+                            args.page_size,
+                            args.mode,
+                            tuple(sorted(own.items())),
+                            args.tree,
+                        )
                     )
     return out
 
@@ -112,7 +138,12 @@ def _table(trace, results, notes) -> None:
     from rich.table import Table
 
     unit = "blocks" if trace.kind == "blocks" else "tokens"
-    t = Table(title=f"{trace.name}: {len(trace.requests)} requests, pools in {unit}")
+    how = (
+        f"the sim's scheduler at concurrency {trace.concurrency}"
+        if trace.concurrency is not None
+        else "one request at a time"
+    )
+    t = Table(title=f"{trace.name}: {len(trace.requests)} requests ({how}), pools in {unit}")
     for col in (
         "policy",
         "pool",
@@ -146,7 +177,7 @@ def _table(trace, results, notes) -> None:
         )
     console = Console(width=None if sys.stdout.isatty() else 180)
     console.print(t)
-    if turns:
+    if len(turns) > 1:
         tt = Table(title="hit rate per turn (ideal in brackets)")
         tt.add_column("policy")
         tt.add_column("pool", justify="right")
@@ -160,6 +191,22 @@ def _table(trace, results, notes) -> None:
                 cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
             tt.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
         console.print(tt)
+    positions = sorted({k for r in results for k in r.per_position})
+    if positions and any(r.group is not None for r in trace.requests):
+        tp = Table(title="hit rate per session position: times the group's prefix was sent before (ideal)")
+        tp.add_column("policy")
+        tp.add_column("pool", justify="right")
+        tp.add_column("host", justify="right")
+        shown = positions if len(positions) <= 12 else positions[:11] + positions[-1:]
+        for pos in shown:
+            tp.add_column(f"p{pos}", justify="right")
+        for r in results:
+            cells = []
+            for pos in shown:
+                h, i, p = r.per_position.get(pos, (0, 0, 0))
+                cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
+            tp.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
+        console.print(tp)
     for n in notes:
         console.print(f"[yellow]note:[/yellow] {n}")
 
@@ -215,13 +262,22 @@ def run(args) -> int:
     everything = []
     for path in args.inputs:
         trace = read_input(path, args.block_size)
+        if args.concurrency is not None:
+            if args.concurrency < 1:
+                raise HarnessError(f"--concurrency: {args.concurrency} must be >= 1")
+            if trace.concurrency is None:
+                raise HarnessError(
+                    f"--concurrency: {path} is a trace without sessions; it replays one request at a time"
+                )
+            trace.concurrency = args.concurrency
         results = sweep(trace, configs, args.card_profile, args.workers)
-        notes = diagnose(trace, ideal_hits(trace, 1))
+        notes = trace.notes + diagnose(trace, ideal_hits(trace, 1))
         everything.append(
             {
                 "input": str(path),
                 "requests": len(trace.requests),
                 "unit": trace.kind,
+                "concurrency": trace.concurrency,
                 "notes": notes,
                 "results": [r.to_dict() for r in results],
             }

@@ -187,6 +187,13 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     sim.add_argument(
         "--time-scale", type=float, default=1.0, help="wall seconds per simulated second (<1 is faster)"
     )
+    sim.add_argument(
+        "--sim-radix-tree",
+        choices=("unified", "radix"),
+        default="unified",
+        help="which SGLang tree to reproduce: unified (UnifiedRadixCache, what 0.5.23 builds for every policy)"
+        " or radix (the plain RadixCache of older servers; no tlru)",
+    )
     sim.add_argument("--log-file", default=None, help="also append the log lines to this file")
     sim.add_argument(
         "--answer-len", type=int, default=None, help="answer length when not ignore_eos (default: seeded)"
@@ -246,6 +253,11 @@ def validate(ns: argparse.Namespace) -> None:
     from harness.sim.cards import get_profile
 
     ns.policy_config = parse_policy_config(ns.radix_eviction_policy, ns.radix_eviction_policy_config)
+    if ns.radix_eviction_policy == "tlru" and getattr(ns, "sim_radix_tree", "unified") == "radix":
+        raise HarnessError(
+            "--sim-radix-tree radix: --radix-eviction-policy tlru needs the unified tree "
+            "(SGLang's plain RadixCache has no T-LRU bookkeeping)"
+        )
     get_profile(ns.card_profile)
     for name in ("max_total_tokens", "max_running_requests"):
         v = getattr(ns, name)

@@ -60,6 +60,8 @@ class EngineConfig:
     card: CardProfile | str = DEFAULT_PROFILE
     kv_cache_dtype: str = "auto"
     context_length: int | None = None
+    radix_tree: str = "unified"  # --sim-radix-tree: "unified" (0.5.23's tree) or "radix" (plain RadixCache)
+    radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
 
     def __post_init__(self) -> None:
         if isinstance(self.card, str):
@@ -111,6 +113,7 @@ class EngineConfig:
             card=ns.card_profile,
             kv_cache_dtype=ns.kv_cache_dtype,
             context_length=ns.context_length,
+            radix_tree=getattr(ns, "sim_radix_tree", "unified"),
         )
 
 
@@ -273,8 +276,12 @@ class Engine:
                 policy_config=dict(cfg.policy_config) or None,
                 clock=self._clock,
                 host=host,
+                flavor=cfg.radix_tree,
+                mode=cfg.radix_mode,
             )
         except ValueError as e:
+            if cfg.radix_tree == "radix" and cfg.policy == "tlru":
+                raise HarnessError(f"--sim-radix-tree radix: {e}") from None
             raise HarnessError(f"--radix-eviction-policy-config: {e}") from None
 
     @property

@@ -3,7 +3,7 @@
 Public API (the sim engine and `harness whatif` rely on it; keep it stable):
 
     cache = RadixCache(page_size=1, policy="lru", policy_config=None, clock=time.monotonic,
-                       host=None, mode="sglang", flavor=None)
+                       host=None, mode="sglang", flavor="unified")
     m = cache.match_prefix(tokens)      # MatchResult: device_len, host_len, last_device_node, last_host_node
     cache.insert(tokens, priority=0, chunked=False, inserted_len=0) -> tokens already present
     cache.inc_lock_ref(node); cache.dec_lock_ref(node)
@@ -20,10 +20,14 @@ Semantics kept from SGLang, because they move real hit rates:
 - keys are cut to whole pages on match and insert.
 - evict pops the smallest policy key among unlocked device leaves, frees the whole node and lets the
   parent join when it becomes a leaf. The scheduler asks `max(shortfall, page_size)`.
-Two flavors differ in stamping details: "radix" (plain RadixCache: real clock per operation, split parent
-fresh creation time) and "unified" (UnifiedRadixCache, the tree 0.5.23's server builds and the only one
-with tlru: stamps the matched path at the end of a match, split parent keeps the child's creation time).
-Default: "unified" for tlru, "radix" otherwise.
+Two flavors differ in stamping details (docs/sglang-tree-notes.md):
+- "unified" (default): UnifiedRadixCache, the tree a 0.5.23 server builds for every policy
+  (registry.default_radix_cache_factory -> create_unified_radix_cache) and the only one with tlru. Stamps
+  come from a logical counter (unified_cache/components/base.get_and_increase_time_counter), not a clock;
+  a match stamps its path once at the end, deepest node newest; a split parent keeps the child's creation
+  time and the split-off tail gets a fresh stamp.
+- "radix": the plain RadixCache servers up to 0.5.15 built: `clock()` per operation, the whole matched
+  path (the partly matched node included) shares one stamp, a split parent gets a fresh creation time.
 
 Speed: SGLang rebuilds its heap from every evictable leaf on each evict call. Here a heap persists
 across calls and entries are invalidated lazily (each node carries a version); a node is re-pushed
@@ -33,6 +37,7 @@ whenever its key changes while it is an evictable leaf, so the pop order equals 
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -147,7 +152,7 @@ class RadixCache:
         clock: Callable[[], float] = time.monotonic,
         host: HostTier | None = None,
         mode: str = "sglang",
-        flavor: str | None = None,
+        flavor: str = "unified",
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
@@ -156,10 +161,20 @@ class RadixCache:
         self.policy = policy.lower()
         self._key = key_function(self.policy, policy_config)  # validates, raises ValueError
         self.policy_config = dict(policy_config or {})
-        self.flavor = flavor or ("unified" if self.policy == "tlru" else "radix")
+        self.flavor = flavor
         if self.flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {FLAVORS}, got {flavor!r}")
+        if self.flavor == "radix" and self.policy == "tlru":
+            raise ValueError(
+                "tlru needs the unified tree (SGLang's plain RadixCache keeps no T-LRU bookkeeping); "
+                "use the unified flavor"
+            )
         self.page_size = page_size
+        if self.flavor == "unified":
+            # UnifiedRadixCache stamps from a logical counter that steps by 1.0 per call, so the
+            # 1e-5-per-level stamps of a matched path never cross an earlier stamp, whatever the clock.
+            ticks = itertools.count(1)
+            clock = lambda: float(next(ticks))  # noqa: E731
         self.clock = clock
         self.host = host
         self.mode = mode
@@ -411,8 +426,12 @@ class RadixCache:
         path = []
         x = match.last_host_node
         while x is not None and not x.dev:
+            if not (x.host and self._attached(x)):
+                return 0  # the match went stale: host eviction removed part of its path since
             path.append(x)
             x = x.parent
+        if x is None or not self._attached(x):
+            return 0
         loaded = 0
         for node in reversed(path):
             loaded += len(node.key)
@@ -443,7 +462,67 @@ class RadixCache:
                 self._push_host(n)
         return freed
 
+    def verify(self) -> None:
+        """Check every structural invariant (tests and debugging): raises AssertionError on the first broken one."""
+        evictable = protected = host_used = leaves = 0
+        host_leaves = set()
+        self._flush()
+        valid = {}
+        for entry in self._heap:
+            n = entry[-1]
+            if entry[-2] == n.ver:
+                valid[id(n)] = entry[:-3]
+        stack = [self.root]
+        while stack:
+            n = stack.pop()
+            ndc = 0
+            for ck, ch in n.children.items():
+                assert ch.parent is n and ck == self._child_key(ch.key, 0), f"bad child link {ch!r}"
+                assert ch.lock_ref <= n.lock_ref or n is self.root, f"child locked more than parent {ch!r}"
+                ndc += ch.dev
+                stack.append(ch)
+            assert n.ndc == ndc, f"ndc {n.ndc} != {ndc} at {n!r}"
+            if n is self.root:
+                continue
+            ln = len(n.key)
+            assert ln > 0 and ln % self.page_size == 0, f"bad key length {n!r}"
+            assert n.dev or n.host, f"node on neither tier {n!r}"
+            assert not n.dev or n.parent is self.root or n.parent.dev, f"device node under host-only {n!r}"
+            if n.dev:
+                if n.lock_ref:
+                    protected += ln
+                else:
+                    evictable += ln
+            host_used += ln if n.host else 0
+            evl = n.dev and n.lock_ref == 0 and n.ndc == 0
+            assert n.evl == evl, f"evl={n.evl} but should be {evl}: {n!r}"
+            if evl:
+                leaves += 1
+                assert valid.get(id(n)) == self._key(n), f"evictable leaf without a current heap entry {n!r}"
+            if self.host is not None:
+                assert n.hleaf == self._is_host_leaf(n), f"hleaf={n.hleaf} wrong: {n!r}"
+                if n.hleaf:
+                    host_leaves.add(n)
+        assert (evictable, protected) == (self._evictable, self._protected), (
+            f"sizes {(self._evictable, self._protected)} != tree {(evictable, protected)}"
+        )
+        assert leaves == self._n_leaves, f"leaf count {self._n_leaves} != {leaves}"
+        assert host_used == self._host_size, f"host size {self._host_size} != tree {host_used}"
+        if self.host is not None:
+            assert self.host.used == host_used <= self.host.capacity, "host pool accounting"
+            assert host_leaves == self._host_leaves, "host leaf set out of date"
+
     # --- internals -------------------------------------------------------------------------------
+    def _attached(self, x: Node) -> bool:
+        """`x` is still in the tree (a removed node keeps its parent pointer but its parent forgot it)."""
+        root = self.root
+        while x is not root:
+            p = x.parent
+            if p is None or p.children.get(self._child_key(x.key, 0)) is not x:
+                return False
+            x = p
+        return True
+
     def _round_up(self, n: int) -> int:
         p = self.page_size
         return -(-n // p) * p
@@ -640,15 +719,21 @@ class RadixCache:
         node.ndc = 0
 
     def _evict_leaf(self, x: Node) -> int:
-        """Free `x`'s device copy: demote it when backed up (or written back now), else delete it."""
+        """Free `x`'s device copy: demote it when backed up (or written back now), else delete it.
+
+        Write-back copies `x` to the host first, while it is still an evictable device leaf, as SGLang does
+        (UnifiedRadixCache._evict_components: evict_device_leaf returns a BackupKV that runs before
+        tree_core.demote, or drop_subtree_no_host when it fails). Making host room can evict `x`'s own
+        host-only children; that must not change `x`'s state between the two steps.
+        """
         ln = len(x.key)
+        host = self.host
+        if host is not None and not x.host and host.write_back and not self._backup(x):
+            self.stats.dropped_tokens += ln
         self._evictable -= ln
         x.evl = False
         x.ver += 1
         self._n_leaves -= 1
-        host = self.host
-        if host is not None and not x.host and host.write_back and not self._backup(x):
-            self.stats.dropped_tokens += ln
         if host is not None and x.host:
             x.dev = False
             x.parent.ndc -= 1
@@ -680,9 +765,11 @@ def serve_request(cache, key: Sequence[int], capacity: int, max_prefix: int | No
     if host:
         free = capacity - cache.device_size()
         if free < host:
-            cache.inc_lock_ref(m.last_device_node)
+            # lock the host path too, as SGLang's load_back does: a write-back eviction makes host room
+            # and must not host-evict the very nodes about to be loaded
+            cache.inc_lock_ref(m.last_host_node)
             cache.evict(max(host - free, page))
-            cache.dec_lock_ref(m.last_device_node)
+            cache.dec_lock_ref(m.last_host_node)
         if capacity - cache.device_size() >= host and cache.load_back(m):
             m = cache.match_prefix(probe)
         else:

@@ -62,16 +62,17 @@ def random_ops(seed: int, n_ops: int = 160) -> list:
 def scenarios() -> list[dict]:
     out = []
     for page in (1, 4):
-        for policy in POLICIES:
-            for seed in range(3):
-                out.append(
-                    {
-                        "policy": policy,
-                        "page_size": page,
-                        "flavor": "radix",
-                        "ops": random_ops(seed * 31 + page),
-                    }
-                )
+        for flavor in ("unified", "radix"):
+            for policy in POLICIES:
+                for seed in range(3):
+                    out.append(
+                        {
+                            "policy": policy,
+                            "page_size": page,
+                            "flavor": flavor,
+                            "ops": random_ops(seed * 31 + page + (7 if flavor == "unified" else 0)),
+                        }
+                    )
         for cfg in (
             {"threshold": 8, "next_prompt_estimate": 2},
             {"threshold": 20, "next_prompt_estimate": 4},
@@ -86,16 +87,13 @@ def scenarios() -> list[dict]:
                         "ops": random_ops(seed * 17 + page),
                     }
                 )
-        for policy in ("lru", "lfu", "slru"):
-            out.append(
-                {"policy": policy, "page_size": page, "flavor": "unified", "ops": random_ops(99 + page)}
-            )
     return out
 
 
 def test_random_sequences_match_sglang(run_oracle):
     specs = scenarios()
     theirs = run_oracle(specs)
+    agree = 0
     for spec, expected in zip(specs, theirs, strict=True):
         got = run_local(spec)
         for i, (op, a, b) in enumerate(zip(spec["ops"], got, expected, strict=True)):
@@ -103,6 +101,8 @@ def test_random_sequences_match_sglang(run_oracle):
                 f"{spec['policy']} page={spec['page_size']} flavor={spec['flavor']}: op {i} {op[0]} "
                 f"sim={a} sglang={b}"
             )
+        agree += len(got)
+    print(f"oracle: {len(specs)} scenarios, {agree} operations identical to SGLang 0.5.23")
 
 
 def _trace_keys(limit: int | None = None) -> list[list[int]]:
@@ -125,12 +125,21 @@ def test_mooncake_replay_matches_sglang(run_oracle):
 
     keys = _trace_keys()
     head = keys[:4000]
-    full = [("lru", 2000), ("lfu", 2000), ("slru", 2000), ("lru", 20000)]  # SGLang takes ~10 s per large pool
-    specs = [
-        {"policy": policy, "page_size": 1, "flavor": "radix", "ops": [["trace", keys, pool]]}
-        for policy, pool in full
+    full = [  # SGLang takes ~10 s per large pool
+        ("lru", 2000, "unified"),
+        ("lfu", 2000, "unified"),
+        ("slru", 2000, "unified"),
+        ("lru", 20000, "unified"),
+        ("lru", 2000, "radix"),
+        ("lfu", 2000, "radix"),
+        ("lru", 20000, "radix"),
     ]
-    specs.append({"policy": "lru", "page_size": 4, "flavor": "radix", "ops": [["trace", head, 4000]]})
+    specs = [
+        {"policy": policy, "page_size": 1, "flavor": flavor, "ops": [["trace", keys, pool]]}
+        for policy, pool, flavor in full
+    ]
+    for flavor in ("unified", "radix"):
+        specs.append({"policy": "lru", "page_size": 4, "flavor": flavor, "ops": [["trace", head, 4000]]})
     specs.append(
         {
             "policy": "tlru",
@@ -146,5 +155,8 @@ def test_mooncake_replay_matches_sglang(run_oracle):
         pool = spec["ops"][0][2]
         assert run_local(spec) == expected, (spec["policy"], pool)
         if len(spec["ops"][0][1]) == len(keys) and spec["page_size"] == 1:
-            r = replay(trace, Config(spec["policy"], pool))
-            assert r.evicted_tokens == expected[0][1] * trace.unit, (spec["policy"], pool)
+            r = replay(trace, Config(spec["policy"], pool, tree=spec["flavor"]))
+            assert r.evicted_tokens == expected[0][1] * trace.unit, (spec["policy"], pool, spec["flavor"])
+        print(
+            f"oracle mooncake: {spec['policy']} pool={pool} {spec['flavor']}: hits/evicted/size {expected[0]}"
+        )
