@@ -2,7 +2,7 @@
 
 A point whose point.json says ok is skipped. A server that dies during a point gets the point marked
 failed with its log tail, is restarted, and the point is retried (`retries` times); the sweep goes on.
-Then summarize → report → validate, each imported only when reached.
+Then summarize → report → validate over the node's capture.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
+from harness import __version__, report, runner, validate
 from harness.capture import (
     MANIFEST,
     POINT,
@@ -42,6 +42,9 @@ from harness.servers.process import ServerError, ServerProcess
 from harness.servers.profiles import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.servers.redact import Redactor, collect_secrets, env_secrets
 from harness.spec import ExperimentSpec, Point
+from harness.telemetry.gpus import sampling_plan, snapshot
+from harness.telemetry.sampler import open_sampler
+from harness.workloads import load_prompt_maker
 
 DEFAULT_CARD = "l4-8b"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -344,8 +347,6 @@ def host_facts() -> dict[str, Any]:
         sglang_version = None
     gpus: dict[str, Any]
     try:
-        from harness.telemetry.gpus import snapshot
-
         gpus = snapshot()
     except Exception as e:  # noqa: BLE001 - a manifest must be written even when NVML misbehaves
         gpus = {"status": f"no GPU information: {type(e).__name__}: {e}", "gpus": []}
@@ -446,12 +447,7 @@ def _update_server_manifest(plan: ExperimentPlan, opts: BenchOptions, name: str,
 # ------------------------------------------------------------------ running
 
 
-def _telemetry_factory(profile: ServerProfile) -> Callable[[Path], Any] | None:
-    try:
-        from harness.telemetry.gpus import sampling_plan
-        from harness.telemetry.sampler import open_sampler
-    except Exception:  # noqa: BLE001 - telemetry is optional until it lands
-        return None
+def _telemetry_factory(profile: ServerProfile) -> Callable[[Path], Any]:
     # a command that runs the sim (engine: sim) has no GPU either
     gpus, reason = sampling_plan("sim" if profile.engine_name == "sim" else profile.launch, profile.env)
     return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
@@ -490,8 +486,6 @@ def run_server_points(
     log: Log,
 ) -> None:
     """One server up for all its points; restart and retry when it dies; a dead-for-good server ends its sweep."""
-    from harness import runner
-
     spec, name = plan.spec, sp.profile.name
     proc = _server_proc(plan, sp, opts, redactor)
     telemetry = _telemetry_factory(sp.profile)
@@ -587,9 +581,6 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
                 log(f"{plan.spec.name}: skipped: {plan.skipped}")
                 continue
             write_manifest(plan, opts, redactor, extra)
-
-            from harness.workloads import load_prompt_maker
-
             maker = load_prompt_maker(plan.spec.tokenizer)
             for sp in plan.servers:
                 outcome.skipped_ok += len(sp.done)
@@ -624,38 +615,20 @@ def _clock_lock(opts: BenchOptions) -> Iterator[dict[str, Any] | None]:
 
 
 def run_stages(opts: BenchOptions, log: Log) -> int:
-    """summarize → report → validate over capture/<node>; a stage not importable yet is skipped, and said so."""
-    node_dir = Path(opts.capture) / opts.node
-    try:
-        from harness import summarize
-    except Exception as e:  # noqa: BLE001
-        log(
-            f"summarize: skipped (harness.summarize is not importable: {type(e).__name__}: {e}); report and validate need it too"
-        )
-        return 0
-    summaries = summarize.summarize([node_dir])
-    paths = summarize.write_summaries(summaries, opts.summaries)
-    for p in paths:
+    """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged."""
+    from harness import summarize  # pandas: loaded only once a sweep is done
+
+    summaries = summarize.summarize([Path(opts.capture) / opts.node])
+    for p in summarize.write_summaries(summaries, opts.summaries):
         log(f"summary: {p}")
     flagged = 0
-    try:
-        from harness import report
-    except Exception as e:  # noqa: BLE001
-        log(f"report: skipped (harness.report is not importable: {type(e).__name__}: {e})")
-    else:
-        for node, summary in summaries.items():
-            written = report.write_report(summary, opts.summaries, stem=node)
-            log(f"report: {written[0]} (+{len(written) - 1} charts)")
-    try:
-        from harness import validate
-    except Exception as e:  # noqa: BLE001
-        log(f"validate: skipped (harness.validate is not importable: {type(e).__name__}: {e})")
-    else:
-        for node, summary in summaries.items():
-            res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
-            flagged += int(res.get("flagged", 0))
-            log(
-                f"validate: {node}: {len(res.get('points', []))} points, {len(res.get('pairs', []))} pairs, "
-                f"{res.get('flagged', 0)} flagged"
-            )
+    for node, summary in summaries.items():
+        written = report.write_report(summary, opts.summaries, stem=node)
+        log(f"report: {written[0]} (+{len(written) - 1} charts)")
+        res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
+        flagged += int(res["flagged"])
+        log(
+            f"validate: {node}: {len(res['points'])} points, {len(res['pairs'])} pairs, "
+            f"{res['flagged']} flagged"
+        )
     return flagged

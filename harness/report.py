@@ -332,11 +332,12 @@ def generic_table(points: list[dict[str, Any]]) -> list[str]:
 
 
 def sources_table(points: list[dict[str, Any]]) -> list[str]:
-    """The three hit-rate sources side by side, with the seed spread of the usage figure."""
+    """The hit-rate sources side by side, with the seed spread of the usage figure."""
     header = [
         "server",
         "point",
         "usage",
+        "server timings",
         "log prefill lines",
         "counters",
         "spread (points)",
@@ -355,6 +356,7 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
                 p["server"],
                 p["point_key"],
                 usage,
+                _pct(m.get("hit_rate_timings")),
                 _pct(m.get("hit_rate_log")),
                 _pct(m.get("hit_rate_counters")),
                 _num(m.get("hit_rate_spread_points"), ".2f"),
@@ -394,12 +396,14 @@ def markdown(
         scale_note = time_scale_lines(pts, servers)
         if scale_note:
             lines += ["", *scale_note]
-        lines += ["", *_evidence(pts), "", "### Hit rate from three sources", ""]
+        lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += [
             "",
-            "usage = Σ cached / Σ prompt tokens of ok requests; log = #cached-token / (#cached-token + #new-token) "
-            "of prefill lines in the point's window; counters = Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total.",
+            "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
+            "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "
+            "#new-token) of prefill lines in the point's window; counters = Δ sglang:cached_tokens_total / "
+            "Δ sglang:prompt_tokens_total. n/a: the server does not give that source.",
         ]
         for png in (charts or {}).get(exp, []):
             rel = png.relative_to(base) if base and png.is_relative_to(base) else png

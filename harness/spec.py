@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
+from harness.paths import expand_path
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
 KINDS = ("shared-prefix", "multi-turn")
@@ -257,7 +258,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
             f, "tokenizer", f"'server' sends token ids, which needs api: sglang-generate (api is {api})"
         )
     if tokenizer not in ("word", "server"):
-        tp = Path(tokenizer).expanduser()
+        tp = Path(expand_path(tokenizer))  # {cache} and ~, as in server profiles
         if not tp.is_absolute():
             tp = base_dir / tp
         if not tp.exists():

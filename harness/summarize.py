@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness import __version__, capture, metrics, serverlog
+from harness import __version__, capture, metrics, serverlog, validate
 from harness.errors import HarnessError
+from harness.telemetry.stats import point_stats
 
 SCHEMA_VERSION = 1
 DISAGREE_POINTS = 2.0  # hit-rate sources further apart than this (percentage points) are flagged
@@ -252,8 +253,22 @@ def _usage_cached(ok: pd.DataFrame) -> pd.Series | None:
     return ok["cached_tokens"].fillna(0).astype(float)
 
 
+def _timings_hit(ok: pd.DataFrame) -> float | None:
+    """Σ cache_n / Σ (cache_n + prompt_n) over requests whose server_timings give both (llama.cpp)."""
+    if "server_timings" not in ok:
+        return None
+    cached = prompt = 0.0
+    for t in ok["server_timings"]:
+        c = t.get("cache_n") if isinstance(t, dict) else None
+        n = t.get("prompt_n") if isinstance(t, dict) else None
+        if _is_num(c) and _is_num(n):
+            cached += c
+            prompt += c + n
+    return cached / prompt if prompt > 0 else None
+
+
 def request_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Latency, throughput and usage hit-rate figures of one point x seed from its request records."""
+    """Latency, throughput and hit-rate figures (usage, server timings) of one point x seed from its records."""
     df = pd.DataFrame(rows)
     fig: dict[str, Any] = {"requests": len(df), "ok": 0, "failures": 0}
     if df.empty:
@@ -308,6 +323,7 @@ def request_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cached = _usage_cached(ok)
     fig["cached_tokens"] = int(cached.sum()) if cached is not None else None
     fig["hit_rate_usage"] = _hit(cached, in_tok) if cached is not None else None
+    fig["hit_rate_timings"] = _timings_hit(ok)
     for src in ("device", "host"):
         col = f"cached_{src}"
         fig[f"cached_{src}_tokens"] = (
@@ -329,8 +345,11 @@ def request_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return fig
 
 
+HIT_RATE_SOURCES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_log", "hit_rate_counters")
+
+
 def _hit_rate_agreement(fig: dict[str, Any]) -> None:
-    vals = [fig.get(k) for k in ("hit_rate_usage", "hit_rate_log", "hit_rate_counters")]
+    vals = [fig.get(k) for k in HIT_RATE_SOURCES]
     vals = [v for v in vals if isinstance(v, float | int)]
     fig["hit_rate_sources"] = len(vals)
     spread = (max(vals) - min(vals)) * 100 if len(vals) > 1 else None
@@ -469,73 +488,22 @@ def _telemetry_stats(
     if samples is None:
         return {"status": status or "absent"}
     try:
-        from harness.telemetry.stats import point_stats
-    except ImportError as e:
-        return {"status": f"stats unavailable ({e})", "n_samples": None}
-    try:
         return dict(point_stats(samples, output_tokens, status))
     except Exception as e:  # noqa: BLE001 - a bad sample file must not stop the summary
         return {"status": f"stats failed ({type(e).__name__}: {e})", "n_samples": None}
 
 
-def _validate():
-    try:
-        from harness import validate
-    except ImportError:
-        return None, None
-    thresholds = getattr(validate, "DEFAULT_THRESHOLDS", None)
-    if thresholds is None and hasattr(validate, "Thresholds"):
-        try:
-            thresholds = validate.Thresholds()
-        except TypeError:
-            thresholds = None
-    return validate, thresholds
-
-
-def _verdict(stats: dict[str, Any]) -> Any:
-    validate, thresholds = _validate()
-    if validate is None:
-        if not stats.get("n_samples"):
-            return {"verdict": "no-telemetry", "reasons": [str(stats.get("status"))], "flagged": False}
-        return {
-            "verdict": "not-validated",
-            "reasons": ["harness.validate is not available"],
-            "flagged": False,
-        }
-    try:
-        return validate.point_verdict(stats, thresholds)
-    except Exception as e:  # noqa: BLE001
-        return {
-            "verdict": "not-validated",
-            "reasons": [f"point_verdict failed: {type(e).__name__}: {e}"],
-            "flagged": True,
-        }
-
-
-_T_KEYS = ("t_mono", "mono", "t_wall", "wall")
-_CLOCK_KEYS = ("sm_clock_mhz", "sm_mhz", "clock_sm_mhz", "sm_clock")
-
-
-def _clock_of(sample: dict[str, Any]) -> float | None:
-    for k in _CLOCK_KEYS:
-        if isinstance(sample.get(k), int | float):
-            return float(sample[k])
-    gpus = sample.get("gpus")
-    if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict):
-        return _clock_of(gpus[0])
-    return None
-
-
 def clock_series(samples: list[dict[str, Any]]) -> dict[str, list[float]] | None:
-    """(seconds since the first sample, SM clock MHz) of the first GPU, thinned for a chart."""
-    pts = []
+    """(seconds since the first sample, SM clock MHz) of the first GPU, thinned for a chart (docs/telemetry.md)."""
     rows = [s for s in samples if s.get("kind", "sample") == "sample"]
     first_gpu = next((s.get("uuid", s.get("gpu")) for s in rows), None)
-    for s in rows:
-        t = next((float(s[k]) for k in _T_KEYS if isinstance(s.get(k), int | float)), None)
-        c = _clock_of(s)
-        if t is not None and c is not None and s.get("uuid", s.get("gpu")) == first_gpu:
-            pts.append((t, c))
+    pts = [
+        (float(s["t_mono"]), float(s["sm_clock_mhz"]))
+        for s in rows
+        if _is_num(s.get("t_mono"))
+        and _is_num(s.get("sm_clock_mhz"))
+        and s.get("uuid", s.get("gpu")) == first_gpu
+    ]
     if not pts:
         return None
     pts.sort()
@@ -763,20 +731,10 @@ def _summarize_point(
         "median": median,
         "spread": spread,
         "telemetry": tel,
-        "verdict": _verdict(tel),
+        "verdict": validate.point_verdict(tel),
         "clock_series": series,
         "evidence": evidence,
     }
-
-
-def _pairs(points: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
-    validate, thresholds = _validate()
-    if validate is None or not hasattr(validate, "pair_verdicts"):
-        return [], "harness.validate is not available: no A/B verdicts"
-    try:
-        return list(validate.pair_verdicts(points, thresholds)), None
-    except Exception as e:  # noqa: BLE001
-        return [], f"pair_verdicts failed: {type(e).__name__}: {e}"
 
 
 def summarize(dirs: Sequence[Path | str]) -> dict[str, dict[str, Any]]:
@@ -794,7 +752,6 @@ def summarize(dirs: Sequence[Path | str]) -> dict[str, dict[str, Any]]:
             entry, pts = summarize_experiment(e, problems)
             experiments[e.name] = entry
             points += pts
-        pairs, note = _pairs(points)
         summary = {
             "schema_version": SCHEMA_VERSION,
             "node": node,
@@ -804,8 +761,8 @@ def summarize(dirs: Sequence[Path | str]) -> dict[str, dict[str, Any]]:
             "sources": [str(Path(d)) for d in dirs],
             "experiments": experiments,
             "points": points,
-            "pairs": pairs,
-            "notes": [note] if note else [],
+            "pairs": validate.pair_verdicts(points),
+            "notes": [],
             "problems": [p for p in problems if _belongs(p["path"], node_exps, exps)],
         }
         out[node] = summary

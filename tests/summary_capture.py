@@ -36,8 +36,12 @@ def request(
     session: int | None = None,
     done: float = 2.0,
     completion: int = 10,
+    timings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A RequestRecord dict: scheduled at mono 100, done at 100 + done, tokens 10 ms then 20 ms apart."""
+    """A RequestRecord dict: scheduled at mono 100, done at 100 + done, tokens 10 ms then 20 ms apart.
+
+    `timings` is what llama.cpp puts in its final chunk (`server_timings`: cache_n, prompt_n, prompt_ms).
+    """
     first = 100.0 + ttft
     return {
         "experiment": "x",
@@ -64,6 +68,7 @@ def request(
         "cached_tokens": cached,
         "ok": ok,
         "error_kind": None if ok else "timeout-total",
+        "server_timings": timings,
     }
 
 

@@ -35,7 +35,8 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
     assert "| 2048 | lfu | lfu | 63.3% | 0.0% | 50.0% | 93.3% |" in md
     # evidence quoted verbatim, sources side by side with the disagreement flagged
     assert prefill(T0 + 2, 20, 80) in md
-    assert "| gpu | groups=4 | 58.8% [50.0%–67.5%] | 58.8% | 50.0% | 8.75 | disagree | ok |" in md
+    assert "| server | point | usage | server timings | log prefill lines | counters |" in md
+    assert "| gpu | groups=4 | 58.8% [50.0%–67.5%] | n/a | 58.8% | 50.0% | 8.75 | disagree | ok |" in md
     assert "requests.jsonl`: 1 unreadable lines skipped" in md
     pngs = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pngs] == ["l4-gsp-sm-clock.png", "l4-gsp-ttft.png", "l4-mt-hit-rate-per-turn.png"]

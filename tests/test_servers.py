@@ -121,6 +121,7 @@ def test_json_args_with_braces_are_not_placeholders() -> None:
         ([{"name": "a", "launch": "sim"}], {"policy": ["lru"]}, "matrix.policy", "not used"),
         ([{"name": "a", "launch": "sim"}], {"policy": []}, "matrix.policy", "non-empty"),
         ([{"name": "a", "launch": "sim"}], {"port": [1]}, "matrix.port", "filled at launch"),
+        ([{"name": "a", "launch": "sim"}], {"cache": [1]}, "matrix.cache", "build cache"),
         ([{"name": "a", "launch": "attach", "url": "localhost:3"}], None, "servers[0].url", "http"),
         ([{"name": "a/b", "launch": "sim"}], None, "servers[0].name", "folder-safe"),
         ([{"name": "a", "launch": "sim", "env": {"X": [1]}}], None, "servers[0].env.X", "string or number"),
@@ -184,6 +185,44 @@ def test_launch_lines_are_argument_lists() -> None:
     assert launch_argv(sim, ln)[-2:] == ["--max-total-tokens", "24094"]
     assert launch_argv(cmd, ln) == ["llama-server", "-m", "/models/m", "--port", "4321"]
     assert sg.with_launch("sim").launch == "sim"
+
+
+def test_home_and_cache_paths_are_expanded(tmp_path: Path, monkeypatch) -> None:
+    """No shell runs the command: `~` in command[0] and model, and {cache} anywhere, are filled by the harness."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("HARNESS_CACHE", raising=False)
+    items = [
+        {"name": "tilde", "launch": "command", "model": "~/models/m.gguf"}
+        | {"command": ["~/bin/server", "-m", "{model}", "--port", "{port}", "--log", "~/kept"]},
+        {"name": "cached", "launch": "command", "model": "{cache}/m.gguf"}
+        | {"command": ["{cache}/bin/server", "--port", "{port}", "--dir={cache}/x"], "env": {"D": "{cache}"}},
+        {"name": "sg", "launch": "sglang", "model": "~/models/big", "args": ["--chat-template", "{cache}/t"]},
+    ]
+    tilde, cached, sg = parse_servers(items, None, "s.yaml")
+    assert tilde.command[0] == str(home / "bin" / "server") and tilde.model == str(home / "models" / "m.gguf")
+    assert tilde.command[-1] == "~/kept"  # other arguments are passed as written
+    default = home / ".cache" / "harness"
+    assert cached.command[0] == str(default / "bin" / "server") and cached.model == str(default / "m.gguf")
+    assert cached.command[-1] == f"--dir={default}/x" and cached.env == {"D": str(default)}
+    ln = Launch(port=1, host="127.0.0.1", model=sg.model)
+    assert launch_argv(sg, ln)[3:5] == ["--model-path", str(home / "models" / "big")]
+    assert launch_argv(sg, ln)[-1] == f"{default}/t"
+    monkeypatch.setenv("HARNESS_CACHE", str(cache))
+    (cached,) = parse_servers(items[1:2], None, "s.yaml")
+    assert cached.command[0] == str(cache / "bin" / "server") and cached.model == str(cache / "m.gguf")
+
+
+def test_server_launched_from_a_home_relative_path(tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("HOME", str(home))
+    item = {"name": "fake", "launch": "command", "engine": "sglang", "ready_timeout_s": 20}
+    (prof,) = parse_servers([item | {"command": ["~/bin/python", FAKE, "--port", "{port}"]}], None, "t.yaml")
+    with ServerProcess(prof, tmp_path / "fake") as sp:
+        assert httpx.get(sp.base_url + "/health", trust_env=False).status_code == 200
+    assert sp.display_argv()[0] == str(home / "bin" / "python")
 
 
 # ------------------------------------------------------------------ redaction

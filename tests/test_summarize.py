@@ -56,6 +56,7 @@ def test_seed_figures_worked_out(summary: dict) -> None:
     assert s0["hit_rate_log"] == pytest.approx(0.5)
     assert s0["hit_rate_counters"] == pytest.approx(0.5)
     assert s0["hit_rate_disagree"] is False and s0["hit_rate_spread_points"] == pytest.approx(0.0)
+    assert s0["hit_rate_timings"] is None and s0["hit_rate_sources"] == 3  # SGLang gives no timings
     assert s0["counter_cached_device_tokens"] == 150 and s0["counter_cached_host_tokens"] == 50
     # positions: 0 → requests 0 and 3 (0 + 40) / 200; 1 → 80 / 100; 2 → 80 / 100
     assert s0["hit_rate_usage_by_position"] == pytest.approx({"0": 0.2, "1": 0.8, "2": 0.8})
@@ -117,12 +118,10 @@ def test_telemetry_and_verdicts(summary: dict) -> None:
     p = _point(summary, "gsp", "gpu", "groups=4")
     assert len(p["clock_series"]["0"]["t_s"]) == 20 and len(p["clock_series"]["1"]["t_s"]) == 10
     assert p["clock_series"]["0"]["sm_clock_mhz"][:2] == [1800, 1810]
-    pytest.importorskip("harness.telemetry.stats")
     assert p["telemetry"]["n_samples"] == 30  # both seeds' samples
     # 10 x 1800, 10 x 1810, 5 x 1900, 5 x 1910: median of all busy samples
     assert p["telemetry"]["busy_median_sm_clock_mhz"] == pytest.approx(1810)
     assert p["seeds"]["1"]["telemetry"]["busy_median_sm_clock_mhz"] == pytest.approx(1905)
-    pytest.importorskip("harness.validate")
     assert p["verdict"]["verdict"] == "ok"
     assert any(pr["point_key"] == "groups=4" for pr in summary["pairs"])
 
@@ -176,6 +175,69 @@ def test_log_written_in_another_time_zone_is_shifted(tmp_path: Path) -> None:
     s = summarize.summarize([tmp_path])["n1"]
     assert s["experiments"]["tz"]["servers"]["sim"]["log"]["time_shift_s"] == -3600
     assert s["points"][0]["median"]["hit_rate_log"] == pytest.approx(0.7)
+
+
+def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
+    """llama.cpp's per-request timings are a hit-rate source of their own, checked against usage."""
+    from harness import report
+
+    exp = tmp_path / "cpu" / "llama"
+    srv = exp / "llama-cpu"
+    srv.mkdir(parents=True)
+    (exp / "manifest.json").write_text(json.dumps({"experiment": "llama", "node": "cpu"}))
+
+    def rec(i: int, cached: int, cache_n: int | None = None, prompt_n: int | None = None, **kw) -> dict:
+        cache_n = cached if cache_n is None else cache_n
+        prompt_n = 100 - cache_n if prompt_n is None else prompt_n
+        timings = {"cache_n": cache_n, "prompt_n": prompt_n, "prompt_ms": 5.0}
+        return request(i, prompt=100, cached=cached, ttft=0.1, position=i, timings=timings, **kw)
+
+    # seed 0: usage (0 + 80 + 80 + 40) / 400 = 0.5; timings the same request by request. A request
+    # without timings and a failed one with timings are left out of the timings sum.
+    no_timings = {**request(4, prompt=100, cached=0, ttft=0.1), "server_timings": None}
+    failed = rec(5, 100, ok=False)
+    write_point(srv, {}, 0, [rec(0, 0), rec(1, 80), rec(2, 80), rec(3, 40), failed], start=T0)
+    d0 = srv / "seed=0"
+    with open(d0 / "requests.jsonl", "a") as f:
+        f.write(json.dumps({**no_timings, "seed": 0}) + "\n")
+    # seed 1: usage (0 + 90 + 90 + 90) / 400 = 0.675; timings (0 + 50 + 50 + 50) / (100 + 3 x 100) = 0.375
+    write_point(
+        srv,
+        {},
+        1,
+        [rec(0, 0), rec(1, 90, cache_n=50), rec(2, 90, cache_n=50), rec(3, 90, cache_n=50)],
+        start=T0 + 20,
+    )
+    s = summarize.summarize([tmp_path])["cpu"]
+    (p,) = s["points"]
+    f0, f1 = p["seeds"]["0"]["figures"], p["seeds"]["1"]["figures"]
+    assert f0["hit_rate_usage"] == pytest.approx(200 / 500)  # the extra request counts for usage
+    assert f0["hit_rate_timings"] == pytest.approx(200 / 400)
+    assert f0["hit_rate_sources"] == 2  # usage and timings; no log, no counters here
+    assert f0["hit_rate_spread_points"] == pytest.approx(10.0) and f0["hit_rate_disagree"] is True
+    assert f1["hit_rate_usage"] == pytest.approx(0.675) and f1["hit_rate_timings"] == pytest.approx(0.375)
+    assert f1["hit_rate_spread_points"] == pytest.approx(30.0) and f1["hit_rate_disagree"] is True
+    assert p["median"]["hit_rate_timings"] == pytest.approx((0.5 + 0.375) / 2)
+    assert p["spread"]["hit_rate_timings"] == pytest.approx([0.375, 0.5])
+    table = "\n".join(report.sources_table(s["points"]))
+    assert (
+        "| llama-cpu | default | 53.8% [40.0%–67.5%] | 43.8% | n/a | n/a | 20.00 | disagree | ok |" in table
+    )
+
+
+def test_timings_agreeing_with_usage_are_not_flagged(tmp_path: Path) -> None:
+    exp = tmp_path / "cpu" / "llama"
+    srv = exp / "llama-cpu"
+    srv.mkdir(parents=True)
+    (exp / "manifest.json").write_text(json.dumps({"experiment": "llama", "node": "cpu"}))
+    rows = [
+        request(i, prompt=100, cached=c, ttft=0.1, timings={"cache_n": c, "prompt_n": 100 - c})
+        for i, c in enumerate((0, 80, 80, 40))
+    ]
+    write_point(srv, {}, 0, rows, start=T0)
+    f = summarize.summarize([tmp_path])["cpu"]["points"][0]["seeds"]["0"]["figures"]
+    assert f["hit_rate_usage"] == f["hit_rate_timings"] == pytest.approx(0.5)
+    assert f["hit_rate_sources"] == 2 and f["hit_rate_spread_points"] == 0 and f["hit_rate_disagree"] is False
 
 
 def test_cli_nodes_outputs_and_errors(tmp_path: Path, capsys) -> None:

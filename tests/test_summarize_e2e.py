@@ -1,8 +1,12 @@
-"""End to end: `harness serve-sim` + `harness run` → capture → summarize → report; the three hit-rate sources agree."""
+"""End to end: `harness serve-sim` + `harness run` → capture → summarize → report; the three hit-rate sources agree.
+
+Prompts that share a prefix and reach the server together land in one prefill batch and none of them
+hits the cache (SGLang does the same). So each group has more prompts than the concurrency: whatever
+the timing, at most CONCURRENCY of a group's prompts miss, and the hit rate has a floor.
+"""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -18,33 +22,28 @@ from harness import report, summarize
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
+CONCURRENCY = 2
+PROMPTS_PER_GROUP = 6
+SPEC = f"""\
 name: e2e-gsp
 api: openai-chat
 model: default
 tokenizer: word
-concurrency: 4
+concurrency: {CONCURRENCY}
 seeds: [0, 1]
 workload:
   kind: shared-prefix
   groups: 2
-  prompts_per_group: 4
+  prompts_per_group: {PROMPTS_PER_GROUP}
   system_prompt_tokens: 200
   question_tokens: 16
   output_tokens: 8
-sweep: {groups: [1, 3]}
-timeouts: {connect: 5, first_token: 60, total: 120}
+sweep: {{groups: [1, 3]}}
+timeouts: {{connect: 5, first_token: 60, total: 120}}
 """
-
-
-def _need(*modules: str) -> None:
-    for m in modules:
-        try:
-            importlib.import_module(m)
-        except ImportError as e:
-            pytest.skip(
-                f"{m} is not importable yet ({e}); this test runs once serve-sim and the load generator land"
-            )
+# the floor: per group, at least PROMPTS_PER_GROUP - CONCURRENCY prompts find the 200-token prefix cached,
+# out of about 200 + 16 + the chat template's tokens each
+MIN_HIT_RATE = (PROMPTS_PER_GROUP - CONCURRENCY) * 200 / (PROMPTS_PER_GROUP * 230)
 
 
 def _wait_port(log: Path, proc: subprocess.Popen, timeout: float = 60.0) -> int:
@@ -71,7 +70,6 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
-    _need("harness.sim.server", "harness.runner", "harness.loadgen", "harness.spec")
     spec = tmp_path / "e2e.yaml"
     spec.write_text(SPEC)
     cap = tmp_path / "capture"
@@ -135,10 +133,10 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
             f = sd["figures"]
             rates = (f["hit_rate_usage"], f["hit_rate_log"], f["hit_rate_counters"])
             assert all(r is not None for r in rates), (p["point_key"], seed, rates)
-            assert f["hit_rate_usage"] > 0.5, rates  # 4 prompts per group share a 200-token prefix
+            assert f["hit_rate_usage"] > MIN_HIT_RATE, rates
             assert f["hit_rate_disagree"] is False, (p["point_key"], seed, rates)
             assert max(rates) - min(rates) <= 0.02
-            assert f["requests"] == f["ok"] == p["sweep"]["groups"] * 4
+            assert f["requests"] == f["ok"] == p["sweep"]["groups"] * PROMPTS_PER_GROUP
             assert f["log_prefill_lines"] >= 1
         assert p["evidence"] and "Prefill batch" in p["evidence"][0]
     assert s["experiments"]["e2e-gsp"]["servers"]["sim"]["pool"]["device_tokens"] == 20000

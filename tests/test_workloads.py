@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,103 @@ def test_token_id_prompts_for_server_tokenizer():
 def test_hf_tokenizer_path_missing_is_clear():
     with pytest.raises(HarnessError, match="no such file"):
         load_prompt_maker("/definitely/not/here")
+
+
+def _tokenizer_json(path: Path) -> Path:
+    """A word-level tokenizer.json over the word tokenizer's vocabulary, made with `tokenizers` alone."""
+    tokenizers = pytest.importorskip("tokenizers")  # the `real` extra, installed by `make`
+    from harness.tokenizer import VOCAB
+
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(dict.fromkeys(VOCAB))}}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(["[UNK]"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    return path
+
+
+def _exact_lengths(maker) -> None:
+    rng = random.Random(3)
+    for n in (1, 17, 120):
+        text, got = maker.make(rng, n, [5, 6])
+        assert got == n and len(maker.hf.encode(text)) == n
+    assert maker.count("alpha beta gamma") == 3
+
+
+def test_tokenizer_json_without_transformers(tmp_path: Path, monkeypatch):
+    """tokenizer.json (the file, or a folder holding it, under ~ or {cache}) loads with `tokenizers` alone."""
+    from harness.workloads import tokenizers as tk
+
+    real = tk._importable
+    monkeypatch.setattr(tk, "_importable", lambda m: m != "transformers" and real(m))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    _tokenizer_json(tmp_path / "home" / "tok" / "tokenizer.json")
+    _tokenizer_json(tmp_path / "cache" / "m" / "tokenizer.json")
+    for path in ("~/tok/tokenizer.json", "~/tok", "{cache}/m/tokenizer.json", "{cache}/m"):
+        maker = load_prompt_maker(path)
+        assert isinstance(maker.hf, tk.TokenizerJson) and maker.kind == "hf", path
+        _exact_lengths(maker)
+    spec = mt_spec(tokenizer=str(tmp_path / "cache" / "m"))
+    s = build_schedule(spec, None, 0)
+    assert all(c.system_tokens == 30 for c in s.conversations)
+
+
+def test_transformers_is_used_for_a_folder_when_it_imports(tmp_path: Path, monkeypatch):
+    """With transformers importable a folder goes to AutoTokenizer; a tokenizer.json file to `tokenizers`."""
+    import sys
+    import types
+
+    from harness.workloads import tokenizers as tk
+
+    path = _tokenizer_json(tmp_path / "model" / "tokenizer.json")
+    loaded: list[str] = []
+
+    class Fast:  # what AutoTokenizer.from_pretrained gives, over the same tokenizer.json
+        all_special_ids = [0]
+
+        def __init__(self, folder: str) -> None:
+            self.inner = tk.TokenizerJson(folder)
+
+        def __len__(self) -> int:
+            return len(self.inner)
+
+        def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+            assert add_special_tokens is False
+            return self.inner.encode(text)
+
+        def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+            return self.inner.decode(ids)
+
+    def from_pretrained(folder: str, local_files_only: bool) -> Fast:
+        assert local_files_only
+        loaded.append(folder)
+        return Fast(folder)
+
+    fake = types.ModuleType("transformers")
+    fake.AutoTokenizer = types.SimpleNamespace(from_pretrained=from_pretrained)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    maker = load_prompt_maker(str(path.parent))
+    assert isinstance(maker.hf, tk.HFTokenizer) and loaded == [str(path.parent)]
+    _exact_lengths(maker)
+    assert isinstance(load_prompt_maker(str(path)).hf, tk.TokenizerJson)
+
+
+def test_no_tokenizer_library_is_one_clear_line(tmp_path: Path, monkeypatch):
+    from harness.workloads import tokenizers as tk
+
+    path = _tokenizer_json(tmp_path / "m" / "tokenizer.json")
+    monkeypatch.setattr(tk, "_importable", lambda m: False)
+    for p in (path, path.parent):
+        with pytest.raises(HarnessError) as ei:
+            load_prompt_maker(str(p))
+        msg = str(ei.value)
+        assert msg.startswith(f"tokenizer: {p}: ") and "\n" not in msg
+        assert "pip install 'harness[real]'" in msg and "pip install 'harness[tokenizers]'" in msg
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HarnessError, match=r"empty: no tokenizer.json there; .*harness\[tokenizers\]"):
+        load_prompt_maker(str(tmp_path / "empty"))
 
 
 def test_prompt_builder_history_and_expected_tokens():

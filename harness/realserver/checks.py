@@ -1,7 +1,8 @@
 """What a real server holds the harness to: client vs server timing, cached-token agreement, cache behaviour.
 
 Input is the request records of a run (rows of requests.jsonl); llama.cpp's per-request `timings`
-sit in `server_timings`. Every figure is recomputed from those rows, nothing is taken on trust.
+sit in `server_timings`. The per-request checks are made here; hit rates come from the summarizer's own
+figures (harness.summarize.request_figures), so they are computed in one place.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from harness.summarize import request_figures
 
 ROUNDING_MS = 1.0  # llama.cpp reports ms; allow for that much rounding between clocks
 
@@ -31,6 +34,7 @@ class RealChecks:
     gap_ms_min: float | None = None
     cached_mismatch: list[int] = field(default_factory=list)  # usage cached_tokens != timings.cache_n
     prompt_mismatch: list[int] = field(default_factory=list)  # usage prompt_tokens != cache_n + prompt_n
+    # from harness.summarize.request_figures over the same records
     hit_rate_usage: float | None = None
     hit_rate_timings: float | None = None
     hit_rate_usage_first: float | None = None  # position 0: a group's first prompt / a session's first turn
@@ -70,10 +74,6 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _ratio(cached: float, prompt: float) -> float | None:
-    return cached / prompt if prompt > 0 else None
-
-
 def check_records(rows: Iterable[dict[str, Any]]) -> RealChecks:
     """All checks over one run's records (ok requests only; failures are counted, not judged)."""
     rows = list(rows)
@@ -82,8 +82,6 @@ def check_records(rows: Iterable[dict[str, Any]]) -> RealChecks:
     gaps: list[float] = []
     ttfts: list[float] = []
     prompt_mss: list[float] = []
-    tot = {"usage_cached": 0.0, "usage_prompt": 0.0, "t_cached": 0.0, "t_prompt": 0.0}
-    by_pos: dict[int, list[float]] = {}
     for r in ok:
         t = r.get("server_timings") or {}
         idx = int(r.get("index", -1))
@@ -108,15 +106,6 @@ def check_records(rows: Iterable[dict[str, Any]]) -> RealChecks:
             res.cached_mismatch.append(idx)
         if prompt != cache_n + prompt_n:
             res.prompt_mismatch.append(idx)
-        tot["usage_cached"] += cached or 0.0
-        tot["usage_prompt"] += prompt or 0.0
-        tot["t_cached"] += cache_n
-        tot["t_prompt"] += cache_n + prompt_n
-        pos = r.get("position")
-        if isinstance(pos, int) and prompt:
-            acc = by_pos.setdefault(pos, [0.0, 0.0])
-            acc[0] += cached or 0.0
-            acc[1] += prompt
     if gaps:
         arr = np.asarray(gaps)
         res.gap_ms_median = float(np.median(arr))
@@ -125,12 +114,11 @@ def check_records(rows: Iterable[dict[str, Any]]) -> RealChecks:
         res.ttft_sent_ms_median = float(np.median(ttfts))
     if prompt_mss:
         res.prompt_ms_median = float(np.median(prompt_mss))
-    res.hit_rate_usage = _ratio(tot["usage_cached"], tot["usage_prompt"])
-    res.hit_rate_timings = _ratio(tot["t_cached"], tot["t_prompt"])
-    res.hit_rate_by_position = {str(p): _ratio(c, n) for p, (c, n) in sorted(by_pos.items())}
-    first = by_pos.get(0)
-    later = [v for p, v in by_pos.items() if p >= 1]
-    res.hit_rate_usage_first = _ratio(*first) if first else None
-    if later:
-        res.hit_rate_usage_later = _ratio(sum(c for c, _ in later), sum(n for _, n in later))
+    figs = request_figures(ok)
+    res.hit_rate_usage = figs.get("hit_rate_usage")
+    res.hit_rate_timings = figs.get("hit_rate_timings")
+    res.hit_rate_by_position = dict(figs.get("hit_rate_usage_by_position") or {})
+    res.hit_rate_usage_first = res.hit_rate_by_position.get("0")
+    later = [r for r in ok if isinstance(r.get("position"), int) and r["position"] >= 1]
+    res.hit_rate_usage_later = request_figures(later).get("hit_rate_usage") if later else None
     return res

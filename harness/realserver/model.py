@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.realserver.prepare import PrepareError, cache_root, locked
+from harness.paths import cache_root
+from harness.realserver.prepare import PrepareError, locked
 
 IM_START, IM_END, ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)  # ids 0, 1, 2

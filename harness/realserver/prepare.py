@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.paths import cache_root
 from harness.realserver import LLAMA_CPP_VERSION
 
 PACKAGE = "llama-cpp-python"
@@ -71,12 +72,6 @@ class Prepared:
     reused: bool
     steps: list[Step] = field(default_factory=list)
     build_seconds: float | None = None  # of the build that produced the cached binary
-
-
-def cache_root() -> Path:
-    """$HARNESS_CACHE, else ~/.cache/harness: the folder shared by everything the harness builds."""
-    env = os.environ.get("HARNESS_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "harness"
 
 
 def cache_dir(version: str = LLAMA_CPP_VERSION) -> Path:

@@ -1,8 +1,9 @@
 """Run the llama-real specs through the harness's own bench path, then hold the run to the real-server checks.
 
-Prepare (build or reuse) → for each spec: plan, manifest, one llama-server up for its points, the
-harness's load generator → summarize + report (summaries/<node>.json) → checks of issue 7 per point,
-added to the summary under `real_server` and to the report as a section of their own.
+Prepare (build or reuse) → `harness bench`'s own plan and run over the specs (one llama-server up for
+its points, the harness's load generator) → summarize + report (summaries/<node>.json) → checks of
+issue 7 per point, added to the summary under `real_server` and to the report as a section of their own.
+The hit rates (usage, server timings) are the summary's; the checks add the per-request promises.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import REQUESTS, write_json_atomic
-from harness.errors import HarnessError
 from harness.realserver.checks import RealChecks, check_records
-from harness.realserver.specs import load_real_spec
+from harness.spec import load_spec
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = ("workloads/llama-real.yaml", "workloads/llama-real-chat.yaml")
@@ -43,20 +43,6 @@ class RealRun:
         return out
 
 
-def prompt_maker_for(tokenizer: str) -> Any:
-    """The harness's prompt maker; with only `tokenizers` installed, backed by the tokenizer.json adapter."""
-    from harness.workloads import PromptMaker, load_prompt_maker
-
-    try:
-        return load_prompt_maker(tokenizer)
-    except HarnessError as e:
-        if "transformers" not in str(e):
-            raise
-    from harness.realserver.tokenizer import TokenizerJson
-
-    return PromptMaker(tokenizer, TokenizerJson(tokenizer))  # type: ignore[arg-type]
-
-
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
     with open(path, encoding="utf-8") as fh:
@@ -77,16 +63,26 @@ def point_checks(capture: Path, node: str) -> dict[str, RealChecks]:
     return out
 
 
-def _summary_hit(summary: dict[str, Any], key: str) -> float | None:
-    """The summarizer's own usage hit rate for one "<exp>/<server>/<point>" (seed folder)."""
+def _summary_figures(summary: dict[str, Any], key: str) -> dict[str, Any]:
+    """The summarizer's figures for one "<exp>/<server>/<point>" (seed folder); {} when it has none."""
     exp, server, pname = key.split("/", 2)
     for p in summary.get("points", []):
         if p.get("experiment") != exp or p.get("server") != server:
             continue
         for seed in (p.get("seeds") or {}).values():
             if Path(str(seed.get("path", ""))).name == pname:
-                return (seed.get("figures") or {}).get("hit_rate_usage")
-    return None
+                return dict(seed.get("figures") or {})
+    return {}
+
+
+SUMMARY_HIT_RATES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_by_position")  # in the point's figures
+
+
+def _section(c: RealChecks, figures: dict[str, Any]) -> dict[str, Any]:
+    """One point's checks for the summary; the hit rates the summary already holds are not repeated."""
+    d = {k: v for k, v in c.to_dict().items() if k not in SUMMARY_HIT_RATES}
+    d["hit_rate_usage_summary"] = figures.get("hit_rate_usage")
+    return d
 
 
 def checks_markdown(checks: dict[str, RealChecks], summary: dict[str, Any], seconds: dict[str, float]) -> str:
@@ -96,7 +92,7 @@ def checks_markdown(checks: dict[str, RealChecks], summary: dict[str, Any], seco
         "## Real server checks (llama.cpp llama-server)",
         "",
         "| point | ok | TTFT < prompt_ms | client TTFT median ms | server prompt_ms median | gap median ms "
-        "| gap p90 ms | cached != cache_n | hit usage (summary) | hit timings | first / later |",
+        "| gap p90 ms | cached != cache_n | hit usage | hit timings | first / later |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -107,18 +103,19 @@ def checks_markdown(checks: dict[str, RealChecks], summary: dict[str, Any], seco
         return "-" if v is None else f"{v:.1f}"
 
     for key, c in checks.items():
+        fig = _summary_figures(summary, key)
         lines.append(
             f"| {key} | {c.ok}/{c.requests} | {len(c.ttft_below_prompt_ms)} | {ms(c.ttft_sent_ms_median)} "
             f"| {ms(c.prompt_ms_median)} | {ms(c.gap_ms_median)} | {ms(c.gap_ms_p90)} "
-            f"| {len(c.cached_mismatch)} | {pct(_summary_hit(summary, key))} | {pct(c.hit_rate_timings)} "
+            f"| {len(c.cached_mismatch)} | {pct(fig.get('hit_rate_usage'))} | {pct(fig.get('hit_rate_timings'))} "
             f"| {pct(c.hit_rate_usage_first)} / {pct(c.hit_rate_usage_later)} |"
         )
     lines += [
         "",
         "client TTFT is measured from send to the first content event; gap = client TTFT - the server's own "
-        "prompt_ms (server queueing before a slot starts the prompt, transport, client). hit usage = Σ "
-        "usage.cached_tokens / Σ prompt_tokens as summarized above; hit timings = Σ timings.cache_n / "
-        "Σ (cache_n + prompt_n). first = a group's first prompt or a session's first turn; later = the rest.",
+        "prompt_ms (server queueing before a slot starts the prompt, transport, client). hit usage and hit "
+        "timings are the summary's hit_rate_usage and hit_rate_timings (see the hit-rate table above). "
+        "first = a group's first prompt or a session's first turn; later = the rest.",
     ]
     if seconds:
         lines += ["", "Times: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())]
@@ -151,22 +148,10 @@ def run_real(
     opts = bench.BenchOptions(
         node=node, capture=Path(capture), summaries=Path(summaries), server_kind="sglang", quiet=quiet
     )
-    loaded = [load_real_spec(p) for p in specs]
+    loaded = [load_spec(p) for p in specs]
     plans = [bench.plan_experiment(s, opts) for s in loaded]
-    redactor = bench.build_redactor(loaded)
-    outcome = bench.Outcome()
-    bench.check_writable(opts.capture, "capture", opts.min_free_mb)
-    bench.check_writable(opts.summaries, "summaries", opts.min_free_mb)
-    for plan in plans:
-        bench.check_capture_matches(plan, opts, redactor)
     t2 = time.monotonic()
-    for plan in plans:
-        bench.write_manifest(plan, opts, redactor, {"real_server": "llama.cpp"})
-        maker = prompt_maker_for(plan.spec.tokenizer)
-        for sp in plan.servers:
-            outcome.skipped_ok += len(sp.done)
-            if sp.todo:
-                bench.run_server_points(plan, sp, opts, redactor, maker, outcome, log)
+    outcome = bench.run_plans(plans, opts, bench.build_redactor(loaded), log)
     seconds["run"] = time.monotonic() - t2
     t3 = time.monotonic()
     bench.run_stages(opts, log)
@@ -190,10 +175,7 @@ def run_real(
             "build_seconds": server.build_seconds,
             "build_reused": server.reused,
             "seconds": {k: round(v, 1) for k, v in seconds.items()},
-            "checks": {
-                k: {**c.to_dict(), "hit_rate_usage_summary": _summary_hit(summary, k)}
-                for k, c in checks.items()
-            },
+            "checks": {k: _section(c, _summary_figures(summary, k)) for k, c in checks.items()},
         }
         write_json_atomic(run.summary_path, summary)
         if run.report_path is not None:

@@ -4,6 +4,11 @@
 `{host}` and `{model}` are filled at launch; `{env:NAME}` takes an environment variable at launch and
 is treated as a secret. A profile expands over the matrix keys it mentions, so a GPU-only profile
 beside a `{policy}` profile stays single.
+
+Paths: `{cache}` (anywhere in a profile) is the harness's build cache, $HARNESS_CACHE or
+~/.cache/harness (harness.paths); a leading `~` in `command[0]` and `model` is expanded, since no
+shell runs the command. Both are filled when the spec is read, so dry runs and manifests show the
+path that is launched.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import SpecError
+from harness.paths import expand_path, fill_cache
 
 LAUNCH_KINDS = ("sglang", "sim", "command", "attach")
 ENGINES = ("sglang", "sim", "llama.cpp", "generic")
@@ -95,6 +101,8 @@ def parse_matrix(raw: Any, f: str) -> dict[str, list[Any]]:
             raise SpecError(f, f"matrix.{k}", "expected a key of letters, digits and '_' (used as {key})")
         if k in RUNTIME_KEYS or k == "env":
             raise SpecError(f, f"matrix.{k}", f"{{{k}}} is filled at launch; pick another key name")
+        if k == "cache":
+            raise SpecError(f, "matrix.cache", "{cache} is the harness's build cache; pick another key name")
         if not isinstance(vals, list) or not vals:
             raise SpecError(f, f"matrix.{k}", f"expected a non-empty list of values, got {vals!r}")
         for i, v in enumerate(vals):
@@ -178,6 +186,10 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
                 raise SpecError(
                     f, f"{key}.args[{j}]", "--model-path is not allowed here: set `model:` or use --model"
                 )
+    args = [fill_cache(a) for a in args]
+    command = [fill_cache(a) for a in command]
+    if command:
+        command[0] = expand_path(command[0])
     if launch == "command":
         if not command:
             raise SpecError(f, f"{key}.command", "expected a list of arguments for launch: command")
@@ -205,6 +217,8 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
     model = item.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise SpecError(f, f"{key}.model", f"expected a model path or name, got {model!r}")
+    if model is not None:
+        model = expand_path(model)
     env = item.get("env", {}) or {}
     if not isinstance(env, dict):
         raise SpecError(f, f"{key}.env", f"expected a mapping of variable -> value, got {_tname(env)}")
@@ -214,7 +228,7 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
             raise SpecError(f, f"{key}.env.{k}", "expected an environment variable name")
         if isinstance(v, bool) or not isinstance(v, str | int | float):
             raise SpecError(f, f"{key}.env.{k}", f"expected a string or number, got {v!r}")
-        env_out[k] = str(v)
+        env_out[k] = fill_cache(str(v))
     engine = item.get("engine")
     if engine is not None and engine not in ENGINES:
         raise SpecError(f, f"{key}.engine", f"expected one of {', '.join(ENGINES)}, got {engine!r}")

@@ -1,15 +1,20 @@
 """Tokenizers the generator can use: the built-in word tokenizer, a local HF tokenizer, or raw ids.
 
+A local tokenizer loads through transformers when it is installed, else through `tokenizers` alone
+from a tokenizer.json (enough for the real-server suite's model).
+
 Each kind gives a `PromptMaker` that produces prompts of an exact token count from a seeded rng.
 """
 
 from __future__ import annotations
 
+import importlib
 import random
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.paths import expand_path
 from harness.tokenizer import VOCAB, WordTokenizer
 
 # token ids used when prompts are sent as ids (tokenizer: server): ordinary tokens of most
@@ -19,16 +24,14 @@ ID_SPAN = len(VOCAB)
 
 
 class HFTokenizer:
-    """A model's own tokenizer from a local folder (transformers, optional extra)."""
+    """A model's own tokenizer from a local folder, through transformers (optional extra `tokenizers`)."""
 
     def __init__(self, path: str) -> None:
-        if not Path(path).exists():
-            raise HarnessError(f"tokenizer: {path}: no such file or folder")
         try:
             from transformers import AutoTokenizer  # noqa: PLC0415 - optional extra
-        except ImportError:
+        except ImportError as e:
             raise HarnessError(
-                f"tokenizer: {path}: needs the transformers package (pip install 'harness[tokenizers]')"
+                f"tokenizer: {path}: transformers does not import ({e}); pip install 'harness[tokenizers]'"
             ) from None
         try:
             self._tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -49,10 +52,90 @@ class HFTokenizer:
         return rng.choices(self._ids, k=n)
 
 
+def tokenizer_file(path: str | Path) -> Path:
+    """`path` itself when it is a file, else `path/tokenizer.json`."""
+    p = Path(path).expanduser()
+    return p / "tokenizer.json" if p.is_dir() else p
+
+
+class TokenizerJson:
+    """A HF fast tokenizer from its tokenizer.json with the `tokenizers` package alone (extra `real`).
+
+    Same surface as HFTokenizer; no special tokens are added on encode.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        f = tokenizer_file(path)
+        if not f.is_file():
+            raise HarnessError(f"tokenizer: {path}: no tokenizer.json there")
+        try:
+            from tokenizers import Tokenizer  # noqa: PLC0415 - optional extra `real`
+        except ImportError:
+            raise HarnessError(
+                f"tokenizer: {path}: needs the tokenizers package (pip install 'harness[real]')"
+            ) from None
+        try:
+            self._tok = Tokenizer.from_file(str(f))
+        except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception subclasses
+            raise HarnessError(f"tokenizer: {f}: could not load ({type(e).__name__}: {e})") from None
+        self.name = str(path)
+        special = {i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
+        n = len(self)
+        self._ids = [i for i in range(min(n, 50_000)) if i not in special][256:] or list(range(n))
+
+    def __len__(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=True)
+
+    def random_ids(self, rng: random.Random, n: int) -> list[int]:
+        return rng.choices(self._ids, k=n)
+
+
+LocalTokenizer = HFTokenizer | TokenizerJson
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def load_tokenizer(path: str) -> LocalTokenizer:
+    """A local tokenizer: transformers when importable, else `tokenizers` for a tokenizer.json (or a folder with one).
+
+    `{cache}` and a leading `~` in the path are expanded. Raises HarnessError (one line) otherwise.
+    """
+    p = Path(expand_path(path))
+    if not p.exists():
+        raise HarnessError(f"tokenizer: {path}: no such file or folder")
+    if p.is_dir() and _importable("transformers"):
+        return HFTokenizer(str(p))
+    if tokenizer_file(p).is_file():
+        if _importable("tokenizers"):
+            return TokenizerJson(p)
+        raise HarnessError(
+            f"tokenizer: {path}: loading it needs the tokenizers package (pip install 'harness[real]') "
+            "or transformers (pip install 'harness[tokenizers]')"
+        )
+    if p.is_dir():
+        raise HarnessError(
+            f"tokenizer: {path}: no tokenizer.json there; a model folder needs transformers "
+            "(pip install 'harness[tokenizers]')"
+        )
+    raise HarnessError(f"tokenizer: {path}: expected a tokenizer.json file or a tokenizer folder")
+
+
 class PromptMaker:
     """Exact-length prompt text (or ids) for one tokenizer; `tag` words make seeds disjoint."""
 
-    def __init__(self, tokenizer: str, hf: HFTokenizer | None = None) -> None:
+    def __init__(self, tokenizer: str, hf: LocalTokenizer | None = None) -> None:
         self.kind = "word" if tokenizer == "word" else "server" if tokenizer == "server" else "hf"
         self.word = WordTokenizer()
         self.hf = hf
@@ -97,7 +180,7 @@ class PromptMaker:
 
 
 def load_prompt_maker(tokenizer: str) -> PromptMaker:
-    """`word`, `server`, or a local tokenizer path (clear error when transformers or the path is missing)."""
+    """`word`, `server`, or a local tokenizer path (see load_tokenizer)."""
     if tokenizer in ("word", "server"):
         return PromptMaker(tokenizer)
-    return PromptMaker(tokenizer, HFTokenizer(tokenizer))
+    return PromptMaker(tokenizer, load_tokenizer(tokenizer))

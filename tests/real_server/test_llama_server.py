@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from harness.realserver.model import render_chatml
-from harness.realserver.tokenizer import TokenizerJson
+from harness.workloads.tokenizers import TokenizerJson
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow, pytest.mark.timeout(2400)]
 REPO = Path(__file__).resolve().parents[2]

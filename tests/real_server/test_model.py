@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.realserver.model import CHAT_TEMPLATE, IM_END, IM_START, ModelShape, make_model, render_chatml
-from harness.realserver.tokenizer import TokenizerJson
+from harness.workloads.tokenizers import TokenizerJson
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]  # no build needed
 

@@ -86,24 +86,24 @@ def test_failed_build_step_names_itself_and_its_log(tmp_path):
 
 @pytest.mark.parametrize("name", ["llama-real.yaml", "llama-real-chat.yaml"])
 def test_specs_point_at_the_default_cache_paths(name, tmp_path, monkeypatch):
-    """The YAML's paths are where prepare/model put things; $HARNESS_CACHE moves them all."""
+    """The YAML's paths are where prepare/model put things: {cache}, which $HARNESS_CACHE moves."""
     from harness.realserver.model import model_dir
-    from harness.realserver.specs import DEFAULT_ROOT, load_real_spec
     from harness.servers.profiles import parse_servers
+    from harness.spec import load_spec
 
     raw = yaml.safe_load((REPO / "workloads" / name).read_text())
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     key = model_dir().name
-    assert raw["tokenizer"] == f"{DEFAULT_ROOT}/{key}/tokenizer.json"
+    assert raw["tokenizer"] == f"{{cache}}/{key}/tokenizer.json"
     srv = raw["servers"][0]
-    assert srv["model"] == f"{DEFAULT_ROOT}/{key}/tiny.gguf"
-    assert srv["command"][0] == f"{DEFAULT_ROOT}/llama-cpp-{LLAMA_CPP_VERSION}/build/bin/llama-server"
+    assert srv["model"] == f"{{cache}}/{key}/tiny.gguf"
+    assert srv["command"][0] == f"{{cache}}/llama-cpp-{LLAMA_CPP_VERSION}/build/bin/llama-server"
     for flag in ("-np", "--cache-ram", "--metrics"):
         assert flag in srv["command"]
-    # localized under another root (the tokenizer must exist there for the spec to load)
+    # the plain spec loader fills {cache} (the tokenizer must exist there for the spec to load)
     (tmp_path / key).mkdir(parents=True)
     (tmp_path / key / "tokenizer.json").write_text("{}")
-    spec = load_real_spec(REPO / "workloads" / name, root=tmp_path)
+    spec = load_spec(REPO / "workloads" / name)
     assert spec.tokenizer == str(tmp_path / key / "tokenizer.json")
     (prof,) = parse_servers(spec.servers_raw, spec.matrix_raw, name)
     assert prof.launch == "command" and prof.health_path == "/health"
