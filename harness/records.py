@@ -49,7 +49,9 @@ class RequestRecord:
     http_status: int | None = None
     ok: bool = False
     error: str | None = None
-    error_kind: str | None = None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | cancelled
+    error_kind: str | None = (
+        None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | cancelled
+    )
     answer: str | None = None  # generated text (needed to replay multi-turn histories offline)
     prompt_sha: str | None = None  # sha1 of the exact prompt sent (text or token ids)
     server_timings: dict[str, Any] | None = None  # e.g. llama.cpp `timings`

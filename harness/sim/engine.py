@@ -497,7 +497,13 @@ class Engine:
             # the request is admitted
             self.waiting.popleft()
             if load:
-                self._ensure_free(load)
+                # lock the host path while making room, as SGLang's load_back does: a write-back
+                # eviction must not host-evict the very nodes about to be loaded
+                self.tree.inc_lock_ref(match.last_host_node)
+                try:
+                    self._ensure_free(load)
+                finally:
+                    self.tree.dec_lock_ref(match.last_host_node)
                 loaded = self.tree.load_back(match) if self.available() >= load else 0
                 if loaded:
                     load_back += loaded
