@@ -2,7 +2,7 @@
 
 Reads only the capture contract (docs/architecture.md): manifest, server log and info, and per point
 requests.jsonl, telemetry.jsonl, metrics-before/after.prom and point.json. A missing or broken file
-is listed under `problems` with its path and skipped; it never stops the summary. Schema: docs/summary-schema.md.
+is listed under `problems` with its path and skipped; it never stops the summary. Schema: README.md, "Summary schema".
 """
 
 from __future__ import annotations
