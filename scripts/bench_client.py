@@ -484,8 +484,8 @@ HISTORY = [
     " backslash or control character in it are taken without a JSON parse (exact by construction; anything"
     " else, including escapes and finish/usage frames, is parsed in full). 4-5 full parses per request"
     " instead of 18.",
-    "- Records are encoded when handed over and written in batches at most 50 ms apart (and on every exit"
-    " path, Ctrl-C included); a finished conversation's answers are dropped from memory.",
+    "- Each record is encoded and handed to the OS with one O_APPEND write the moment its request finishes"
+    " (a kill -9 loses only requests in flight); a finished conversation's answers are dropped from memory.",
     "",
     "Remaining per-request client CPU (process-time micro-measurements on this machine, loaded): kernel"
     " send/recv and epoll on loopback ~80 µs (a bare asyncio protocol doing nothing else measured 80 µs);"

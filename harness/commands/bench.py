@@ -140,9 +140,14 @@ def run(args: argparse.Namespace) -> int:
 
     kind, why = choose_kind(args.server_kind)
     if kind == "sim":
-        card = args.card_profile or f"spec's, else {bench.DEFAULT_CARD}"
-        scale = f"{args.time_scale:g}" if args.time_scale is not None else "spec's"
-        print(f"server kind: sim (embedded simulator, card {card}, time scale {scale}): {why}", flush=True)
+        card = args.card_profile or f"from each spec's suite.sim, else {bench.DEFAULT_CARD}"
+        scale = (
+            f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
+        )
+        print(
+            f"server kind: sim (the embedded simulator; card profile {card}; time scale {scale}) because {why}",
+            flush=True,
+        )
     else:
         print(f"server kind: sglang: {why}", flush=True)
 
