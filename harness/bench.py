@@ -19,7 +19,6 @@ import platform
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -360,20 +359,6 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def _git_sha() -> str | None:
-    try:
-        r = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (r.stdout.strip() or None) if r.returncode == 0 else None
-
-
 def _load_manifest(edir: Path) -> dict[str, Any]:
     try:
         obj = json.loads((edir / MANIFEST).read_text(encoding="utf-8"))
@@ -409,7 +394,7 @@ def write_manifest(
             "spec_path": plan.path,
             "spec": plan.spec.raw,
             "harness_version": __version__,
-            "git_sha": _git_sha(),
+            "git_sha": runner.git_sha(),
             "host": socket.gethostname(),
             "node": opts.node,
             "platform": platform.platform(),

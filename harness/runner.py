@@ -191,25 +191,11 @@ def run_point(
                 ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
             )
     except KeyboardInterrupt:
-        status, failure = "interrupted", "interrupted by the user (Ctrl-C)"
-        _write_point(
-            spec,
-            pdir,
-            pname,
-            seed,
-            point,
-            status,
-            schedule_len=len(schedule),
-            start=(start_mono, start_wall),
-            flushed=flushed,
-            note=note,
-            attempt=attempt,
-            failure=failure,
-            telemetry_status=telemetry_status,
-        )
-        raise
-    fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
-    return _write_point(
+        # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
+        status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
+    if res is not None:
+        fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
+    rec = _write_point(
         spec,
         pdir,
         pname,
@@ -224,6 +210,9 @@ def run_point(
         failure=failure,
         telemetry_status=telemetry_status,
     )
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    return rec
 
 
 def _write_point(
@@ -343,7 +332,8 @@ def run_points(
     return out
 
 
-def _git_sha() -> str | None:
+def git_sha() -> str | None:
+    """The harness checkout's commit, for manifests (None outside a git checkout)."""
     try:
         r = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -378,7 +368,7 @@ def write_manifest(
             "spec_path": str(spec.source_path) if spec.source_path else None,
             "spec": spec.redacted_raw(),
             "harness_version": __version__,
-            "git_sha": _git_sha(),
+            "git_sha": git_sha(),
             "host": socket.gethostname(),
             "node": node,
             "platform": platform.platform(),

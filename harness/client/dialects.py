@@ -69,22 +69,27 @@ def _openai_common(st: StreamState, obj: dict) -> None:
         st.error = e.get("message", str(e)) if isinstance(e, dict) else str(e)
 
 
+def _openai_body(model: str, key: str, payload: Any, max_tokens: int) -> bytes:
+    """Streamed, fixed-length (ignore_eos), greedy request with usage in the stream."""
+    return _dumps(
+        {
+            "model": model,
+            key: payload,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "temperature": 0,
+        }
+    ).encode()
+
+
 class OpenAIChat(Dialect):
     name, path = "openai-chat", "/v1/chat/completions"
     text_key = b'"content":'
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _dumps(
-            {
-                "model": model,
-                "messages": prompt.payload,
-                "max_tokens": max_tokens,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-                "ignore_eos": True,
-                "temperature": 0,
-            }
-        ).encode()
+        return _openai_body(model, "messages", prompt.payload, max_tokens)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
@@ -114,17 +119,7 @@ class OpenAICompletions(Dialect):
     text_key = b'"text":'
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _dumps(
-            {
-                "model": model,
-                "prompt": prompt.payload,
-                "max_tokens": max_tokens,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-                "ignore_eos": True,
-                "temperature": 0,
-            }
-        ).encode()
+        return _openai_body(model, "prompt", prompt.payload, max_tokens)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
