@@ -290,10 +290,11 @@ def test_kill_9_mid_point_loses_at_most_the_requests_in_flight(sim, tmp_path):
     rows, bad = read_jsonl(before)
     assert bad == 0 and text.endswith(b"\n")  # every line on disk is a whole record
     assert not (pdir / "point.json").exists()
-    # the server's own counters: every answer it finished before the kill has a record on disk; the
-    # requests without one are those it was still answering (at most the concurrency)
-    assert finished == len(rows), f"{finished - len(rows)} finished answers have no record"
-    assert 0 <= received - finished <= 4
+    # the server's own counters: the requests it received that have no record on disk are the ones in
+    # flight at the kill — at most the concurrency (4). An answer the server finished a moment before
+    # the kill may still have been on the wire, so "finished" is a bound, not an equality.
+    assert 0 <= received - len(rows) <= 4, (received, finished, len(rows))
+    assert finished - len(rows) <= 4, f"{finished - len(rows)} finished answers have no record"
     r = harness("run", str(spec), "--server-url", s.url, "--node", "n", "--capture", str(cap), "--quiet")
     assert r.returncode == 0, r.stderr
     point = json.loads((pdir / "point.json").read_text())
