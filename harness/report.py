@@ -84,6 +84,11 @@ def _sort_key(v: Any) -> tuple[int, Any]:
     return (0, v) if isinstance(v, int | float) else (1, str(v))
 
 
+def _point_order(p: dict[str, Any]) -> tuple[Any, ...]:
+    """Server, then sweep values in numeric order (groups 4 before 16), then the point key."""
+    return (p["server"], tuple(_sort_key(v) for v in p["sweep"].values()), p["point_key"])
+
+
 # ---------------------------------------------------------------- server labels
 
 
@@ -311,7 +316,7 @@ def generic_table(points: list[dict[str, Any]]) -> list[str]:
     ]
     header += ["median SM clock MHz", "verdict", "status"]
     rows = []
-    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+    for p in sorted(points, key=_point_order):
         m = p["median"]
         rows.append(
             [
@@ -345,7 +350,7 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
         "status",
     ]
     rows = []
-    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+    for p in sorted(points, key=_point_order):
         m = p["median"]
         sp = p.get("spread", {}).get("hit_rate_usage")
         usage = _pct(m.get("hit_rate_usage")) + (

@@ -128,3 +128,10 @@ def test_time_scale_sources_in_order() -> None:
     assert ts(None, [], manifest["servers"], "s", manifest) == 0.05  # the bench's scale for a sim launch
     assert ts(None, [], manifest["servers"], "g", manifest) is None  # a real server runs at card time
     assert ts({"time_scale": "fast"}, None, None, "s", {}) is None
+
+
+def test_points_are_ordered_by_sweep_value_numerically():
+    from harness.report import _point_order
+
+    pts = [{"server": "a", "sweep": {"groups": g}, "point_key": f"groups={g}"} for g in (16, 4, 64, 32)]
+    assert [p["sweep"]["groups"] for p in sorted(pts, key=_point_order)] == [4, 16, 32, 64]
