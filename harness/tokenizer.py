@@ -82,3 +82,20 @@ def _content_text(content: object) -> str:
     if isinstance(content, list):  # OpenAI content parts
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return str(content)
+
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+
+def drop_reasoning(messages: Sequence[dict]) -> list[dict]:
+    """A Qwen3-style template's history rewrite: assistant messages before the last user message lose
+    everything up to their last `</think>`; a trailing assistant turn (being generated) keeps its span."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    out: list[dict] = []
+    for i, m in enumerate(messages):
+        text = _content_text(m.get("content"))
+        if i < last_user and m.get("role") == "assistant" and THINK_END in text:
+            m = {**m, "content": text.rsplit(THINK_END, 1)[1].lstrip()}
+        out.append(m)
+    return out

@@ -16,6 +16,7 @@ from harness.errors import HarnessError
 
 POLICIES = ("lru", "lfu", "slru", "priority", "tlru", "fifo", "mru", "filo")
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
 POLICY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "slru": ("protected_threshold",),
     "tlru": ("threshold", "next_prompt_estimate"),
@@ -198,6 +199,21 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     sim.add_argument(
         "--answer-len", type=int, default=None, help="answer length when not ignore_eos (default: seeded)"
     )
+    sim.add_argument(
+        "--sim-reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start every answer with <think> + N words + </think>, a reasoning model's output; the span"
+        " counts toward completion_tokens and max_tokens bounds the whole answer (default 0: none)",
+    )
+    sim.add_argument(
+        "--sim-chat-template",
+        choices=CHAT_TEMPLATES,
+        default="verbatim",
+        help="verbatim renders chat histories as sent; drop-reasoning strips the <think>...</think> span"
+        " from assistant messages before the last user message, as Qwen3-style templates do",
+    )
     f = p.add_argument_group("faults (see below)")
     f.add_argument("--fault-crash-after", type=int, default=None, metavar="N")
     f.add_argument("--fault-http-500", type=_frac, default=0.0, metavar="FRAC")
@@ -269,6 +285,8 @@ def validate(ns: argparse.Namespace) -> None:
         raise HarnessError(f"--time-scale: must be positive, got {ns.time_scale}")
     if ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
+    if getattr(ns, "sim_reasoning_tokens", 0) < 0:
+        raise HarnessError(f"--sim-reasoning-tokens: must be >= 0, got {ns.sim_reasoning_tokens}")
     if ns.decode_log_interval <= 0:
         raise HarnessError(f"--decode-log-interval: must be positive, got {ns.decode_log_interval}")
     if not 0 <= ns.port <= 65535:

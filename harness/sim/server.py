@@ -32,7 +32,15 @@ from harness.sim.logfmt import (
     scheduler_line,
 )
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
-from harness.tokenizer import VOCAB, WordTokenizer, render_chat
+from harness.tokenizer import (
+    THINK_END,
+    THINK_START,
+    VOCAB,
+    WordTokenizer,
+    drop_reasoning,
+    render_chat,
+    word_id,
+)
 
 VERSION = "0.5.23"
 FLUSH_MESSAGE = (
@@ -53,6 +61,19 @@ def answer_ids(prompt_ids: list[int], n: int, seed: int) -> list[int]:
     h = zlib.crc32(array("q", prompt_ids).tobytes()) if prompt_ids else 0
     rng = random.Random((seed << 32) ^ h)
     return [rng.randrange(len(VOCAB)) for _ in range(n)]
+
+
+THINK_IDS = {word_id(THINK_START): THINK_START, word_id(THINK_END): THINK_END}
+
+
+def reasoning_answer_ids(prompt_ids: list[int], n: int, seed: int, reasoning: int) -> list[int]:
+    """The first n tokens of `<think>` + `reasoning` words + `</think>` + the answer proper, seeded by the
+    prompt; with reasoning 0 exactly `answer_ids` (no span)."""
+    if reasoning <= 0:
+        return answer_ids(prompt_ids, n, seed)
+    words = answer_ids(prompt_ids, reasoning + max(n - reasoning - 2, 0), seed)
+    start, end = word_id(THINK_START), word_id(THINK_END)
+    return ([start, *words[:reasoning], end, *words[reasoning:]])[:n]
 
 
 def natural_length(prompt_ids: list[int], seed: int) -> int:
@@ -224,12 +245,14 @@ class SimServer:
             )
         cap = default_cap if max_new is None else max_new
         cap = max(1, min(cap, limit - len(prompt_ids)))
+        reasoning = int(getattr(self.args, "sim_reasoning_tokens", 0) or 0)
         if ignore_eos:
             n, reason = cap, "length"
-        else:
+        else:  # a reasoning model thinks first, then answers at its natural length
             want = self.args.answer_len or natural_length(prompt_ids, self.args.random_seed)
+            want += reasoning + 2 if reasoning > 0 else 0
             n, reason = (cap, "length") if want >= cap else (want, "stop")
-        out = answer_ids(prompt_ids, n, self.args.random_seed)
+        out = reasoning_answer_ids(prompt_ids, n, self.args.random_seed, reasoning)
         return SimRequest(
             rid=uuid.uuid4().hex,
             input_ids=prompt_ids,
@@ -237,6 +260,12 @@ class SimServer:
             finish_reason=reason,
             arrival=self.model_now(),
         )
+
+    def _decode(self, ids: list[int]) -> str:
+        """Answer text: vocabulary words, with the reasoning span's `<think>`/`</think>` spelled out."""
+        if not any(i in THINK_IDS for i in ids):
+            return self.tok.decode(ids)
+        return " ".join(THINK_IDS[i] if i in THINK_IDS else self.tok.decode([i]) for i in ids)
 
     def _check_auth(self, request: web.Request) -> web.Response | None:
         key = self.args.api_key
@@ -400,6 +429,8 @@ class SimServer:
                 messages = body.get("messages")
                 if not isinstance(messages, list) or not messages:
                     raise BadRequest("messages must be a non-empty list.")
+                if getattr(self.args, "sim_chat_template", "verbatim") == "drop-reasoning":
+                    messages = drop_reasoning(messages)
                 prompt_ids = self.tok.encode(render_chat(messages))
             else:
                 prompt = body.get("prompt")
@@ -426,7 +457,7 @@ class SimServer:
                 pass
             t_first = t0 + (time.monotonic() - t0)  # non-stream: first token == done for the client
             self._finish_stats(req, t0, t_first)
-            text = self.tok.decode(req.output_ids[: req.generated])
+            text = self._decode(req.output_ids[: req.generated])
             choice: dict[str, Any] = {
                 "index": 0,
                 "logprobs": None,
@@ -485,7 +516,7 @@ class SimServer:
                 await _sse(resp, chunk("", None, role=True))
             async for n, finished in self._generate_events(request, req, faults):
                 if n > sent:
-                    piece = self.tok.decode(req.output_ids[sent:n])
+                    piece = self._decode(req.output_ids[sent:n])
                     if sent > 0:
                         piece = " " + piece
                     if t_first is None:
@@ -603,7 +634,7 @@ class SimServer:
             e2e = self._finish_stats(req, t0, time.monotonic())
             return web.json_response(
                 {
-                    "text": self.tok.decode(req.output_ids[: req.generated]),
+                    "text": self._decode(req.output_ids[: req.generated]),
                     "output_ids": req.output_ids[: req.generated],
                     "meta_info": self._meta(req, e2e),
                 }
@@ -616,7 +647,7 @@ class SimServer:
                 t_first = time.monotonic()
             e2e = time.monotonic() - t0
             payload = {
-                "text": self.tok.decode(req.output_ids[:n]),
+                "text": self._decode(req.output_ids[:n]),
                 "output_ids": req.output_ids[:n],
                 "meta_info": self._meta(req, e2e),
             }
