@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import errno
 import fnmatch
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -142,13 +141,6 @@ def select_points(spec: ExperimentSpec, only: list[str]) -> tuple[list[Point], s
     return points, None
 
 
-def _point_ok(pdir: Path) -> bool:
-    try:
-        return json.loads((pdir / POINT).read_text(encoding="utf-8")).get("status") == "ok"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
     """Servers × points × seeds of one spec, split into done (point.json ok) and to do."""
     f = str(spec.source_path)
@@ -170,7 +162,8 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
             for point in points:
                 for seed in spec.seeds:
                     name = point_name(point.sweep, seed)
-                    if _point_ok(point_dir(opts.capture, opts.node, spec.name, prof.name, name)):
+                    old = runner.read_point(point_dir(opts.capture, opts.node, spec.name, prof.name, name))
+                    if old and old.get("status") == "ok":
                         done.append(name)
                     else:
                         todo.append((point, seed))
@@ -287,21 +280,11 @@ def check_model(plans: list[ExperimentPlan], opts: BenchOptions) -> None:
                 raise HarnessError(f"{where}: {model} does not exist")
 
 
-def _fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def spec_fingerprint(spec: ExperimentSpec) -> str:
-    """What makes points comparable: workload and client settings (new seeds, sweep values, servers are fine)."""
-    keep = ("api", "model", "tokenizer", "concurrency", "workload", "request_rate")
-    return _fingerprint({k: spec.raw.get(k) for k in keep})
-
-
 def server_fingerprint(proc: ServerProcess) -> str:
     argv = proc.display_argv(port="{port}")
     if argv and argv[0] == sys.executable:
         argv = argv[1:]
-    return _fingerprint(
+    return runner.fingerprint(
         {"launch": proc.profile.launch, "argv": argv, "env": proc.redactor.obj(proc.profile.env)}
     )
 
@@ -309,20 +292,12 @@ def server_fingerprint(proc: ServerProcess) -> str:
 def check_capture_matches(plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor) -> None:
     """Refuse to mix results of a changed spec or server into a capture folder that already has points."""
     edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
-    manifest = _load_manifest(edir)
-    old = manifest.get("bench") or {}
-    has_points = lambda d: any(d.glob(f"*/{POINT}")) if d.is_dir() else False  # noqa: E731
-    if old.get("spec_fingerprint") not in (None, spec_fingerprint(plan.spec)) and any(
-        has_points(p) for p in edir.iterdir() if p.is_dir()
-    ):
-        raise HarnessError(
-            f"{edir}: holds points of a different version of {plan.path} (workload or client settings changed); "
-            "use another --capture or --node, or remove that folder"
-        )
+    manifest = runner.load_manifest(edir)
+    runner.check_same_spec(plan.spec, edir, manifest)
     for sp in plan.servers:
         was = (manifest.get("servers") or {}).get(sp.profile.name) or {}
         now = server_fingerprint(_server_proc(plan, sp, opts, redactor))
-        if was.get("fingerprint") not in (None, now) and has_points(edir / sp.profile.name):
+        if was.get("fingerprint") not in (None, now) and any((edir / sp.profile.name).glob(f"*/{POINT}")):
             raise HarnessError(
                 f"{edir / sp.profile.name}: was run with a different server launch ({' '.join(was.get('argv') or [])}); "
                 "use another --capture or --node, or remove that folder"
@@ -359,20 +334,12 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def _load_manifest(edir: Path) -> dict[str, Any]:
-    try:
-        obj = json.loads((edir / MANIFEST).read_text(encoding="utf-8"))
-        return obj if isinstance(obj, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def write_manifest(
     plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor, extra: dict[str, Any]
 ) -> Path:
     """Create or update manifest.json; every value passes the redactor before it touches the disk."""
     edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
-    manifest = _load_manifest(edir)
+    manifest = runner.load_manifest(edir)
     servers = dict(manifest.get("servers") or {})
     for sp in plan.servers:
         proc = _server_proc(plan, sp, opts, redactor)
@@ -393,6 +360,7 @@ def write_manifest(
             "experiment": plan.spec.name,
             "spec_path": plan.path,
             "spec": plan.spec.raw,
+            "spec_fingerprint": runner.spec_fingerprint(plan.spec),
             "harness_version": __version__,
             "git_sha": runner.git_sha(),
             "host": socket.gethostname(),
@@ -407,7 +375,7 @@ def write_manifest(
                 "time_scale": opts.time_scale if opts.time_scale is not None else plan.sim.time_scale,
                 "retries": opts.retries,
                 "command": opts.argv,
-                "spec_fingerprint": spec_fingerprint(plan.spec),
+                "spec_fingerprint": runner.spec_fingerprint(plan.spec),
                 **extra,
             },
         }
@@ -422,7 +390,7 @@ def write_manifest(
 
 def _update_server_manifest(plan: ExperimentPlan, opts: BenchOptions, name: str, **fields: Any) -> None:
     edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
-    manifest = _load_manifest(edir)
+    manifest = runner.load_manifest(edir)
     if not manifest:
         return
     manifest.setdefault("servers", {}).setdefault(name, {}).update(fields)
@@ -438,16 +406,8 @@ def _telemetry_factory(profile: ServerProfile) -> Callable[[Path], Any]:
     return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
 
 
-def _read_point(pdir: Path) -> dict[str, Any] | None:
-    try:
-        obj = json.loads((pdir / POINT).read_text(encoding="utf-8"))
-        return obj if isinstance(obj, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
 def _mark_failed(pdir: Path, failure: str) -> None:
-    rec = _read_point(pdir)
+    rec = runner.read_point(pdir)
     if rec is None:
         return
     rec["status"] = "failed"
@@ -492,10 +452,7 @@ def run_server_points(
             pname = point_name(point.sweep, seed)
             key = f"{spec.name}/{name}/{pname}"
             pdir = point_dir(opts.capture, opts.node, spec.name, name, pname)
-            old = _read_point(pdir)
-            attempt = (
-                int(old.get("attempt", 1)) + 1 if old else (2 if (pdir / "requests.jsonl").exists() else 1)
-            )
+            attempt = runner.next_attempt(pdir, runner.read_point(pdir))
             for tries in range(opts.retries + 1):
                 if not proc.alive():
                     log(f"{key}: server {name} is down (exit {proc.returncode}); restarting")
@@ -518,8 +475,10 @@ def run_server_points(
                 if status != "ok":
                     _wait_exit(proc, 1.0)  # a crash shows as refused connections a moment before the exit
                 if not proc.alive():
-                    tail = " | ".join(t[:200] for t in proc.log_tail(8)) or "(log is empty)"
-                    failure = f"server exited with code {proc.returncode} during the point; log tail: {tail}"
+                    failure = (
+                        f"server exited with code {proc.returncode} during the point; "
+                        f"log tail: {proc.quoted_tail()}"
+                    )
                     _mark_failed(pdir, failure)
                     status = "failed"
                     more = tries < opts.retries

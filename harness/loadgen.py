@@ -116,7 +116,7 @@ async def run_schedule(
     res.start_mono, res.start_wall = mono(), time.time()
     t0 = res.start_mono
 
-    async def next_item(due: float | None) -> tuple[int, int] | None:
+    async def next_item() -> tuple[int, int] | None:
         while not ready:
             if state["taken"] >= total:
                 return None
@@ -139,7 +139,7 @@ async def run_schedule(
                 delay = due - mono()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            item = await next_item(due)
+            item = await next_item()
             if item is None:
                 return
             _, cid = item

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ from harness.capture import (
     point_name,
     write_json_atomic,
 )
+from harness.errors import HarnessError
 from harness.loadgen import RunIds, normalize_base_url, run_schedule
 from harness.records import PointRecord
 from harness.spec import ExperimentSpec, Point
@@ -90,8 +92,6 @@ READY_WAIT_S = 300.0
 
 def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READY_WAIT_S) -> None:
     """Fail fast with one line when nothing listens at the URL; wait while /health says 503 (loading)."""
-    from harness.errors import HarnessError
-
     url = normalize_base_url(base_url)
     if not url.startswith(("http://", "https://")):
         raise HarnessError(f"--server-url: expected http://HOST:PORT, got {base_url!r}")
@@ -99,7 +99,7 @@ def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READ
     while True:
         try:
             r = httpx.get(url + "/health", timeout=timeout)
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise HarnessError(f"--server-url: cannot reach {base_url} ({type(e).__name__}: {e})") from None
         # 503 is SGLang's "not ready yet" (weights loading, warm-up): requests sent now would fail
         if r.status_code != 503:
@@ -159,32 +159,25 @@ def run_point(
     fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
     status: str = "failed"
     failure: str | None = None
-    telemetry_status: str | None = None
-    res = None
+    res = tel = None
     try:
-        tctx = telemetry(pdir) if telemetry else contextlib.nullcontext(None)
-        with tctx as tel:
-            try:
-                res = asyncio.run(
-                    run_schedule(
-                        schedule,
-                        base_url=base_url,
-                        api=spec.api,
-                        model=spec.model,
-                        concurrency=point.concurrency,
-                        out_path=pdir / REQUESTS,
-                        ids=RunIds(spec.name, server_name, pname, seed),
-                        request_rate=point.request_rate,
-                        headers=headers,
-                        timeouts=spec.timeouts,
-                        quiet=quiet,
-                        label=f"{server_name} {pname}",
-                    )
+        with telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel:
+            res = asyncio.run(
+                run_schedule(
+                    schedule,
+                    base_url=base_url,
+                    api=spec.api,
+                    model=spec.model,
+                    concurrency=point.concurrency,
+                    out_path=pdir / REQUESTS,
+                    ids=RunIds(spec.name, server_name, pname, seed),
+                    request_rate=point.request_rate,
+                    headers=headers,
+                    timeouts=spec.timeouts,
+                    quiet=quiet,
+                    label=f"{server_name} {pname}",
                 )
-            finally:
-                telemetry_status = getattr(tel, "status", None) if tel is not None else None
-        if tel is not None:
-            telemetry_status = getattr(tel, "status", telemetry_status)
+            )
         status = _status(res.ok, res.failed, res.scheduled, spec.max_failed_fraction)
         if status != "ok":
             failure = (
@@ -195,6 +188,7 @@ def run_point(
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
     if res is not None:
         fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
+    telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
     rec = _write_point(
         spec,
         pdir,
@@ -274,10 +268,28 @@ def _write_point(
 
 
 def read_point(pdir: Path) -> dict[str, Any] | None:
+    """A point's point.json, or None when missing or unreadable (the point then runs again)."""
+    return _read_dict(pdir / POINT)
+
+
+def next_attempt(pdir: Path, old: dict[str, Any] | None) -> int:
+    """The attempt number of the next run: one past point.json's, 2 when only records of a run are left."""
+    if old:
+        return int(old.get("attempt", 1)) + 1
+    return 2 if (pdir / REQUESTS).exists() else 1
+
+
+def load_manifest(edir: Path) -> dict[str, Any]:
+    """An experiment's manifest.json, or {} when missing or unreadable."""
+    return _read_dict(edir / MANIFEST) or {}
+
+
+def _read_dict(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((pdir / POINT).read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return obj if isinstance(obj, dict) else None
 
 
 def run_points(
@@ -310,7 +322,7 @@ def run_points(
                 except TypeError:  # written by another harness version: keep it as it is
                     out.append(old)
                 continue
-            attempt = int(old.get("attempt", 1)) + 1 if old else (2 if (pdir / REQUESTS).exists() else 1)
+            attempt = next_attempt(pdir, old)
             rec = run_point(
                 spec,
                 point,
@@ -351,20 +363,14 @@ def write_manifest(
     spec: ExperimentSpec, capture_root: Path, node: str, extra: dict[str, Any] | None = None
 ) -> Path:
     """Create or merge manifest.json: ours is rewritten, keys others added (GPU, driver, server) are kept."""
-    path = experiment_dir(Path(capture_root), node, spec.name) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict):
-            manifest = {}
-    except (OSError, ValueError):
-        manifest = {}
-    fingerprint = spec_fingerprint(spec)
-    _check_same_spec(spec, path.parent, manifest, fingerprint)
+    edir = experiment_dir(Path(capture_root), node, spec.name)
+    manifest = load_manifest(edir)
+    check_same_spec(spec, edir, manifest)
     now = time.time()
     manifest.update(
         {
             "experiment": spec.name,
-            "spec_fingerprint": fingerprint,
+            "spec_fingerprint": spec_fingerprint(spec),
             "spec_path": str(spec.source_path) if spec.source_path else None,
             "spec": spec.redacted_raw(),
             "harness_version": __version__,
@@ -383,31 +389,31 @@ def write_manifest(
             manifest[k] = {**manifest[k], **v}
         else:
             manifest[k] = v
+    path = edir / MANIFEST
     write_json_atomic(path, manifest)
     return path
 
 
-# Issue 8 (capture from a different spec version): a minimal check, kept apart so its owner can move it.
-# The fingerprint covers what makes points comparable, the same keys harness.bench.spec_fingerprint uses
-# (new seeds, sweep values or timeouts are fine; a changed workload, model or concurrency is not).
+# The fingerprint covers what makes points comparable (new seeds, sweep values, timeouts or servers are
+# fine; a changed workload, model or concurrency is not). `harness run` and `harness bench` both check it.
 FINGERPRINT_KEYS = ("api", "model", "tokenizer", "concurrency", "workload", "request_rate")
+
+
+def fingerprint(obj: Any) -> str:
+    """A short, stable hash of a JSON-able object."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def spec_fingerprint(spec: ExperimentSpec) -> str:
     """A short hash of the spec settings that decide what a point measures."""
-    import hashlib
-
-    keep = {k: spec.raw.get(k) for k in FINGERPRINT_KEYS}
-    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return fingerprint({k: spec.raw.get(k) for k in FINGERPRINT_KEYS})
 
 
-def _check_same_spec(spec: ExperimentSpec, edir: Path, manifest: dict[str, Any], fingerprint: str) -> None:
+def check_same_spec(spec: ExperimentSpec, edir: Path, manifest: dict[str, Any]) -> None:
     """Refuse to resume into a capture whose points were measured under another version of the spec."""
-    from harness.errors import HarnessError
-
-    old = {manifest.get("spec_fingerprint"), (manifest.get("bench") or {}).get("spec_fingerprint")}
-    old.discard(None)
-    if not old or old == {fingerprint} or not any(edir.glob(f"*/*/{POINT}")):
+    # both `run` and `bench` write the top-level key on every run; older bench manifests kept it under bench
+    old = manifest.get("spec_fingerprint") or (manifest.get("bench") or {}).get("spec_fingerprint")
+    if old in (None, spec_fingerprint(spec)) or not any(edir.glob(f"*/*/{POINT}")):
         return
     raise HarnessError(
         f"{edir}: holds points of a different version of {spec.source_path} (workload or client "

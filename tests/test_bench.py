@@ -403,6 +403,30 @@ def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Pat
         bench.check_capture_matches(bench.plan_experiment(load_spec(path), opts), opts, red)
 
 
+def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
+    """Points left by `harness run` under another spec version are refused by bench too; a stale key is not."""
+    from harness import runner
+
+    path = write_spec(tmp_path, "m")
+    opts = _opts(tmp_path)
+    red = bench.build_redactor([load_spec(path)])
+    runner.write_manifest(load_spec(path), opts.capture, opts.node)
+    raw = yaml.safe_load(path.read_text())
+    raw["workload"]["system_prompt_tokens"] = 128
+    path.write_text(yaml.safe_dump(raw))
+    plan = bench.plan_experiment(load_spec(path), opts)
+    bench.check_capture_matches(plan, opts, red)  # no points yet: fine
+    pj = tmp_path / "capture" / "n" / "tiny" / "attached" / "groups=1,seed=0" / "point.json"
+    pj.parent.mkdir(parents=True)
+    pj.write_text(json.dumps({"status": "ok"}))
+    with pytest.raises(HarnessError, match="different version"):
+        bench.check_capture_matches(plan, opts, red)
+    pj.unlink()
+    bench.write_manifest(plan, opts, red, {})  # the new spec's fingerprint replaces the old one
+    pj.write_text(json.dumps({"status": "ok"}))
+    bench.check_capture_matches(plan, opts, red)
+
+
 def test_model_path_that_does_not_exist_is_caught_before_launch(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}]))
     opts = _opts(tmp_path, server_kind="sglang", model=str(tmp_path / "no-such-model"))

@@ -128,6 +128,13 @@ def test_refused_url_is_one_line_exit_2(tmp_path, free_port):
     assert not (tmp_path / "cap").exists() or not list((tmp_path / "cap").rglob("point.json"))
 
 
+def test_unparsable_url_is_one_line_exit_2(tmp_path):
+    r = harness(
+        "run", str(spec_file(tmp_path)), "--server-url", "http://[::1", "--capture", str(tmp_path / "c")
+    )
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cannot reach" in r.stderr, r.stderr
+
+
 def test_flush_retries_and_missing_endpoint(fake_server_factory):
     busy = fake_server_factory("--flush-busy", "2")
     ok, note = flush_cache(busy.url, wait_s=0.01)

@@ -123,6 +123,8 @@ def test_json_args_with_braces_are_not_placeholders() -> None:
         ([{"name": "a", "launch": "sim"}], {"port": [1]}, "matrix.port", "filled at launch"),
         ([{"name": "a", "launch": "sim"}], {"cache": [1]}, "matrix.cache", "build cache"),
         ([{"name": "a", "launch": "attach", "url": "localhost:3"}], None, "servers[0].url", "http"),
+        ([{"name": "a", "launch": "attach", "url": "http://[::1"}], None, "servers[0].url", "IPv6"),
+        ([{"name": "a", "launch": "attach", "url": "http://h:99999"}], None, "servers[0].url", "Port"),
         ([{"name": "a/b", "launch": "sim"}], None, "servers[0].name", "folder-safe"),
         ([{"name": "a", "launch": "sim", "env": {"X": [1]}}], None, "servers[0].env.X", "string or number"),
         (

@@ -47,37 +47,20 @@ def _parse_seeds(text: str | None) -> list[int] | None:
     return seeds
 
 
-def select_points(spec, only: list[str]):
-    """Points whose sweep values match every --only KEY=VALUE (compared as text)."""
-    points = spec.points()
-    for item in only:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise HarnessError(f"--only: expected KEY=VALUE, got {item!r}")
-        if key not in spec.sweep:
-            keys = ", ".join(spec.sweep) or "none"
-            raise HarnessError(
-                f"--only: {key!r} is not a sweep key of {spec.source_path} (sweep keys: {keys})"
-            )
-        points = [p for p in points if str(p.sweep[key]) == value]
-        if not points:
-            vals = ", ".join(str(v) for v in spec.sweep[key])
-            raise HarnessError(f"--only: no point with {key}={value} (values: {vals})")
-    return points
-
-
 def run(args: argparse.Namespace) -> int:
+    from harness.bench import check_writable, select_points
     from harness.runner import check_server, run_points, write_manifest
+    from harness.servers.process import install_signal_handlers
     from harness.spec import load_spec
 
     spec = load_spec(args.spec)
     seeds = _parse_seeds(args.seeds)
-    points = select_points(spec, args.only)
-    from harness.bench import check_writable
-
+    points, why = select_points(spec, args.only)
+    if why:
+        raise HarnessError(f"--only: {spec.source_path}: {why}")
     check_writable(Path(args.capture), "capture", min_free_mb=100)  # one line, before the server is touched
     check_server(args.server_url)
-    _sigterm_interrupts()
+    install_signal_handlers()  # SIGTERM/SIGHUP act as Ctrl-C: in-flight requests recorded, point.json written
     capture = Path(args.capture)
     write_manifest(spec, capture, args.node, {"server_url_attached": args.server_url})
 
@@ -100,14 +83,3 @@ def run(args: argparse.Namespace) -> int:
     exp = capture / args.node / spec.name / args.server
     print(f"{len(statuses) - len(bad)}/{len(statuses)} points ok -> {exp}", flush=True)
     return 1 if bad else 0
-
-
-def _sigterm_interrupts() -> None:
-    """SIGTERM/SIGHUP act as Ctrl-C: in-flight requests are recorded as cancelled and point.json written."""
-    import signal
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)

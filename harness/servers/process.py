@@ -27,7 +27,7 @@ import httpx
 from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
-from harness.servers.profiles import ServerProfile, env_refs
+from harness.servers.profiles import ServerProfile, env_refs, fill_placeholders
 from harness.servers.redact import Redactor
 
 _PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
@@ -195,8 +195,6 @@ class ServerProcess:
             log.close()  # the child holds its own descriptor (O_APPEND)
 
     def _fill_env(self, v: str) -> str:
-        from harness.servers.profiles import fill_placeholders
-
         ln = self._launch
         assert ln is not None
         return fill_placeholders(v, {"port": ln.port, "host": ln.host, "model": ln.model or ""}, ln.environ)
@@ -252,9 +250,7 @@ class ServerProcess:
                 time.sleep(self.poll_s)
 
     def _why(self, what: str) -> str:
-        tail = self.log_tail(8)
-        quoted = " | ".join(t[:200] for t in tail) if tail else "(log is empty)"
-        return f"server {self.profile.name} {what}; log {self.log_path}: last lines: {quoted}"
+        return f"server {self.profile.name} {what}; log {self.log_path}: last lines: {self.quoted_tail()}"
 
     def _save_info(self) -> None:
         info: dict[str, Any] | None = None
@@ -286,6 +282,10 @@ class ServerProcess:
         """The last n lines this launch wrote to server.log."""
         text = self._read_new_log()
         return [ln for ln in text.splitlines() if ln.strip()][-n:]
+
+    def quoted_tail(self, n: int = 8) -> str:
+        """The last n log lines on one line (each cut to 200 characters), for error messages."""
+        return " | ".join(t[:200] for t in self.log_tail(n)) or "(log is empty)"
 
     def stop(self) -> None:
         """SIGTERM to the whole group, wait, then SIGKILL; idempotent, safe from signal handlers and atexit."""

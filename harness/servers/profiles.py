@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from harness.errors import SpecError
 from harness.paths import expand_path, fill_cache
@@ -84,10 +85,6 @@ class ServerProfile:
             self, launch=launch, engine=None if launch in ("sglang", "sim") else self.engine
         )
 
-    def describe(self) -> dict[str, Any]:
-        """JSON-friendly form for manifests and dry runs (secrets are redacted by the caller)."""
-        return dataclasses.asdict(self)
-
 
 def parse_matrix(raw: Any, f: str) -> dict[str, list[Any]]:
     """`matrix: {policy: [lru, lfu], pool: [8192, 16384]}` → ordered key → values."""
@@ -142,6 +139,7 @@ def parse_servers(
                     f"{key}.name",
                     f"expected a folder-safe name (letters, digits, . _ = + -), got {prof.name!r}",
                 )
+            _check_url(prof.url, f, f"{key}.url")
             if prof.name in seen:
                 hint = f" (add {{{refs[0]}}} to the name)" if refs and "{" not in base.name else ""
                 raise SpecError(f, f"{key}.name", f"{prof.name!r} is already used by {seen[prof.name]}{hint}")
@@ -279,6 +277,18 @@ def _texts(p: ServerProfile, key: str) -> list[tuple[str, str]]:
         (u, f"{key}.{n}") for n, u in (("url", p.url), ("ready_url", p.ready_url), ("model", p.model)) if u
     ]
     return out
+
+
+def _check_url(url: str | None, f: str, key: str) -> None:
+    """An attach URL (after matrix filling) whose host or port cannot be parsed fails here, not mid-run."""
+    if url is None:
+        return
+    try:
+        _ = urlsplit(url).port  # raises on a bad IPv6 host or port
+    except ValueError as e:
+        raise SpecError(
+            f, key, f"expected an http(s):// URL of the running server, got {url!r} ({e})"
+        ) from None
 
 
 def _matrix_refs(p: ServerProfile, matrix: dict[str, list[Any]], f: str, key: str) -> list[str]:
