@@ -76,6 +76,10 @@ def test_run_writes_capture_and_resumes(fake_server, tmp_path):
         assert (pdir / "metrics-after.prom").exists()
         assert (pdir / "point.json").stat().st_mtime >= (pdir / "requests.jsonl").stat().st_mtime
         assert all(r["point"] == n and r["server"] == "attached" for r in rows)
+        # telemetry around every point: on this GPU-less machine, a null sampler that says why
+        header = json.loads((pdir / "telemetry.jsonl").read_text().splitlines()[0])
+        assert header["kind"] == "header" and point["telemetry_status"] == header["status"]
+        assert header["status"].startswith(("no NVML", "no GPU", "ok"))
     manifest = (exp / "manifest.json").read_text()
     m = json.loads(manifest)
     assert m["experiment"] == "exp" and m["harness_version"] and m["host"] and m["python"]

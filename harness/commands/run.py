@@ -32,6 +32,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="run only sweep points where KEY equals VALUE (repeatable)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--gpus",
+        default=None,
+        help="GPUs the attached server uses, for telemetry: comma list of CUDA indices or UUIDs "
+        "(default: every GPU NVML sees; without NVML the capture says why there are no samples)",
+    )
     return p
 
 
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         seeds=seeds,
         points=points,
         quiet=args.quiet,
+        telemetry=_sampler(args.gpus),
         log=log,
     )
     statuses = [r.status if hasattr(r, "status") else r.get("status") for r in recs]
@@ -83,3 +90,11 @@ def run(args: argparse.Namespace) -> int:
     exp = capture / args.node / spec.name / args.server
     print(f"{len(statuses) - len(bad)}/{len(statuses)} points ok -> {exp}", flush=True)
     return 1 if bad else 0
+
+
+def _sampler(gpus: str | None):
+    """Telemetry around each point: the attached server's GPUs are not known, so all unless --gpus."""
+    from harness.telemetry.sampler import open_sampler
+
+    chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
+    return lambda pdir: open_sampler(pdir, gpus=chosen)
