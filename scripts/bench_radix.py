@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "tests" / "oracle"))
 
 from harness.sim.radix import RadixCache, serve_request  # noqa: E402
 
-TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "mooncake" / "conversation_trace.jsonl"
 
 
 def load_keys(path: Path, limit: int | None) -> list[list[int]]:

@@ -15,10 +15,11 @@ import pytest
 
 from .local import run_local
 
-pytestmark = pytest.mark.oracle
+# the first run builds the oracle venv (~2.5 GB of packages, minutes on 2 cores) inside the fixture
+pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]
 
 POLICIES = ["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"]
-TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+TRACE = Path(__file__).resolve().parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
 
 
 def random_ops(seed: int, n_ops: int = 160) -> list:
