@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -28,10 +27,12 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from sim_server_proc import SimProc  # noqa: E402 - the tests' serve-sim helper, one copy
+
 FAST = ["--card-profile", "tiny-test", "--time-scale", "0.05"]
 SLOW = ["--card-profile", "tiny-test", "--time-scale", "1.0"]  # long enough to interrupt mid-point
 NODE, EXP = "n", "faults"
-_PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 
 
 @dataclass
@@ -52,37 +53,12 @@ class Row:
 # ------------------------------------------------------------------ processes
 
 
-class Sim:
-    """A `harness serve-sim` subprocess on a free port, stopped by its own pid."""
+class Sim(SimProc):
+    """The tests' serve-sim process (tests/sim_server_proc.py), plus the sim's own request counters."""
 
     def __init__(self, folder: Path, *args: str, wait_ready: bool = True) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.log = folder / "sim.log"
-        self.err = open(folder / "sim.stderr", "w")  # noqa: SIM115
-        cmd = [
-            sys.executable,
-            "-m",
-            "harness",
-            "serve-sim",
-            "--port",
-            "0",
-            "--log-file",
-            str(self.log),
-            *args,
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=ROOT)
-        deadline = time.monotonic() + 30
-        self.port = 0
-        while not self.port:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"serve-sim did not start: {(folder / 'sim.stderr').read_text()[-500:]}")
-            m = _PORT_RE.search(self.log.read_text()) if self.log.exists() else None
-            self.port = int(m.group(1)) if m else 0
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{self.port}"
-        if wait_ready:
-            while httpx.get(self.url + "/health", timeout=5).status_code != 200:
-                time.sleep(0.05)
+        super().__init__(folder, *args, wait_ready=wait_ready, timeout=30.0)
 
     def counts(self) -> tuple[int, int]:
         """Generation requests the server took in, and those it finished sending (its own counters)."""
@@ -92,16 +68,6 @@ class Sim:
             return int(sum(float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(name)))
 
         return total("sglang:num_requests_total"), total("sglang:e2e_request_latency_seconds_count")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        self.err.close()
 
 
 def harness(
