@@ -350,7 +350,7 @@ def replay_engine(
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
     engine = seen.get("engine")
-    st = engine.tree.stats if engine is not None and hasattr(engine.tree, "stats") else None
+    st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
     return Result(
         config=cfg,
         requests=len(trace.requests),
