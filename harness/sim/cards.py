@@ -63,6 +63,7 @@ class CardProfile:
     max_running_requests: int
     context_length: int
     gpu_mem_gb: float
+    num_layers: int = 32
 
     def prefill_time(self, new_tokens: int, cached_before: int) -> float:
         """One sequence's prefill of `new_tokens` after `cached_before` tokens already in KV."""
@@ -87,6 +88,19 @@ class CardProfile:
             + self.decode_per_req_s * batch_size
             + self.decode_per_ctx_token_s * context_tokens
         )
+
+    def prefill_with_load_back(
+        self, parts: list[tuple[int, int]], load_tokens: int, kv_bytes_per_token: int | None = None
+    ) -> float:
+        """A prefill forward whose host->device load-back overlaps it layer by layer, as HiCache's
+        layer-wise loading does: layer i computes once its KV has landed, so the batch takes the longer of
+        the two streams plus one layer of the other (the pipeline's fill or drain)."""
+        fwd = self.batch_prefill_time(parts)
+        load = self.load_back_time(load_tokens, kv_bytes_per_token)
+        if load <= 0.0:
+            return fwd
+        layers = max(1, self.num_layers)
+        return max(fwd + load / layers, load + fwd / layers)
 
     def load_back_time(self, tokens: int, kv_bytes_per_token: int | None = None) -> float:
         """Copying `tokens` of KV from the host pool into device slots over PCIe."""

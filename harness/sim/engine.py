@@ -396,6 +396,8 @@ class Engine:
             self._finish(req, now, reason="abort")
         while self.waiting and self.waiting[0].aborted:
             self._drop_waiting(self.waiting.popleft(), now)
+        if self.config.hicache and self.caching:
+            self.tree.ack_transfers()  # check_hicache_events: last step's host copies have landed
         batch = self._schedule_prefill(now)
         if batch is None and self.running:
             batch = self._schedule_decode(now)
@@ -497,14 +499,8 @@ class Engine:
             # the request is admitted
             self.waiting.popleft()
             if load:
-                # lock the host path while making room, as SGLang's load_back does: a write-back
-                # eviction must not host-evict the very nodes about to be loaded
-                self.tree.inc_lock_ref(match.last_host_node)
-                try:
-                    self._ensure_free(load)
-                finally:
-                    self.tree.dec_lock_ref(match.last_host_node)
-                loaded = self.tree.load_back(match) if self.available() >= load else 0
+                # load_back locks the host path, evicts for its shortfall and refuses without room
+                loaded = self.tree.load_back(match, available=self.available)
                 if loaded:
                     load_back += loaded
                     m2 = self.tree.match_prefix(fill[: len(fill) - 1])
@@ -546,8 +542,8 @@ class Engine:
         for req, take, _ in parts:
             self._set_kv(req, req.kv_len + take)
         new_tokens = sum(-(-take // self.page) * self.page for _, take, _ in parts)
-        duration = self.card.batch_prefill_time([(t, c) for _, t, c in parts]) + self.card.load_back_time(
-            load_back, self.config.kv_bytes_per_token
+        duration = self.card.prefill_with_load_back(
+            [(t, c) for _, t, c in parts], load_back, self.config.kv_bytes_per_token
         )
         total = new_tokens + cached_hits
         self.stats.last_cache_hit_rate = cached_hits / total if total else 0.0

@@ -71,6 +71,11 @@ class Node:
         "dirty",
         "tlru_prefix_len",
         "tlru_history_len",
+        "hlock",
+        "hbound",
+        "wtp",
+        "lbp",
+        "nid",
     )
 
     def __init__(self, key: tuple, parent: Node | None, now: float, created: float, priority: int = 0):
@@ -92,6 +97,11 @@ class Node:
         self.dirty = False  # key changed (or became a leaf) since its last heap entry
         self.tlru_prefix_len = 0
         self.tlru_history_len = 0
+        self.hlock = 0  # host lock refs (SGLang's host_lock_ref): pins the host copy
+        self.hbound = 0  # host locks whose release stops at this node (the lock's older edge)
+        self.wtp = 0  # write-through ack id while the device->host copy is in flight (0: none)
+        self.lbp = 0  # nid of the load-back anchor while a write-back load is in flight (0: none)
+        self.nid = 0
 
     def __len__(self) -> int:
         return len(self.key)
@@ -125,6 +135,10 @@ class CacheStats:
     host_written_tokens: int = 0
     host_evicted_tokens: int = 0
     dropped_tokens: int = 0  # write-back nodes dropped because the host pool was full
+    drop_declined: int = 0  # write-back drops declined: something in the subtree locked or in flight
+    backup_calls: int = 0  # device->host copies issued (one per node)
+    reclaimed_tokens: int = 0  # host copies of device-resident nodes freed (_reclaim_full_host_duplicates)
+    load_back_refused: int = 0  # load-backs refused: over mem_quota, or no device room after evicting
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -199,6 +213,11 @@ class RadixCache:
         self._n_leaves = 0
         self._host_leaves: set[Node] = set()
         self._host_size = 0
+        self._nids = itertools.count(1)
+        self._acks = itertools.count(1)
+        self._pending_backups: list[tuple[int, Node]] = []  # (ack id, node locked until the ack)
+        self._pending_loads: list[tuple[Node, bool]] = []  # (anchor, host-locked) until the load ack
+        self._dups: dict[int, Node] = {}  # SGLang's full_host_duplicates, in its insertion order
         if self.host is not None:
             self.host.used = 0
 
@@ -345,6 +364,7 @@ class RadixCache:
                     self._dirty.append(child)
             if not child.dev:
                 self._unevict(child)
+                self._update_dup(child)  # a backed-up node restored from fresh KV is a duplicate
             off += plen
             node = child
             if count_hits and off > inserted_len:
@@ -398,33 +418,58 @@ class RadixCache:
         freed = 0
         heap = self._heap
         exact = self.mode == "exact"
+        declined: list[Node] = []
+        skip: set[Node] = set()
         self._flush()
         while freed < num_tokens and heap:
             entry = heapq.heappop(heap)
             x = entry[-1]
-            if entry[-2] != x.ver or not x.evl:
+            if entry[-2] != x.ver or not x.evl or x in skip:
                 continue
             if exact and freed + len(x.key) > num_tokens:
                 keep = len(x.key) - self._round_up(num_tokens - freed)
                 if keep > 0:
                     self._split_raw(x, keep)
-            if self.evict_log is not None:
-                self.evict_log.append(x.key)
-            freed += self._evict_leaf(x)
+            key = x.key
+            n = self._evict_leaf(x)
+            if n == 0 and x.evl:
+                # a write-back drop declined: the leaf stays on the device, and this walk moves on
+                skip.add(x)
+                declined.append(x)
+            elif self.evict_log is not None:
+                self.evict_log.append(key)
+            freed += n
             if self._dirty:
                 self._flush()
+        for x in declined:
+            if x.evl:
+                self._push(x)
         self.stats.evicted_tokens += freed
         if len(heap) > 4 * self._n_leaves + 1024:
             self._compact()
         return freed
 
-    def load_back(self, match: MatchResult) -> int:
-        """Move the host-only part of `match` back to device slots (>= 10 tokens); the caller made room."""
+    def load_back(
+        self,
+        match: MatchResult,
+        *,
+        mem_quota: int | None = None,
+        available: Callable[[], int] | None = None,
+    ) -> int:
+        """Move the host-only part of `match` back to device slots, as UnifiedRadixCache.load_back does.
+
+        The anchor's host copy and its whole path are locked first; the load is refused when it is under
+        the threshold (10 tokens) or when its tokens plus the device tokens the lock newly protects exceed
+        `mem_quota`. With `available` (free device slots, read live) the tree evicts the shortfall itself,
+        path locked, and refuses when the room still is not there; without it the caller made room. The
+        path stays locked until `ack_transfers()` (SGLang's loading_check).
+        """
         host = self.host
-        if host is None or match.host_len < host.load_back_threshold:
+        if host is None or match.host_len < max(1, host.load_back_threshold):
             return 0
+        anchor = match.last_host_node
         path = []
-        x = match.last_host_node
+        x = anchor
         while x is not None and not x.dev:
             if not (x.host and self._attached(x)):
                 return 0  # the match went stale: host eviction removed part of its path since
@@ -432,19 +477,110 @@ class RadixCache:
             x = x.parent
         if x is None or not self._attached(x):
             return 0
-        loaded = 0
+        tokens = sum(len(n.key) for n in path)
+        if tokens < max(1, host.load_back_threshold):
+            return 0
+        hlocked = self.inc_host_lock_ref(anchor)
+        delta = -self.inc_lock_ref(anchor)
+
+        def refuse() -> int:
+            self.dec_lock_ref(anchor)
+            if hlocked:
+                self.dec_host_lock_ref(anchor)
+            self.stats.load_back_refused += 1
+            return 0
+
+        if mem_quota is not None and tokens + delta > mem_quota:
+            return refuse()
+        if available is not None:
+            free = available()
+            if free < tokens:
+                self.evict(tokens - free)
+                if available() < tokens:
+                    return refuse()
+        # the match may have gone stale while making room (write-back evictions make host room)
+        if not all(n.host and not n.dev and self._attached(n) for n in path):
+            return refuse()
         for node in reversed(path):
-            loaded += len(node.key)
             self._unevict(node)
+            if host.write_back:
+                node.lbp = anchor.nid  # pinned against duplicate reclaim until the ack
         self.stats.load_back_calls += 1
-        self.stats.load_back_tokens += loaded
-        return loaded
+        self.stats.load_back_tokens += tokens
+        self._pending_loads.append((anchor, hlocked))  # keeps its lock until the ack
+        return tokens
+
+    def ack_transfers(self) -> tuple[int, int]:
+        """Acknowledge every device->host backup and host->device load in flight (SGLang's
+        check_hicache_events: writing_check, then loading_check); returns (backups, loads) acknowledged."""
+        root = self.root
+        backups = self._pending_backups
+        self._pending_backups = []
+        for ack, node in backups:
+            frags = []
+            x = node
+            while x is not root and x.wtp == ack:  # the node and the prefixes split off it since
+                frags.append(x)
+                x = x.parent
+            for x in reversed(frags):
+                x.wtp = 0
+                self._update_dup(x)
+            self.dec_lock_ref(node)
+        loads = self._pending_loads
+        self._pending_loads = []
+        wb = self.host is not None and self.host.write_back
+        for anchor, hlocked in loads:
+            self.dec_lock_ref(anchor)
+            if hlocked:
+                self.dec_host_lock_ref(anchor)
+            x = anchor
+            while x is not None and x is not root:
+                if wb:
+                    if x.lbp != anchor.nid:
+                        x = x.parent
+                        continue
+                    x.lbp = 0
+                self._update_dup(x)
+                x = x.parent
+        return len(backups), len(loads)
+
+    def pending_transfers(self) -> tuple[int, int]:
+        """(backups, loads) still waiting for their acknowledgement."""
+        return len(self._pending_backups), len(self._pending_loads)
+
+    def inc_host_lock_ref(self, node: Node) -> bool:
+        """Pin `node`'s host copy (SGLang's inc_host_lock_ref): it stops being a host leaf and is neither
+        host-evicted nor reclaimed. Under write-through a node without a host copy is not pinned (False)."""
+        if node is self.root or self.host is None or (not node.host and not self.host.write_back):
+            return False
+        node.hlock += 1
+        node.hbound += 1
+        self._update_host_leaf(node)
+        return True
+
+    def dec_host_lock_ref(self, node: Node) -> None:
+        """Release a host pin; a prefix split off the pinned node since is released with it."""
+        root = self.root
+        while node is not root:
+            node.hlock -= 1
+            self._update_host_leaf(node)
+            if node.hbound > 0:
+                node.hbound -= 1
+                return
+            node = node.parent
 
     def evict_host(self, num_tokens: int) -> int:
-        """Free host slots from host leaves (off device, childless, unlocked) by the policy key."""
+        """Free host slots from host leaves (off device, childless, unlocked) by the policy key.
+
+        Under write-back, host copies of nodes also on the device go first (`_reclaim_dups`), as SGLang's
+        drive_host_eviction does unless SGLANG_HICACHE_SKIP_HOST_DUPLICATE_RECLAIM=1.
+        """
+        freed = 0
+        if self.host is not None and self.host.write_back and self.host.reclaim_duplicates:
+            freed = self._reclaim_dups(num_tokens)
+        reclaimed = freed
         self._flush()
         heap = self._hheap
-        freed = 0
         while freed < num_tokens and heap:
             entry = heapq.heappop(heap)
             x = entry[-1]
@@ -455,7 +591,7 @@ class RadixCache:
             self._remove_child(x)
             if self._dirty:
                 self._flush()
-        self.stats.host_evicted_tokens += freed
+        self.stats.host_evicted_tokens += freed - reclaimed
         if len(heap) > 4 * len(self._host_leaves) + 1024:
             self._hheap = []
             for n in self._host_leaves:
@@ -574,7 +710,40 @@ class RadixCache:
             self._n_leaves -= 1
 
     def _is_host_leaf(self, node: Node) -> bool:
-        return not node.dev and node.host and not node.children and node.lock_ref == 0
+        return not node.dev and node.host and not node.children and node.lock_ref == 0 and node.hlock == 0
+
+    def _update_dup(self, node: Node) -> None:
+        """SGLang's _update_duplicate_tracking: a settled copy on both tiers joins the ordered set."""
+        if node is not self.root and node.dev and node.host and not node.wtp and not node.lbp:
+            self._dups.setdefault(node.nid, node)
+        else:
+            self._dups.pop(node.nid, None)
+
+    def _reclaim_dups(self, num_tokens: int) -> int:
+        """SGLang's _reclaim_full_host_duplicates: free host copies of device-resident nodes in tracking
+        order; pass 1 spares evictable device leaves (their next eviction demotes them for free)."""
+        freed = 0
+        swept: list[int] = []
+        for spare_leaves in (True, False):
+            if freed >= num_tokens:
+                break
+            for nid, node in self._dups.items():
+                if freed >= num_tokens:
+                    break
+                if not (node.dev and node.host):
+                    swept.append(nid)  # stale entry
+                    continue
+                if spare_leaves and node.evl:
+                    continue
+                if node is self.root or node.wtp or node.lbp or node.hlock:
+                    continue
+                freed += len(node.key)
+                self._drop_host(node)
+                swept.append(nid)
+        for nid in swept:
+            self._dups.pop(nid, None)
+        self.stats.reclaimed_tokens += freed
+        return freed
 
     def _update_host_leaf(self, node: Node) -> None:
         if self.host is None:
@@ -594,7 +763,9 @@ class RadixCache:
     def _new_node(self, key: tuple, parent: Node, priority: int) -> Node:
         c = self.clock
         now = c()
-        return Node(key, parent, now, c(), priority)
+        node = Node(key, parent, now, c(), priority)
+        node.nid = next(self._nids)
+        return node
 
     def _new_leaf(self, parent: Node, key: tuple, priority: int, ck) -> Node:
         leaf = self._new_node(key, parent, priority)
@@ -618,8 +789,11 @@ class RadixCache:
         parent = child.parent
         ck_old = self._child_key(child.key, 0)
         new = Node(child.key[:split_len], parent, child.last_access_time, child.creation_time, child.priority)
+        new.nid = next(self._nids)
         new.hit_count = child.hit_count
         new.lock_ref = child.lock_ref
+        new.hlock, new.hbound, child.hbound = child.hlock, child.hbound, 0  # the pin's edge moves up
+        new.wtp, new.lbp = child.wtp, child.lbp
         new.dev, new.host = child.dev, child.host
         new.tlru_prefix_len = parent.tlru_prefix_len + split_len
         new.tlru_history_len = child.tlru_history_len
@@ -644,6 +818,7 @@ class RadixCache:
                 self._dirty.append(child)
         else:
             new.creation_time = created
+        self._update_dup(new)
         return new
 
     def _hit(self, node: Node) -> None:
@@ -660,7 +835,25 @@ class RadixCache:
             and not host.write_back
             and node.hit_count >= host.hit_threshold
         ):
-            self._backup(node)
+            self._backup_chain(node)
+
+    def _backup_chain(self, node: Node) -> None:
+        """Write-through: back up the node's unbacked ancestors first, then the node, stopping at the first
+        copy that finds no host room (unified_tree_core._build_backup_kv_action,
+        UnifiedRadixCache._execute_and_commit_kv_backup). Each copy locks its path until its ack."""
+        chain = [node]
+        a = node.parent
+        while a is not self.root and not a.host:
+            chain.append(a)
+            a = a.parent
+        for x in reversed(chain):
+            if x.host:
+                continue
+            if not self._backup(x):
+                return
+            x.wtp = next(self._acks)
+            self.inc_lock_ref(x)
+            self._pending_backups.append((x.wtp, x))
 
     def _backup(self, node: Node) -> bool:
         host = self.host
@@ -673,6 +866,7 @@ class RadixCache:
         host.used += need
         self._host_size += need
         self.stats.host_written_tokens += need
+        self.stats.backup_calls += 1
         self._update_host_leaf(node)
         return True
 
@@ -699,6 +893,7 @@ class RadixCache:
     def _remove_child(self, node: Node) -> None:
         parent = node.parent
         del parent.children[self._child_key(node.key, 0)]
+        self._dups.pop(node.nid, None)
         if node.dev:
             parent.ndc -= 1
         self._update_leaf(parent)
@@ -713,10 +908,21 @@ class RadixCache:
             if x.host:
                 self.stats.dropped_tokens += len(x.key)
                 self._drop_host(x)
+            self._dups.pop(x.nid, None)
             x.hleaf = False
             self._host_leaves.discard(x)
         node.children = {}
         node.ndc = 0
+
+    def _drop_blocked(self, x: Node) -> bool:
+        """drop_subtree_no_host declines while the leaf or anything below it is locked or in flight."""
+        stack = [x]
+        while stack:
+            n = stack.pop()
+            if n.lock_ref or n.hlock or n.lbp or (n is not x and n.wtp):
+                return True
+            stack.extend(n.children.values())
+        return False
 
     def _evict_leaf(self, x: Node) -> int:
         """Free `x`'s device copy: demote it when backed up (or written back now), else delete it.
@@ -728,8 +934,14 @@ class RadixCache:
         """
         ln = len(x.key)
         host = self.host
-        if host is not None and not x.host and host.write_back and not self._backup(x):
-            self.stats.dropped_tokens += ln
+        if host is not None and not x.host and host.write_back:
+            if self._backup(x):
+                self._update_dup(x)  # acknowledged at once (writing_check(write_back=True)), then demoted
+            elif self._drop_blocked(x):
+                self.stats.drop_declined += 1
+                return 0
+            else:
+                self.stats.dropped_tokens += ln
         self._evictable -= ln
         x.evl = False
         x.ver += 1
@@ -750,7 +962,8 @@ class RadixCache:
 def serve_request(cache, key: Sequence[int], capacity: int, max_prefix: int | None = None) -> tuple[int, int]:
     """Admit one request the way SGLang's scheduler does when requests run one at a time.
 
-    Match (and load back a host hit), evict `max(shortfall, page_size)` with the matched prefix locked
+    Acknowledge the previous request's host transfers, match (and load back a host hit: the tree evicts
+    for it with the path locked), evict `max(shortfall, page_size)` with the matched prefix locked
     when the uncached part does not fit, then insert as much of the prompt as the pool holds.
     `max_prefix`: match at most this many tokens (SGLang's scheduler matches all but the last prompt
     token, which it must compute for the logits). Returns (device hit tokens, host hit tokens). Works on any
@@ -759,19 +972,17 @@ def serve_request(cache, key: Sequence[int], capacity: int, max_prefix: int | No
     """
     page = cache.page_size
     n = len(key) // page * page
+    ack = getattr(cache, "ack_transfers", None)
+    if ack is not None:
+        ack()  # the copies issued for the previous request have landed (one scheduler step later)
     probe = key if max_prefix is None else key[:max_prefix]
     m = cache.match_prefix(probe)
     dev, host = m.device_len, m.host_len
     if host:
-        free = capacity - cache.device_size()
-        if free < host:
-            # lock the host path too, as SGLang's load_back does: a write-back eviction makes host room
-            # and must not host-evict the very nodes about to be loaded
-            cache.inc_lock_ref(m.last_host_node)
-            cache.evict(max(host - free, page))
-            cache.dec_lock_ref(m.last_host_node)
-        if capacity - cache.device_size() >= host and cache.load_back(m):
-            m = cache.match_prefix(probe)
+        # load_back locks the host path, evicts for the shortfall and refuses when there is no room
+        loaded = cache.load_back(m, available=lambda: capacity - cache.device_size())
+        if loaded:
+            m = type(m)(dev + loaded, 0, m.last_host_node, m.last_host_node)
         else:
             host = 0
     cached = m.device_len
