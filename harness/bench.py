@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, report, runner, validate
+from harness import __version__, runner, validate
 from harness.capture import (
     MANIFEST,
     POINT,
@@ -36,6 +36,7 @@ from harness.capture import (
     write_json_atomic,
 )
 from harness.errors import HarnessError
+from harness.report import write_report
 from harness.servers.process import ServerError, ServerProcess
 from harness.servers.profiles import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.servers.redact import Redactor, collect_secrets, env_secrets
@@ -560,14 +561,14 @@ def _clock_lock(opts: BenchOptions) -> Iterator[dict[str, Any] | None]:
 
 def run_stages(opts: BenchOptions, log: Log) -> int:
     """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged."""
-    from harness import summarize  # pandas: loaded only once a sweep is done
+    from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
 
-    summaries = summarize.summarize([Path(opts.capture) / opts.node])
-    for p in summarize.write_summaries(summaries, opts.summaries):
+    summaries = summarize([Path(opts.capture) / opts.node])
+    for p in write_summaries(summaries, opts.summaries):
         log(f"summary: {p}")
     flagged = 0
     for node, summary in summaries.items():
-        written = report.write_report(summary, opts.summaries, stem=node)
+        written = write_report(summary, opts.summaries, stem=node)
         log(f"report: {written[0]} (+{len(written) - 1} charts)")
         res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
         flagged += int(res["flagged"])

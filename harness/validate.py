@@ -7,12 +7,17 @@ is *expected* (not flagged) when the telemetry status says the server had no GPU
 telemetry (no NVML on a GPU server, NVML errors) is flagged, since the GPU may have run unobserved.
 Pairs: different servers of one experiment at one sweep value; clock-confounded when the ratio of
 their busy-median SM clocks exceeds max_ab_clock_ratio.
+
+Verdicts are computed once, by `harness summarize`, which keeps the thresholds it used in the
+summary (`verdict_thresholds`). `validate_summary` at those thresholds returns the summary's own
+verdicts, so validate and the report cannot disagree; at other thresholds it recomputes them and
+says so in `note`. A summary without `verdict_thresholds` (hand-made, or older) is judged afresh.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from itertools import combinations
 from typing import Any
 
@@ -129,6 +134,66 @@ def _pair(experiment: str, a: dict[str, Any], b: dict[str, Any], th: Thresholds)
     return {**row, "verdict": "ok", "reasons": [], "flagged": False}
 
 
+def summary_thresholds(summary: dict[str, Any], source: str = "summary") -> Thresholds | None:
+    """The thresholds the summary's verdicts were computed with; None when it does not record them."""
+    raw = summary.get("verdict_thresholds")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise HarnessError(f"{source}: verdict_thresholds: expected an object, got {type(raw).__name__}")
+    names = [f.name for f in fields(Thresholds)]
+    for key in raw:
+        if key not in names:
+            raise HarnessError(
+                f"{source}: verdict_thresholds: unknown key {key!r} (known: {', '.join(names)})"
+            )
+    values: dict[str, float] = {}
+    for key in names:
+        v = raw.get(key)
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            raise HarnessError(f"{source}: verdict_thresholds.{key}: expected a number, got {v!r}")
+        values[key] = float(v)
+    return Thresholds(**values)
+
+
+def resolve_thresholds(summary: Any, given: dict[str, float], source: str = "summary") -> Thresholds:
+    """The summary's own thresholds (defaults when it records none) with the given ones on top."""
+    check_summary(summary, source)
+    return replace(summary_thresholds(summary, source) or Thresholds(), **given)
+
+
+def _differences(stored: Thresholds, th: Thresholds) -> str:
+    a, b = asdict(stored), asdict(th)
+    return ", ".join(f"{k} {a[k]:g} → {b[k]:g}" for k in a if a[k] != b[k])
+
+
+_POINT_VERDICT_KEYS = ("verdict", "reasons", "flagged")
+_PAIR_KEYS = ("experiment", "sweep", "a", "b", "clock_a_mhz", "clock_b_mhz", "ratio", *_POINT_VERDICT_KEYS)
+
+
+def _stored_verdicts(
+    summary: dict[str, Any], points: list[dict[str, Any]], source: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The summary's point verdicts and pairs, checked for the keys validate reads."""
+    verdicts = []
+    for i, p in enumerate(points):
+        v = p.get("verdict")
+        if not isinstance(v, dict) or any(k not in v for k in _POINT_VERDICT_KEYS):
+            raise HarnessError(
+                f"{source}: points[{i}].verdict: expected an object with {', '.join(_POINT_VERDICT_KEYS)} "
+                "(the summary records verdict_thresholds)"
+            )
+        verdicts.append({k: v[k] for k in _POINT_VERDICT_KEYS})
+    pairs = summary.get("pairs")
+    if not isinstance(pairs, list):
+        raise HarnessError(f"{source}: pairs: expected a list (the summary records verdict_thresholds)")
+    for i, pr in enumerate(pairs):
+        missing = [k for k in _PAIR_KEYS if not isinstance(pr, dict) or k not in pr]
+        if missing:
+            raise HarnessError(f"{source}: pairs[{i}]: missing {', '.join(map(repr, missing))}")
+    return verdicts, pairs
+
+
 def check_summary(summary: Any, source: str = "summary") -> list[dict[str, Any]]:
     """The summary's points, after checking the shape validate relies on; HarnessError names what is wrong."""
     if not isinstance(summary, dict) or "points" not in summary or "schema_version" not in summary:
@@ -161,12 +226,23 @@ def validate_summary(
 ) -> dict[str, Any]:
     """Verdicts for every point and pair of a summary; `flagged` counts what should fail the exit code.
 
-    summarize/report call this to put verdicts beside the numbers they qualify.
+    Without thresholds, or with the summary's own, these are the summary's verdicts (`verdicts`:
+    "summary"); otherwise they are recomputed ("recomputed") and `note` says why in one line.
     """
-    th = thresholds or Thresholds()
     points = check_summary(summary, source)
+    stored = summary_thresholds(summary, source)
+    th = thresholds or stored or Thresholds()
+    note = None
+    from_summary = stored is not None and th == stored
+    if from_summary:
+        verdicts, pairs = _stored_verdicts(summary, points, source)
+    else:
+        verdicts = [point_verdict(p.get("telemetry") or {}, th) for p in points]
+        pairs = pair_verdicts(points, th)
+        if stored is not None:
+            note = f"thresholds differ from the summary's ({_differences(stored, th)}): verdicts recomputed"
     rows = []
-    for p in points:
+    for p, verdict in zip(points, verdicts, strict=True):
         tel = p.get("telemetry") or {}
         rows.append(
             {
@@ -179,13 +255,14 @@ def validate_summary(
                 "thermal_fraction": tel.get("thermal_fraction"),
                 "temp_max_c": tel.get("temp_max_c"),
                 "telemetry_status": tel.get("status"),
-                **point_verdict(tel, th),
+                **verdict,
             }
         )
-    pairs = pair_verdicts(points, th)
     flagged = sum(r["flagged"] for r in rows) + sum(r["flagged"] for r in pairs)
     return {
         "thresholds": asdict(th),
+        "verdicts": "summary" if from_summary else "recomputed",
+        "note": note,
         "points": rows,
         "pairs": pairs,
         "flagged": flagged,

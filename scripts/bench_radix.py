@@ -97,8 +97,9 @@ def main() -> int:
             line += f"{'-':>14}{'-':>8}  {m['hits']}"
         print(line)
     if not a.limit:
-        from harness.whatif import Config, replay
-        from harness.whatif_trace import read_mooncake
+        from harness.whatif.grid import Config
+        from harness.whatif.inputs import read_mooncake
+        from harness.whatif.replay import replay
 
         trace = read_mooncake(a.trace)
         print("\nharness whatif, one full pass per configuration (hit accounting and TTFT model included):")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from summary_capture import T0, build, prefill
 
-from harness import report, summarize
 from harness.cli import main
+from harness.report import common, markdown
+from harness.summarize import summary
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +18,7 @@ def summary_file(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("rep")
     build(tmp / "capture")
     out = tmp / "summaries" / "l4.json"
-    summarize.write_summaries(summarize.summarize([tmp / "capture"]), out)
+    summary.write_summaries(summary.summarize([tmp / "capture"]), out)
     return out
 
 
@@ -50,13 +51,13 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
 
 
 def test_layout_from_data(summary_file: Path) -> None:
-    s = report.load_summary(summary_file)
+    s = common.load_summary(summary_file)
     gsp = [p for p in s["points"] if p["experiment"] == "gsp"]
     mt = [p for p in s["points"] if p["experiment"] == "mt"]
-    assert report.layout(gsp) == "ab" and report.layout(mt) == "policy"
+    assert markdown.layout(gsp) == "ab" and markdown.layout(mt) == "policy"
     other = [{**p, "sweep": {"concurrency": 4}, "workload_kind": None} for p in gsp]
-    assert report.layout(other) == "generic"
-    assert "| server | point | requests |" in "\n".join(report.generic_table(other))
+    assert markdown.layout(other) == "generic"
+    assert "| server | point | requests |" in "\n".join(markdown.generic_table(other))
 
 
 def test_not_a_summary_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -94,7 +95,7 @@ def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
     }
     entry = {
         "servers": {
-            n: {**e, "time_scale": summarize._time_scale(None, e["args"], None, n, {})}
+            n: {**e, "time_scale": summary._time_scale(None, e["args"], None, n, {})}
             for n, e in servers.items()
         }
     }
@@ -110,7 +111,7 @@ def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
         }
         for name, ttft in (("sim", 0.040), ("real", 0.500))
     ]
-    md = report.markdown({"node": "n", "points": points, "experiments": {"ab": entry}})
+    md = markdown.render({"node": "n", "points": points, "experiments": {"ab": entry}})
     assert "| median TTFT ms (real / sim) | modelled median TTFT ms (real / sim) |" in md
     assert "| 500 / 40 | 500 / 800 |" in md  # 40 ms wall at 0.05 = 800 ms on the modelled card
     assert (
@@ -121,7 +122,7 @@ def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
 
 
 def test_time_scale_sources_in_order() -> None:
-    ts = summarize._time_scale
+    ts = summary._time_scale
     assert ts({"time_scale": 0.1}, ["--time-scale", "0.5"], None, "s", {}) == 0.1  # server_info first
     assert ts(None, ["--time-scale=0.25"], None, "s", {}) == 0.25
     manifest = {"bench": {"time_scale": 0.05}, "servers": {"s": {"launch": "sim"}, "g": {"launch": "sglang"}}}
@@ -131,7 +132,7 @@ def test_time_scale_sources_in_order() -> None:
 
 
 def test_points_are_ordered_by_sweep_value_numerically():
-    from harness.report import _point_order
+    from harness.report.common import point_order
 
     pts = [{"server": "a", "sweep": {"groups": g}, "point_key": f"groups={g}"} for g in (16, 4, 64, 32)]
-    assert [p["sweep"]["groups"] for p in sorted(pts, key=_point_order)] == [4, 16, 32, 64]
+    assert [p["sweep"]["groups"] for p in sorted(pts, key=point_order)] == [4, 16, 32, 64]

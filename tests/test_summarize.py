@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from summary_capture import T0, build, prefill, request, stamp, write_point
 
-from harness import summarize
 from harness.cli import main
+from harness.summarize.summary import SCHEMA_VERSION, merge_seeds, summarize
 
 
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory) -> dict:
     root = build(tmp_path_factory.mktemp("cap") / "capture")
-    return summarize.summarize([root])["l4"]
+    return summarize([root])["l4"]
 
 
 def _point(s: dict, exp: str, server: str, key: str) -> dict:
@@ -25,7 +25,7 @@ def _point(s: dict, exp: str, server: str, key: str) -> dict:
 
 
 def test_top_level(summary: dict) -> None:
-    assert summary["schema_version"] == summarize.SCHEMA_VERSION and summary["node"] == "l4"
+    assert summary["schema_version"] == SCHEMA_VERSION and summary["node"] == "l4"
     assert {"generated_at", "harness_version", "experiments", "points", "pairs", "problems"} <= set(summary)
     gsp = summary["experiments"]["gsp"]
     assert gsp["manifest"]["spec"]["workload"]["groups"] == 4
@@ -37,6 +37,19 @@ def test_top_level(summary: dict) -> None:
     assert summary["experiments"]["mt"]["servers"]["lfu"]["args"][0] == "--radix-eviction-policy=lfu"
     assert len(summary["points"]) == 6
     json.dumps(summary)  # serializable as is
+
+
+def test_verdicts_are_kept_with_their_thresholds(summary: dict) -> None:
+    """The summary holds its verdicts and the thresholds they used; validate at those returns them as is."""
+    from dataclasses import asdict
+
+    from harness.validate import Thresholds, validate_summary
+
+    assert summary["verdict_thresholds"] == asdict(Thresholds())
+    out = validate_summary(summary)
+    assert out["verdicts"] == "summary" and out["note"] is None
+    assert [r["verdict"] for r in out["points"]] == [p["verdict"]["verdict"] for p in summary["points"]]
+    assert out["pairs"] == summary["pairs"] and len(out["pairs"]) > 0
 
 
 def test_seed_figures_worked_out(summary: dict) -> None:
@@ -127,7 +140,7 @@ def test_telemetry_and_verdicts(summary: dict) -> None:
 
 
 def test_merge_seeds() -> None:
-    m, s = summarize.merge_seeds(
+    m, s = merge_seeds(
         [
             {"a": 1, "f": False, "d": {"x": 1.0}, "n": None},
             {"a": 3, "f": True, "d": {"x": 3.0}},
@@ -158,7 +171,7 @@ def test_points_sharing_one_second_are_cut_at_their_flush_lines(tmp_path: Path) 
         point = json.loads((d / "point.json").read_text())
         point["end_wall"] = start + 0.3
         (d / "point.json").write_text(json.dumps(point))
-    p = summarize.summarize([tmp_path])["n1"]["points"][0]
+    p = summarize([tmp_path])["n1"]["points"][0]
     assert p["seeds"]["0"]["figures"]["hit_rate_log"] == pytest.approx(0.5)  # 100 / 200
     assert p["seeds"]["1"]["figures"]["hit_rate_log"] == pytest.approx(0.5)  # 100 / 200
     assert p["seeds"]["0"]["figures"]["log_prefill_lines"] == 2
@@ -172,14 +185,14 @@ def test_log_written_in_another_time_zone_is_shifted(tmp_path: Path) -> None:
     (exp / "manifest.json").write_text(json.dumps({"experiment": "tz", "node": "n1"}))
     (srv / "server.log").write_text(prefill(T0 + 3600 + 2, 30, 70) + "\n")
     write_point(srv, {}, 0, [request(0, prompt=100, cached=70, ttft=0.1)], start=T0)
-    s = summarize.summarize([tmp_path])["n1"]
+    s = summarize([tmp_path])["n1"]
     assert s["experiments"]["tz"]["servers"]["sim"]["log"]["time_shift_s"] == -3600
     assert s["points"][0]["median"]["hit_rate_log"] == pytest.approx(0.7)
 
 
 def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
     """llama.cpp's per-request timings are a hit-rate source of their own, checked against usage."""
-    from harness import report
+    from harness.report import markdown
 
     exp = tmp_path / "cpu" / "llama"
     srv = exp / "llama-cpu"
@@ -208,7 +221,7 @@ def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
         [rec(0, 0), rec(1, 90, cache_n=50), rec(2, 90, cache_n=50), rec(3, 90, cache_n=50)],
         start=T0 + 20,
     )
-    s = summarize.summarize([tmp_path])["cpu"]
+    s = summarize([tmp_path])["cpu"]
     (p,) = s["points"]
     f0, f1 = p["seeds"]["0"]["figures"], p["seeds"]["1"]["figures"]
     assert f0["hit_rate_usage"] == pytest.approx(200 / 500)  # the extra request counts for usage
@@ -219,7 +232,7 @@ def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
     assert f1["hit_rate_spread_points"] == pytest.approx(30.0) and f1["hit_rate_disagree"] is True
     assert p["median"]["hit_rate_timings"] == pytest.approx((0.5 + 0.375) / 2)
     assert p["spread"]["hit_rate_timings"] == pytest.approx([0.375, 0.5])
-    table = "\n".join(report.sources_table(s["points"]))
+    table = "\n".join(markdown.sources_table(s["points"]))
     assert (
         "| llama-cpu | default | 53.8% [40.0%–67.5%] | 43.8% | n/a | n/a | 20.00 | disagree | ok |" in table
     )
@@ -235,7 +248,7 @@ def test_timings_agreeing_with_usage_are_not_flagged(tmp_path: Path) -> None:
         for i, c in enumerate((0, 80, 80, 40))
     ]
     write_point(srv, {}, 0, rows, start=T0)
-    f = summarize.summarize([tmp_path])["cpu"]["points"][0]["seeds"]["0"]["figures"]
+    f = summarize([tmp_path])["cpu"]["points"][0]["seeds"]["0"]["figures"]
     assert f["hit_rate_usage"] == f["hit_rate_timings"] == pytest.approx(0.5)
     assert f["hit_rate_sources"] == 2 and f["hit_rate_spread_points"] == 0 and f["hit_rate_disagree"] is False
 

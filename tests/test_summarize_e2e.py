@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import report, summarize
+from harness.report import write_report
+from harness.summarize.summary import summarize, write_summaries
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +125,7 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
     finally:
         _stop(server)
 
-    summaries = summarize.summarize([cap])
+    summaries = summarize([cap])
     s = summaries["e2e"]
     pts = s["points"]
     assert len(pts) == 2 and all(p["status"] == "ok" for p in pts)
@@ -141,8 +142,8 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
         assert p["evidence"] and "Prefill batch" in p["evidence"][0]
     assert s["experiments"]["e2e-gsp"]["servers"]["sim"]["pool"]["device_tokens"] == 20000
     out = tmp_path / "summaries"
-    summarize.write_summaries(summaries, out)
-    written = report.write_report(json.loads((out / "e2e.json").read_text()), out, "e2e")
+    write_summaries(summaries, out)
+    written = write_report(json.loads((out / "e2e.json").read_text()), out, "e2e")
     md = written[0].read_text()
     (Path(os.environ["E2E_KEEP"]) / "e2e.md").write_text(md) if os.environ.get("E2E_KEEP") else None
     assert "| groups | prompt tokens to keep |" in md and "Prefill batch" in md

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,25 @@ def test_cli_exit_1_when_flagged_table_and_json(tmp_path: Path) -> None:
             '{"schema_version": 1, "points": [{"server": "a", "experiment": "e", "telemetry": 3}]}',
             "points[0].telemetry",
         ),
+        (
+            '{"schema_version": 1, "points": [], "verdict_thresholds": {"clock_floor_mhz": "x"}}',
+            "verdict_thresholds.clock_floor_mhz: expected a number",
+        ),
+        (
+            '{"schema_version": 1, "points": [], "verdict_thresholds": {"floor": 1}}',
+            "verdict_thresholds: unknown key 'floor'",
+        ),
+        (
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "points": [{"server": "a", "experiment": "e"}],
+                    "pairs": [],
+                    "verdict_thresholds": asdict(Thresholds()),
+                }
+            ),
+            "points[0].verdict: expected an object",
+        ),
     ],
 )
 def test_cli_exit_2_on_bad_input_with_one_line(tmp_path: Path, content: str | None, message: str) -> None:
@@ -238,6 +258,80 @@ def test_cli_rejects_negative_threshold(tmp_path: Path) -> None:
 def test_validate_summary_accepts_minor_versions() -> None:
     out = validate_summary({"schema_version": "1.2", "points": []})
     assert out["ok"] and out["points"] == [] and out["pairs"] == []
+
+
+# ----------------------------------------------------------------- verdicts computed once, by summarize
+
+
+def _summarized(points: list[dict[str, Any]], th: Thresholds | None = None) -> dict[str, Any]:
+    """What `harness summarize` writes: each point's verdict, the pairs, and the thresholds they used."""
+    th = th or Thresholds()
+    for p in points:
+        p["verdict"] = point_verdict(p["telemetry"], th)
+    pairs = pair_verdicts(points, th)
+    return {"schema_version": 1, "points": points, "pairs": pairs, "verdict_thresholds": asdict(th)}
+
+
+def _a_b() -> list[dict[str, Any]]:
+    return [_point("gpu-only", point_stats(_samples(465))), _point("hicache", point_stats(_samples(765)))]
+
+
+RECOMPUTED = (
+    "thresholds differ from the summary's (clock_floor_mhz 1000 → 400, clock_floor_ratio 0.75 → 0, "
+    "max_ab_clock_ratio 1.1 → 2): verdicts recomputed"
+)
+LENIENT = Thresholds(clock_floor_mhz=400, clock_floor_ratio=0, max_ab_clock_ratio=2)
+
+
+def test_the_summarys_own_thresholds_give_its_stored_verdicts() -> None:
+    s = _summarized(_a_b())
+    # a stored verdict that recomputing would not give: seen in the output, so nothing was recomputed
+    s["points"][0]["verdict"] = {"verdict": "thermal", "reasons": ["as stored"], "flagged": True}
+    for th in (None, Thresholds()):
+        out = validate_summary(s, th)
+        assert out["verdicts"] == "summary" and out["note"] is None
+        assert [p["verdict"] for p in out["points"]] == ["thermal", "below-floor"]
+        assert out["points"][0]["reasons"] == ["as stored"]
+        assert out["pairs"] == s["pairs"] and out["pairs"][0]["verdict"] == "clock-confounded"
+        assert out["flagged"] == 3 and out["thresholds"] == asdict(Thresholds())
+
+
+def test_other_thresholds_recompute_and_say_so() -> None:
+    s = _summarized(_a_b())
+    out = validate_summary(s, LENIENT)
+    assert out["verdicts"] == "recomputed" and out["note"] == RECOMPUTED
+    assert [p["verdict"] for p in out["points"]] == ["ok", "ok"] and out["pairs"][0]["verdict"] == "ok"
+    assert out["ok"] and s["points"][0]["verdict"]["verdict"] == "below-floor"  # the summary is untouched
+    # a summary that records no thresholds (hand-made, or older) is judged afresh, without a note
+    del s["verdict_thresholds"]
+    out = validate_summary(s)
+    assert out["verdicts"] == "recomputed" and out["note"] is None
+    assert [p["verdict"] for p in out["points"]] == ["below-floor", "below-floor"]
+
+
+def test_cli_uses_the_summarys_thresholds_unless_told_otherwise(tmp_path: Path) -> None:
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(_summarized(_a_b())))
+    for extra in ((), ("--clock-floor-mhz", "1000")):  # nothing given, or the summary's own value
+        r = _cli(str(f), *extra)
+        assert r.returncode == 1 and "recomputed" not in r.stdout and "below-floor" in r.stdout
+    args = ("--clock-floor-mhz", "400", "--clock-floor-ratio", "0", "--max-ab-clock-ratio", "2")
+    r = _cli(str(f), *args)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == RECOMPUTED, r.stdout
+    out = json.loads(_cli(str(f), "--json", *args).stdout)
+    assert out["verdicts"] == "recomputed" and out["note"] == RECOMPUTED
+    # a summary judged at other thresholds: a flag not given is the summary's, not the default
+    f.write_text(json.dumps(_summarized(_a_b(), LENIENT)))
+    r = _cli(str(f), "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["verdicts"] == "summary" and out["thresholds"]["clock_floor_mhz"] == 400
+    r = _cli(str(f), "--json", "--max-ab-clock-ratio", "1.1")
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["pairs"][0]["verdict"] == "clock-confounded"
+    assert (
+        out["note"]
+        == "thresholds differ from the summary's (max_ab_clock_ratio 2 → 1.1): verdicts recomputed"
+    )
 
 
 def test_fake_nvml_scenario_script_reports_the_confounded_pair(tmp_path: Path) -> None:
@@ -267,7 +361,7 @@ def _missing(*mods: str) -> str | None:
     return None
 
 
-_MISSING = _missing("harness.runner", "harness.sim.cli", "harness.spec", "harness.summarize")
+_MISSING = _missing("harness.runner", "harness.sim.cli", "harness.spec", "harness.summarize.summary")
 
 
 def _free_port() -> int:
@@ -285,7 +379,7 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
 
     from harness.runner import run_points, write_manifest
     from harness.spec import parse_spec
-    from harness.summarize import summarize
+    from harness.summarize.summary import summarize
     from harness.telemetry.gpus import SIM_REASON, sampling_plan
     from harness.telemetry.sampler import open_sampler
 

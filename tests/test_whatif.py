@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.whatif import Config, diagnose, ideal_hits, replay, sweep
-from harness.whatif_trace import Trace, TraceRequest, read_mooncake
+from harness.whatif.grid import Config
+from harness.whatif.inputs import Trace, TraceRequest, read_mooncake
+from harness.whatif.replay import diagnose, ideal_hits, replay, sweep
 
 
 def write(tmp_path: Path, lines: list[str]) -> Path:
@@ -178,7 +179,7 @@ def test_capture_folder_replays_with_the_answers_received(tmp_path):
     import yaml
 
     from harness.spec import load_spec
-    from harness.whatif_trace import read_capture
+    from harness.whatif.inputs import read_capture
     from harness.workloads import build_schedule
 
     spec_path = Path(__file__).resolve().parent.parent / "workloads" / "eviction-multiturn.yaml"
@@ -290,7 +291,7 @@ def _live_cached(
 def test_replay_equals_live_sim_request_for_request(tmp_path, policy):
     """Same engine, virtual vs real clock: with concurrency 1 the order is fixed, so every request's
     cached tokens in the replay equal what the live serve-sim reported."""
-    from harness.whatif_trace import read_spec
+    from harness.whatif.inputs import read_spec
 
     spec_path = _small_multiturn(tmp_path, 1)
     live = _live_cached(tmp_path, spec_path, policy, POOL)
@@ -313,7 +314,7 @@ def test_replay_hit_rate_close_to_live_sim_with_concurrency(tmp_path):
     few requests' hits differ from the replay's; the whole-run hit rate stays within 3 points at a pool
     that evicts a little. Near the thrashing edge (600 tokens here) the live run itself varies by
     +-6 points from run to run and the replay is one sample of that spread (see the closing note)."""
-    from harness.whatif_trace import read_spec
+    from harness.whatif.inputs import read_spec
 
     pool = 800
     spec_path = _small_multiturn(tmp_path, 4)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.report import load_summary
+from harness.report.common import load_summary
 
 FIGURES = (
     "ttft_median_s",

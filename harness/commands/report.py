@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import report
+from harness.report import write_report
+from harness.report.common import load_summary
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -19,9 +20,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = report.load_summary(args.summary)
+    summary = load_summary(args.summary)
     out = args.output or args.summary.parent
-    written = report.write_report(summary, out, stem=args.summary.stem, charts=not args.no_charts)
+    written = write_report(summary, out, stem=args.summary.stem, charts=not args.no_charts)
     for path in written:
         print(path)
     return 0

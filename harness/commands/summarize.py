@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import summarize
+from harness.summarize.figures import DISAGREE_POINTS
+from harness.summarize.summary import summarize, write_summaries
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -29,8 +30,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    summaries = summarize.summarize(args.dirs)
-    paths = summarize.write_summaries(summaries, args.output)
+    summaries = summarize(args.dirs)
+    paths = write_summaries(summaries, args.output)
     flagged = 0
     for (node, s), path in zip(summaries.items(), paths, strict=True):
         pts = s["points"]
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         flagged += not_ok + disagree
         print(
             f"{path}: node {node}, {len(s['experiments'])} experiments, {len(pts)} points "
-            f"({not_ok} not ok, {disagree} with hit-rate sources > {summarize.DISAGREE_POINTS:g} points apart)"
+            f"({not_ok} not ok, {disagree} with hit-rate sources > {DISAGREE_POINTS:g} points apart)"
         )
         for prob in s["problems"]:
             print(f"  skipped: {prob['path']}: {prob['reason']}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """`harness validate summaries/<node>.json`: clock-floor and throttle verdicts per point and per A/B pair.
 
 Exit 0 when nothing is flagged, 1 when anything is (a no-telemetry point counts only when the status
-does not say the server had no GPU, e.g. the sim), 2 on bad input.
+does not say the server had no GPU, e.g. the sim), 2 on bad input. A threshold not given is the
+summary's own, so plain `harness validate` shows the verdicts the summary (and its report) holds.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.validate import Thresholds, validate_summary
+from harness.validate import Thresholds, resolve_thresholds, validate_summary
 
 STYLE = {"ok": "green", "no-telemetry": "yellow"}
 
@@ -24,23 +25,26 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--clock-floor-mhz",
         type=float,
-        default=d.clock_floor_mhz,
-        help="absolute floor (default %(default)g)",
+        default=None,
+        help=f"absolute floor (default: the summary's, else {d.clock_floor_mhz:g})",
     )
     p.add_argument(
         "--clock-floor-ratio",
         type=float,
-        default=d.clock_floor_ratio,
-        help="floor as a share of max SM clock (%(default)g)",
+        default=None,
+        help=f"floor as a share of max SM clock (the summary's, else {d.clock_floor_ratio:g})",
     )
     p.add_argument(
         "--max-thermal-fraction",
         type=float,
-        default=d.max_thermal_fraction,
-        help="thermal-flagged share (%(default)g)",
+        default=None,
+        help=f"thermal-flagged share (the summary's, else {d.max_thermal_fraction:g})",
     )
     p.add_argument(
-        "--max-ab-clock-ratio", type=float, default=d.max_ab_clock_ratio, help="A/B clock ratio (%(default)g)"
+        "--max-ab-clock-ratio",
+        type=float,
+        default=None,
+        help=f"A/B clock ratio (the summary's, else {d.max_ab_clock_ratio:g})",
     )
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     return p
@@ -132,15 +136,21 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
 
 
 def run(args: argparse.Namespace) -> int:
+    given: dict[str, float] = {}
     for name in ("clock_floor_mhz", "clock_floor_ratio", "max_thermal_fraction", "max_ab_clock_ratio"):
-        if getattr(args, name) < 0:
-            raise HarnessError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be >= 0")
-    th = Thresholds(
-        args.clock_floor_mhz, args.clock_floor_ratio, args.max_thermal_fraction, args.max_ab_clock_ratio
-    )
-    result = validate_summary(_load(args.summary), th, source=str(args.summary))
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value < 0:
+            raise HarnessError(f"--{name.replace('_', '-')} {value}: must be >= 0")
+        given[name] = value
+    summary = _load(args.summary)
+    th = resolve_thresholds(summary, given, source=str(args.summary))
+    result = validate_summary(summary, th, source=str(args.summary))
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
+        if result["note"]:
+            print(result["note"])
         print_tables(result, str(args.summary))
     return 0 if result["ok"] else 1

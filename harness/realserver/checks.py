@@ -2,7 +2,7 @@
 
 Input is the request records of a run (rows of requests.jsonl); llama.cpp's per-request `timings`
 sit in `server_timings`. The per-request checks are made here; hit rates come from the summarizer's own
-figures (harness.summarize.request_figures), so they are computed in one place.
+figures (harness.summarize.figures.request_figures), so they are computed in one place.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.summarize import request_figures
+from harness.summarize.figures import request_figures
 
 ROUNDING_MS = 1.0  # llama.cpp reports ms; allow for that much rounding between clocks
 
@@ -34,7 +34,7 @@ class RealChecks:
     gap_ms_min: float | None = None
     cached_mismatch: list[int] = field(default_factory=list)  # usage cached_tokens != timings.cache_n
     prompt_mismatch: list[int] = field(default_factory=list)  # usage prompt_tokens != cache_n + prompt_n
-    # from harness.summarize.request_figures over the same records
+    # from harness.summarize.figures.request_figures over the same records
     hit_rate_usage: float | None = None
     hit_rate_timings: float | None = None
     hit_rate_usage_first: float | None = None  # position 0: a group's first prompt / a session's first turn

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from harness.errors import HarnessError
+from harness.sim.policies import POLICIES
 
-POLICIES = ("lru", "lfu", "slru", "priority", "tlru", "fifo", "mru", "filo")
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
 POLICY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {

@@ -121,8 +121,9 @@ def _trace_keys(limit: int | None = None) -> list[list[int]]:
 def test_mooncake_replay_matches_sglang(run_oracle):
     """Block-granularity replay of the Mooncake trace: identical hits, evictions and final size per pool,
     through the same path `harness whatif` takes."""
-    from harness.whatif import Config, replay
-    from harness.whatif_trace import read_mooncake
+    from harness.whatif.grid import Config
+    from harness.whatif.inputs import read_mooncake
+    from harness.whatif.replay import replay
 
     keys = _trace_keys()
     head = keys[:4000]

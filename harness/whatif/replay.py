@@ -25,29 +25,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from harness.sim.cards import DEFAULT_PROFILE, get_profile
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
-from harness.whatif_trace import Trace, TraceRequest
-
-# Used when harness.sim.cards is absent: an L4 running an 8B model (see harness/sim/cards.py).
-_DEFAULT_CARD = {
-    "prefill_tokens_per_s": 1600.0,
-    "prefill_overhead_s": 0.02,
-    "h2d_bytes_per_s": 20e9,
-    "kv_bytes": 131072,
-}
-
-
-@dataclass(frozen=True)
-class Config:
-    policy: str
-    pool: int  # in key units (tokens, or blocks for block traces)
-    host_ratio: float = 0.0
-    write_policy: str = "write_through"
-    page_size: int = 1
-    mode: str = "sglang"
-    policy_config: tuple = ()  # sorted (key, value) pairs
-    tree: str = "unified"  # SGLang tree flavor: "unified" (0.5.23's server) or "radix" (plain RadixCache)
+from harness.whatif.grid import Config
+from harness.whatif.inputs import Trace, TraceRequest
 
 
 @dataclass
@@ -131,25 +113,6 @@ def ideal_hits(trace: Trace, page_size: int = 1) -> list[int]:
     return out
 
 
-def _card(profile: str | None):
-    """The card profile's timing functions, or documented defaults when harness.sim.cards is absent."""
-    try:
-        from harness.sim.cards import DEFAULT_PROFILE, get_profile
-
-        card = get_profile(profile or DEFAULT_PROFILE)
-        return card.prefill_time, card.prefill_overhead_s, card.load_back_time
-    except ImportError:
-        d = _DEFAULT_CARD
-
-        def prefill(n: int, _c: int) -> float:
-            return n / d["prefill_tokens_per_s"]
-
-        def load(n: int) -> float:
-            return n * d["kv_bytes"] / d["h2d_bytes_per_s"]
-
-        return prefill, d["prefill_overhead_s"], load
-
-
 class _Tally:
     """Hit, ideal and prompt tokens per turn and per session position."""
 
@@ -205,7 +168,8 @@ def replay_sequential(
         flavor=cfg.tree,
     )
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
-    prefill, overhead, load_time = _card(card)
+    profile = get_profile(card or DEFAULT_PROFILE)
+    prefill, overhead, load_time = profile.prefill_time, profile.prefill_overhead_s, profile.load_back_time
     hit = dev_hit = host_hit = ideal_tok = prompt = 0
     tally = _Tally()
     ttft: list[float] = []
@@ -254,7 +218,6 @@ def replay_sequential(
 
 def engine_config(cfg: Config, card: str | None = None):
     """The serve-sim engine a live run of this configuration would use (the card's other defaults)."""
-    from harness.sim.cards import DEFAULT_PROFILE
     from harness.sim.engine import EngineConfig
 
     return EngineConfig(

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
-from harness import report  # noqa: E402
+from harness.report.common import server_policy, server_pool  # noqa: E402
 
 
 def _caption(fig: Any, summary: dict[str, Any], exp: str) -> None:
@@ -99,7 +99,7 @@ def hit_rate_per_turn(
         if not pts:
             continue
         entry = servers.get(p["server"], {})
-        label = f"{report.server_policy(entry)} · pool {report.server_pool(entry)} ({p['server']})"
+        label = f"{server_policy(entry)} · pool {server_pool(entry)} ({p['server']})"
         if multi:
             label += f" {p['point_key']}"
         if p["status"] != "ok":

@@ -1,4 +1,4 @@
-"""A summary → Markdown tables in the shapes people already read, plus PNG charts (harness.charts).
+"""A summary → Markdown tables in the shapes people already read.
 
 The layout comes from the data: a shared-prefix sweep over `groups` across servers gives the A/B
 table; multi-turn points give the policy table with hit rate per turn. Points that are not ok are
@@ -7,33 +7,26 @@ shown as such, and the server's own prefill lines are quoted under each table as
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.report.common import (
+    clock,
+    point_order,
+    server_card,
+    server_policy,
+    server_pool,
+    server_time_scale,
+    sort_key,
+    status_note,
+    status_text,
+    verdict_word,
+)
 
 MAX_EVIDENCE_PER_POINT = 2
 
 
-def load_summary(path: Path | str) -> dict[str, Any]:
-    """Read a summary JSON; anything else is a one-line error (exit 2)."""
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise HarnessError(f"{path}: no such summary file") from None
-    except (OSError, ValueError) as e:
-        raise HarnessError(f"{path}: not a summary (unreadable JSON: {e})") from None
-    if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("points"), list):
-        raise HarnessError(
-            f"{path}: not a summary (no schema_version / points; run `harness summarize` first)"
-        )
-    return data
-
-
-# ---------------------------------------------------------------- formatting
+# ---------------------------------------------------------------- cells
 
 
 def _ms(v: Any) -> str:
@@ -48,102 +41,10 @@ def _pct(v: Any) -> str:
     return f"{v * 100:.1f}%" if isinstance(v, int | float) else "n/a"
 
 
-def verdict_word(v: Any) -> str:
-    if isinstance(v, dict):
-        return str(v.get("verdict", v.get("status", "?")))
-    return str(v) if v is not None else "n/a"
-
-
-def clock(p: dict[str, Any]) -> Any:
-    t = p.get("telemetry") or {}
-    return t.get("busy_median_sm_clock_mhz")
-
-
-def _status_note(p: dict[str, Any]) -> str:
-    """Empty for ok points; otherwise e.g. ` (partial)` so a figure is never read as a clean one."""
-    return "" if p.get("status") == "ok" else f" ({p.get('status')})"
-
-
-def status_text(p: dict[str, Any]) -> str:
-    """`ok`, or e.g. `partial: 2/3 seeds ok, median over those`."""
-    if p.get("status") == "ok":
-        return "ok"
-    st = p.get("seed_status", {})
-    n_ok = sum(s == "ok" for s in st.values())
-    over = "median over those" if n_ok else "figures from not-ok seeds"
-    return f"{p.get('status')}: {n_ok}/{len(st)} seeds ok, {over}"
-
-
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
-
-
-def _sort_key(v: Any) -> tuple[int, Any]:
-    return (0, v) if isinstance(v, int | float) else (1, str(v))
-
-
-def _point_order(p: dict[str, Any]) -> tuple[Any, ...]:
-    """Server, then sweep values in numeric order (groups 4 before 16), then the point key."""
-    return (p["server"], tuple(_sort_key(v) for v in p["sweep"].values()), p["point_key"])
-
-
-# ---------------------------------------------------------------- server labels
-
-
-def _arg(entry: dict[str, Any], flag: str) -> Any:
-    """A server argument from the manifest's args (list or dict) or server_info, by its SGLang name."""
-    args = entry.get("args")
-    key = flag.lstrip("-").replace("-", "_")
-    if isinstance(args, list):
-        flat = [str(a) for a in args]
-        for i, a in enumerate(flat):
-            if a == flag:
-                return flat[i + 1] if i + 1 < len(flat) and not flat[i + 1].startswith("--") else True
-            if a.startswith(flag + "="):
-                return a.split("=", 1)[1]
-    if isinstance(args, dict):
-        for k in (key, flag.lstrip("-"), flag):
-            if k in args:
-                return args[k]
-    info = entry.get("server_info") or {}
-    return info.get(key)
-
-
-def server_policy(entry: dict[str, Any]) -> str:
-    return str(_arg(entry, "--radix-eviction-policy") or "lru")
-
-
-def server_pool(entry: dict[str, Any]) -> str:
-    pool = entry.get("pool") or {}
-    dev = pool.get("device_tokens") or pool.get("max_total_num_tokens") or _arg(entry, "--max-total-tokens")
-    text = f"{dev}" if dev else "n/a"
-    host = pool.get("host_tokens")
-    if host:
-        text += f" + host {host}"
-    elif pool.get("host_gb") or _arg(entry, "--enable-hierarchical-cache") or _arg(entry, "--enable-hicache"):
-        text += f" + host {pool.get('host_gb') or '?'} GB"
-    return text
-
-
-def server_time_scale(entry: dict[str, Any]) -> float | None:
-    """A sim server's --time-scale (summary `time_scale`, else server_info / args); None for real servers."""
-    v = entry.get("time_scale")
-    if v is None:
-        v = (entry.get("server_info") or {}).get("time_scale") or _arg(entry, "--time-scale")
-    try:
-        x = float(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
-        return None
-    return x if x and x > 0 else None
-
-
-def _card(entry: dict[str, Any]) -> str | None:
-    info = entry.get("server_info") or {}
-    card = info.get("card")
-    name = card.get("name") if isinstance(card, dict) else None
-    return name or info.get("card_profile") or _arg(entry, "--card-profile")
 
 
 def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
@@ -155,7 +56,7 @@ def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> l
             by_scale.setdefault(x, []).append(name)
     lines = []
     for x, names in sorted(by_scale.items()):
-        cards = sorted({c for n in names if (c := _card(servers.get(n, {})))})
+        cards = sorted({c for n in names if (c := server_card(servers.get(n, {})))})
         card = f"modelled {', '.join(cards)} card" if cards else "modelled card"
         speed = f"{1 / x:g}x faster than" if x < 1 else (f"{x:g}x slower than" if x > 1 else "as fast as")
         lines.append(
@@ -234,12 +135,12 @@ def ab_table(
         header.insert(1, "point")
     rows = []
     for key, per in sorted(
-        by_key.items(), key=lambda kv: _sort_key(next(iter(kv[1].values()))["sweep"].get("groups"))
+        by_key.items(), key=lambda kv: sort_key(next(iter(kv[1].values()))["sweep"].get("groups"))
     ):
         any_p = next(iter(per.values()))
 
         def cell(fn: Any, per: dict[str, dict[str, Any]] = per) -> str:
-            return " / ".join(fn(per[s]) + _status_note(per[s]) if s in per else "—" for s in servers)
+            return " / ".join(fn(per[s]) + status_note(per[s]) if s in per else "—" for s in servers)
 
         verdict = _pair_verdict(pairs, exp, key) or " / ".join(
             verdict_word(per[s].get("verdict")) if s in per else "—" for s in servers
@@ -260,7 +161,7 @@ def ab_table(
             def card_ms(s: str, per: dict[str, dict[str, Any]] = per) -> str:
                 v, x = per[s]["median"].get("ttft_median_s"), scales[s]
                 card_v = v / x if x is not None and isinstance(v, int | float) else v
-                return _ms(card_v) + _status_note(per[s])
+                return _ms(card_v) + status_note(per[s])
 
             row.insert(3, " / ".join(card_ms(s) if s in per else "—" for s in servers))
         if extra_keys:
@@ -297,7 +198,7 @@ def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]
             whole = m.get("hit_rate_counters", m.get("hit_rate_log"))
         flag = " ⚠ sources disagree" if m.get("hit_rate_disagree") else ""
         row = [server_pool(entry), server_policy(entry), p["server"]] + ([p["point_key"]] if multi else [])
-        row += [_pct(whole) + flag + _status_note(p)] + [_pct(by_turn.get(str(t))) for t in turns]
+        row += [_pct(whole) + flag + status_note(p)] + [_pct(by_turn.get(str(t))) for t in turns]
         row += [_num(clock(p), ".0f"), verdict_word(p.get("verdict")), status_text(p)]
         rows.append(row)
     return _table(header, rows)
@@ -316,12 +217,12 @@ def generic_table(points: list[dict[str, Any]]) -> list[str]:
     ]
     header += ["median SM clock MHz", "verdict", "status"]
     rows = []
-    for p in sorted(points, key=_point_order):
+    for p in sorted(points, key=point_order):
         m = p["median"]
         rows.append(
             [
                 p["server"],
-                p["point_key"] + _status_note(p),
+                p["point_key"] + status_note(p),
                 _num(m.get("requests"), ".0f"),
                 _num(m.get("failures"), ".0f"),
                 _ms(m.get("ttft_median_s")),
@@ -350,7 +251,7 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
         "status",
     ]
     rows = []
-    for p in sorted(points, key=_point_order):
+    for p in sorted(points, key=point_order):
         m = p["median"]
         sp = p.get("spread", {}).get("hit_rate_usage")
         usage = _pct(m.get("hit_rate_usage")) + (
@@ -372,7 +273,7 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
     return _table(header, rows)
 
 
-def markdown(
+def render(
     summary: dict[str, Any], charts: dict[str, list[Path]] | None = None, base: Path | None = None
 ) -> str:
     """The whole report as Markdown; `charts` maps experiment → PNG paths to link."""
@@ -419,22 +320,3 @@ def markdown(
     for note in summary.get("notes") or []:
         lines += ["", f"_Note: {note}_"]
     return "\n".join(lines) + "\n"
-
-
-def write_report(
-    summary: dict[str, Any], out: Path, stem: str | None = None, charts: bool = True
-) -> list[Path]:
-    """Write `<stem>.md` and its PNG charts into `out`; returns the paths written."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = stem or str(summary.get("node", "report"))
-    written: list[Path] = []
-    pngs: dict[str, list[Path]] = {}
-    if charts:
-        from harness import charts as charts_mod
-
-        pngs = charts_mod.draw_all(summary, out, stem)
-        written += [p for ps in pngs.values() for p in ps]
-    md = out / f"{stem}.md"
-    md.write_text(markdown(summary, pngs, out), encoding="utf-8")
-    return [md, *written]

@@ -8,7 +8,7 @@
   gives them (`harness.sim.server.answer_ids`), keys are token ids (pools in tokens).
 
 Specs and captures also carry the run's concurrency (and request rate) and each request's conversation
-and schedule index, so `harness.whatif` can replay them through the sim's scheduler as the load
+and schedule index, so `harness.whatif.replay` can replay them through the sim's scheduler as the load
 generator would have sent them; Mooncake traces carry neither and replay one request at a time.
 """
 

@@ -1,0 +1,125 @@
+"""What every report writer needs: the summary loaded and checked, cell wording, server labels.
+
+Server labels (policy, pool, time scale, card) come from the manifest's args, else server_info.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+
+def load_summary(path: Path | str) -> dict[str, Any]:
+    """Read a summary JSON; anything else is a one-line error (exit 2)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: no such summary file") from None
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"{path}: not a summary (unreadable JSON: {e})") from None
+    if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("points"), list):
+        raise HarnessError(
+            f"{path}: not a summary (no schema_version / points; run `harness summarize` first)"
+        )
+    return data
+
+
+# ---------------------------------------------------------------- wording
+
+
+def verdict_word(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("verdict", v.get("status", "?")))
+    return str(v) if v is not None else "n/a"
+
+
+def clock(p: dict[str, Any]) -> Any:
+    t = p.get("telemetry") or {}
+    return t.get("busy_median_sm_clock_mhz")
+
+
+def status_note(p: dict[str, Any]) -> str:
+    """Empty for ok points; otherwise e.g. ` (partial)` so a figure is never read as a clean one."""
+    return "" if p.get("status") == "ok" else f" ({p.get('status')})"
+
+
+def status_text(p: dict[str, Any]) -> str:
+    """`ok`, or e.g. `partial: 2/3 seeds ok, median over those`."""
+    if p.get("status") == "ok":
+        return "ok"
+    st = p.get("seed_status", {})
+    n_ok = sum(s == "ok" for s in st.values())
+    over = "median over those" if n_ok else "figures from not-ok seeds"
+    return f"{p.get('status')}: {n_ok}/{len(st)} seeds ok, {over}"
+
+
+def sort_key(v: Any) -> tuple[int, Any]:
+    return (0, v) if isinstance(v, int | float) else (1, str(v))
+
+
+def point_order(p: dict[str, Any]) -> tuple[Any, ...]:
+    """Server, then sweep values in numeric order (groups 4 before 16), then the point key."""
+    return (p["server"], tuple(sort_key(v) for v in p["sweep"].values()), p["point_key"])
+
+
+# ---------------------------------------------------------------- server labels
+
+
+def _arg(entry: dict[str, Any], flag: str) -> Any:
+    """A server argument from the manifest's args (list or dict) or server_info, by its SGLang name."""
+    args = entry.get("args")
+    key = flag.lstrip("-").replace("-", "_")
+    if isinstance(args, list):
+        flat = [str(a) for a in args]
+        for i, a in enumerate(flat):
+            if a == flag:
+                return flat[i + 1] if i + 1 < len(flat) and not flat[i + 1].startswith("--") else True
+            if a.startswith(flag + "="):
+                return a.split("=", 1)[1]
+    if isinstance(args, dict):
+        for k in (key, flag.lstrip("-"), flag):
+            if k in args:
+                return args[k]
+    info = entry.get("server_info") or {}
+    return info.get(key)
+
+
+def server_policy(entry: dict[str, Any]) -> str:
+    return str(_arg(entry, "--radix-eviction-policy") or "lru")
+
+
+def server_pool(entry: dict[str, Any]) -> str:
+    pool = entry.get("pool") or {}
+    dev = pool.get("device_tokens") or pool.get("max_total_num_tokens") or _arg(entry, "--max-total-tokens")
+    text = f"{dev}" if dev else "n/a"
+    host = pool.get("host_tokens")
+    if host:
+        text += f" + host {host}"
+    elif pool.get("host_gb") or _arg(entry, "--enable-hierarchical-cache") or _arg(entry, "--enable-hicache"):
+        text += f" + host {pool.get('host_gb') or '?'} GB"
+    return text
+
+
+def server_time_scale(entry: dict[str, Any]) -> float | None:
+    """A sim server's --time-scale (summary `time_scale`, else server_info / args); None for real servers."""
+    v = entry.get("time_scale")
+    if v is None:
+        v = (entry.get("server_info") or {}).get("time_scale") or _arg(entry, "--time-scale")
+    try:
+        x = float(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+    return x if x and x > 0 else None
+
+
+def server_card(entry: dict[str, Any]) -> str | None:
+    """The modelled card of a sim server (server_info, else --card-profile); None when unknown."""
+    info = entry.get("server_info") or {}
+    card = info.get("card")
+    name = card.get("name") if isinstance(card, dict) else None
+    return name or info.get("card_profile") or _arg(entry, "--card-profile")

@@ -1,0 +1,293 @@
+"""Capture folders → one summary per node: per point and seed, then median and spread over seeds.
+
+harness.summarize.read reads the capture, harness.summarize.figures computes each seed's figures;
+here they merge over seeds, get their verdicts (harness.validate, thresholds kept in the summary)
+and are written. Schema: README.md, "Summary schema".
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import __version__, capture, serverlog, validate
+from harness.errors import HarnessError
+from harness.summarize.figures import (
+    clock_series,
+    counter_figures,
+    hit_rate_agreement,
+    is_num,
+    log_figures,
+    point_window,
+    request_figures,
+    slice_log,
+    telemetry_stats,
+    tz_shift,
+)
+from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+
+SCHEMA_VERSION = 1
+_STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
+
+
+def merge_seeds(figs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Median and [min, max] of every numeric figure over seeds; flags are or-ed; dicts go key by key."""
+    median: dict[str, Any] = {}
+    spread: dict[str, Any] = {}
+    keys: list[str] = []
+    for f in figs:
+        keys += [k for k in f if k not in keys]
+    for k in keys:
+        vals = [f.get(k) for f in figs if f.get(k) is not None]
+        if not vals:
+            median[k] = None
+            continue
+        if all(isinstance(v, bool) for v in vals):
+            median[k] = any(vals)
+        elif all(is_num(v) for v in vals):
+            median[k] = float(np.median(np.asarray(vals, dtype=float)))
+            spread[k] = [float(min(vals)), float(max(vals))]
+        elif all(isinstance(v, dict) for v in vals):
+            m, s = merge_seeds(vals)
+            median[k] = m
+            if s:
+                spread[k] = s
+    return median, spread
+
+
+def _point_key(sweep: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sweep.items()) or "default"
+
+
+def _find_workload(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The spec's workload section, wherever the runner put it in the manifest (depth <= 2)."""
+    if isinstance(manifest.get("workload"), dict):
+        return manifest["workload"]
+    for v in manifest.values():
+        if isinstance(v, dict) and isinstance(v.get("workload"), dict):
+            return v["workload"]
+    return {}
+
+
+def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: dict[str, Any]) -> float | None:
+    """A sim server's --time-scale (its wall clock runs X times the modelled card's); None for real servers.
+
+    From server_info.json (serve-sim echoes its arguments), else the server's args, else the bench's
+    `bench.time_scale` when the manifest says this server was launched as the sim.
+    """
+
+    def num(v: Any) -> float | None:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            return None
+        return x if x > 0 else None
+
+    if isinstance(info, dict) and info.get("time_scale") is not None:
+        return num(info["time_scale"])
+    if isinstance(args, list):
+        flat = [str(a) for a in args]
+        for i, a in enumerate(flat):
+            if a == "--time-scale" and i + 1 < len(flat):
+                return num(flat[i + 1])
+            if a.startswith("--time-scale="):
+                return num(a.split("=", 1)[1])
+    man = man_servers.get(sname) if isinstance(man_servers, dict) else None
+    bench = manifest.get("bench")
+    if isinstance(man, dict) and "sim" in (man.get("launch"), man.get("engine")) and isinstance(bench, dict):
+        return num(bench.get("time_scale"))
+    return None
+
+
+def summarize_experiment(
+    exp: ExperimentCapture, problems: Problems, thresholds: validate.Thresholds | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The experiment's entry (manifest, servers) and its points, with verdicts at these thresholds."""
+    th = thresholds or validate.Thresholds()
+    servers: dict[str, Any] = {}
+    points: list[dict[str, Any]] = []
+    workload = _find_workload(exp.manifest)
+    man_servers = exp.manifest.get("servers")
+    for sname, srv in sorted(exp.servers.items()):
+        args = None
+        if isinstance(man_servers, dict) and isinstance(man_servers.get(sname), dict):
+            args = man_servers[sname].get("args", man_servers[sname])
+        elif isinstance(man_servers, list):
+            args = next(
+                (s.get("args", s) for s in man_servers if isinstance(s, dict) and s.get("name") == sname),
+                None,
+            )
+        servers[sname] = {
+            "args": args,
+            "server_info": srv.info,
+            "time_scale": _time_scale(srv.info, args, man_servers, sname, exp.manifest),
+            "pool": serverlog.pool_sizes(srv.log.records if srv.log else []),
+            "log": {
+                "path": str(srv.path / capture.SERVER_LOG) if srv.log else None,
+                "lines": srv.log.lines if srv.log else 0,
+                "counts": srv.log.counts() if srv.log else {},
+                "time_shift_s": tz_shift(srv.log, srv.seeds.values()),
+            },
+        }
+        slices: dict[Path, tuple[Any, float]] = {}
+        for log in {id(sc.log): sc.log for sc in srv.seeds.values() if sc.log is not None}.values():
+            shift = tz_shift(log, srv.seeds.values())
+            for path, sl in slice_log(log, srv.seeds.values(), shift).items():
+                slices[path] = (sl, shift)
+        groups: dict[str, list[SeedCapture]] = {}
+        for sc in srv.seeds.values():
+            groups.setdefault(_point_key(sc.sweep), []).append(sc)
+        for key, seeds in groups.items():
+            points.append(
+                _summarize_point(exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th)
+            )
+    entry = {"path": str(exp.path), "manifest": exp.manifest, "servers": servers}
+    return entry, points
+
+
+def _summarize_point(
+    exp: ExperimentCapture,
+    server: str,
+    key: str,
+    seeds: list[SeedCapture],
+    slices: dict[Path, tuple[Any, float]],
+    workload: dict[str, Any],
+    thresholds: validate.Thresholds,
+) -> dict[str, Any]:
+    per_seed: dict[str, Any] = {}
+    figs_ok: list[dict[str, Any]] = []
+    figs_all: list[dict[str, Any]] = []
+    evidence: list[str] = []
+    all_samples: list[dict[str, Any]] = []
+    any_samples = False
+    statuses: dict[str, str] = {}
+    series: dict[str, Any] = {}
+    for sc in seeds:
+        fig = request_figures(sc.requests)
+        sliced, shift = slices.get(sc.path, (None, 0.0))
+        window = point_window(sc)
+        log_fig, ev = log_figures(sc.log, sliced, window[1] if window else None, shift)
+        fig.update(log_fig)
+        fig.update(counter_figures(sc))
+        hit_rate_agreement(fig)
+        if not evidence:
+            evidence = ev
+        tel_status = sc.point.get("telemetry_status") if sc.point else None
+        stats = telemetry_stats(sc.telemetry, tel_status, fig.get("output_tokens"))
+        if sc.telemetry:
+            any_samples = True
+            all_samples += sc.telemetry
+            cs = clock_series(sc.telemetry)
+            if cs:
+                series[str(sc.seed)] = cs
+        statuses[str(sc.seed)] = sc.status
+        per_seed[str(sc.seed)] = {
+            "status": sc.status,
+            "path": str(sc.path),
+            "figures": fig,
+            "telemetry": stats,
+        }
+        if sc.point and sc.point.get("failure"):
+            per_seed[str(sc.seed)]["failure"] = sc.point["failure"]
+        figs_all.append(fig)
+        if sc.status == "ok":
+            figs_ok.append(fig)
+    worst = max(statuses.values(), key=lambda s: _STATUS_RANK.get(s, 4))
+    used = figs_ok or figs_all
+    median, spread = merge_seeds(used)
+    first_status = next((sc.point.get("telemetry_status") for sc in seeds if sc.point), None)
+    out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
+    tel = telemetry_stats(all_samples if any_samples else None, first_status, out_tokens)
+    sweep = dict(seeds[0].sweep)
+    wl = {**workload, **{k: v for k, v in sweep.items()}}
+    to_keep = None
+    if is_num(wl.get("groups")) and is_num(wl.get("system_prompt_tokens")):
+        to_keep = int(wl["groups"] * wl["system_prompt_tokens"])
+    return {
+        "experiment": exp.name,
+        "server": server,
+        "sweep": sweep,
+        "point_key": key,
+        "status": worst,
+        "seed_status": statuses,
+        "median_over": "ok seeds" if figs_ok else "all seeds (none ok)",
+        "workload_kind": wl.get("kind"),
+        "prompt_tokens_to_keep": to_keep,
+        "seeds": per_seed,
+        "median": median,
+        "spread": spread,
+        "telemetry": tel,
+        "verdict": validate.point_verdict(tel, thresholds),
+        "clock_series": series,
+        "evidence": evidence,
+    }
+
+
+def summarize(
+    dirs: Sequence[Path | str], thresholds: validate.Thresholds | None = None
+) -> dict[str, dict[str, Any]]:
+    """Capture folders → {node: summary}. Several folders of the same node merge into one summary.
+
+    Verdicts are computed here, once, and the summary keeps the thresholds they used
+    (`verdict_thresholds`), so `harness validate` and the report cannot disagree.
+    """
+    th = thresholds or validate.Thresholds()
+    problems = Problems()
+    exps = read_captures(dirs, problems)
+    by_node: dict[str, list[ExperimentCapture]] = {}
+    for e in exps:
+        by_node.setdefault(e.node, []).append(e)
+    out: dict[str, dict[str, Any]] = {}
+    for node, node_exps in sorted(by_node.items()):
+        experiments: dict[str, Any] = {}
+        points: list[dict[str, Any]] = []
+        for e in sorted(node_exps, key=lambda x: x.name):
+            entry, pts = summarize_experiment(e, problems, th)
+            experiments[e.name] = entry
+            points += pts
+        summary = {
+            "schema_version": SCHEMA_VERSION,
+            "node": node,
+            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "generated_on": socket.gethostname(),
+            "harness_version": __version__,
+            "sources": [str(Path(d)) for d in dirs],
+            "experiments": experiments,
+            "points": points,
+            "pairs": validate.pair_verdicts(points, th),
+            "verdict_thresholds": asdict(th),
+            "notes": [],
+            "problems": [p for p in problems if _belongs(p["path"], node_exps, exps)],
+        }
+        out[node] = summary
+    if not out:
+        raise HarnessError(f"{', '.join(map(str, dirs))}: no experiment folder with manifest.json found")
+    return out
+
+
+def _belongs(path: str, mine: Iterable[ExperimentCapture], every: Iterable[ExperimentCapture]) -> bool:
+    """A problem goes to the node whose experiment folder holds it; one outside every folder goes to all."""
+    under = [e for e in every if Path(path).is_relative_to(e.path)]
+    return not under or any(e is u for e in mine for u in under)
+
+
+def write_summaries(summaries: dict[str, dict[str, Any]], out: Path) -> list[Path]:
+    """A directory (or a path without .json) gets <node>.json per node; a .json path takes one node."""
+    out = Path(out)
+    if out.suffix == ".json" and not out.is_dir():
+        if len(summaries) > 1:
+            raise HarnessError(
+                f"{out}: captures hold several nodes ({', '.join(summaries)}); give a directory"
+            )
+        targets = {next(iter(summaries)): out}
+    else:
+        targets = {node: out / f"{node}.json" for node in summaries}
+    for node, path in targets.items():
+        capture.write_json_atomic(path, summaries[node])
+    return list(targets.values())

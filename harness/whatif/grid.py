@@ -1,0 +1,79 @@
+"""The configurations a what-if run replays: every policy x pool x host ratio x write policy asked for.
+
+Checked here, before any replay, with the same one-line errors `harness whatif` has always given
+(they name the flag a value came from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.sim.hicache import WRITE_POLICIES
+from harness.sim.policies import validate
+
+
+@dataclass(frozen=True)
+class Config:
+    policy: str
+    pool: int  # in key units (tokens, or blocks for block traces)
+    host_ratio: float = 0.0
+    write_policy: str = "write_through"
+    page_size: int = 1
+    mode: str = "sglang"
+    policy_config: tuple = ()  # sorted (key, value) pairs
+    tree: str = "unified"  # SGLang tree flavor: "unified" (0.5.23's server) or "radix" (plain RadixCache)
+
+
+def _own_config(policy: str, tree: str, policy_config: dict[str, Any]) -> dict[str, Any]:
+    """The part of --policy-config this policy takes (slru, tlru), checked as SGLang would."""
+    own = {k: v for k, v in policy_config.items() if policy in ("slru", "tlru")}
+    if policy == "tlru" and tree == "radix":
+        raise HarnessError(
+            "--tree radix: --policy tlru needs the unified tree (SGLang's plain RadixCache has no "
+            "T-LRU bookkeeping); drop tlru or use --tree unified"
+        )
+    if policy == "tlru" and not own:
+        raise HarnessError(
+            '--policy tlru needs --policy-config \'{"threshold": T, "next_prompt_estimate": Q}\''
+        )
+    if policy == "slru":
+        own = {k: v for k, v in own.items() if k == "protected_threshold"}
+    if policy == "tlru":
+        own = {k: v for k, v in own.items() if k in ("threshold", "next_prompt_estimate")}
+    try:
+        validate(policy, own)
+    except ValueError as e:
+        raise HarnessError(f"--policy {policy}: {e}") from None
+    return own
+
+
+def build_grid(
+    policies: Sequence[str],
+    pools: Sequence[int],
+    host_ratios: Sequence[float],
+    write_policies: Sequence[str],
+    policy_config: dict[str, Any] | None = None,
+    page_size: int = 1,
+    mode: str = "sglang",
+    tree: str = "unified",
+) -> list[Config]:
+    """Every configuration, policy-major; a write policy varies only where there is a host tier."""
+    for w in write_policies:
+        if w not in WRITE_POLICIES:
+            raise HarnessError(f"--write-policy: {w!r} is not one of {', '.join(WRITE_POLICIES)}")
+    for n in pools:
+        if n <= 0:
+            raise HarnessError(f"--pool: {n} must be positive")
+    if page_size < 1:
+        raise HarnessError(f"--page-size: {page_size} must be >= 1")
+    out = []
+    for pol in policies:
+        own = tuple(sorted(_own_config(pol, tree, policy_config or {}).items()))
+        for pool in pools:
+            for ratio in host_ratios:
+                for w in write_policies if ratio > 0 else write_policies[:1]:
+                    out.append(Config(pol, pool, ratio, w, page_size, mode, own, tree))
+    return out

@@ -1,0 +1,138 @@
+"""What a what-if run shows: rich tables on the terminal, a hit-rate-vs-pool chart, results.json entries."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.whatif.inputs import Trace
+from harness.whatif.replay import Result
+
+
+def results_entry(path: Path, trace: Trace, notes: list[str], results: list[Result]) -> dict[str, Any]:
+    """One input's part of whatif.json and of `--json`."""
+    return {
+        "input": str(path),
+        "requests": len(trace.requests),
+        "unit": trace.kind,
+        "concurrency": trace.concurrency,
+        "notes": notes,
+        "results": [r.to_dict() for r in results],
+    }
+
+
+def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
+    """The results table, then hit rate per turn and per session position where the input has them."""
+    from rich.console import Console
+    from rich.table import Table
+
+    unit = "blocks" if trace.kind == "blocks" else "tokens"
+    how = (
+        f"the sim's scheduler at concurrency {trace.concurrency}"
+        if trace.concurrency is not None
+        else "one request at a time"
+    )
+    t = Table(title=f"{trace.name}: {len(trace.requests)} requests ({how}), pools in {unit}")
+    for col in (
+        "policy",
+        "pool",
+        "host",
+        "hit",
+        "ideal",
+        "device",
+        "host hit",
+        "evicted",
+        "load-back",
+        "TTFT p50/p99 ms",
+        "replay s",
+    ):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    turns = sorted({k for r in results for k in r.per_turn})
+    for r in results:
+        c = r.config
+        host = "-" if c.host_ratio == 0 else f"{c.host_ratio:g}x {c.write_policy.replace('write_', 'w')}"
+        t.add_row(
+            c.policy,
+            f"{c.pool:,}",
+            host,
+            f"{r.hit_rate:.1%}",
+            f"{r.ideal_rate:.1%}",
+            f"{r.device_hit_tokens / max(r.prompt_tokens, 1):.1%}",
+            f"{r.host_hit_tokens / max(r.prompt_tokens, 1):.1%}",
+            f"{r.evicted_tokens:,}",
+            f"{r.load_back_tokens:,}",
+            f"{r.ttft_ms['p50']:.0f}/{r.ttft_ms['p99']:.0f}",
+            f"{r.seconds:.2f}",
+        )
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    console.print(t)
+    if len(turns) > 1:
+        tt = Table(title="hit rate per turn (ideal in brackets)")
+        tt.add_column("policy")
+        tt.add_column("pool", justify="right")
+        tt.add_column("host", justify="right")
+        for turn in turns:
+            tt.add_column(f"t{turn}", justify="right")
+        for r in results:
+            cells = []
+            for turn in turns:
+                h, i, p = r.per_turn.get(turn, (0, 0, 0))
+                cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
+            tt.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
+        console.print(tt)
+    positions = sorted({k for r in results for k in r.per_position})
+    if positions and any(r.group is not None for r in trace.requests):
+        tp = Table(title="hit rate per session position: times the group's prefix was sent before (ideal)")
+        tp.add_column("policy")
+        tp.add_column("pool", justify="right")
+        tp.add_column("host", justify="right")
+        shown = positions if len(positions) <= 12 else positions[:11] + positions[-1:]
+        for pos in shown:
+            tp.add_column(f"p{pos}", justify="right")
+        for r in results:
+            cells = []
+            for pos in shown:
+                h, i, p = r.per_position.get(pos, (0, 0, 0))
+                cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
+            tp.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
+        console.print(tp)
+    for n in notes:
+        console.print(f"[yellow]note:[/yellow] {n}")
+
+
+def draw_chart(trace: Trace, results: list[Result], path: Path) -> None:
+    """Hit rate against device pool, one line per policy x host tier, the unbounded ideal dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lines: dict[tuple, list] = {}
+    for r in results:
+        c = r.config
+        lines.setdefault((c.policy, c.host_ratio, c.write_policy if c.host_ratio else ""), []).append(
+            (c.pool, r.hit_rate)
+        )
+    for (pol, ratio, wp), pts in lines.items():
+        pts.sort()
+        label = pol if not ratio else f"{pol} +host {ratio:g}x {wp}"
+        ax.plot(
+            [p for p, _ in pts],
+            [h for _, h in pts],
+            marker="o",
+            linestyle="-" if not ratio else "--",
+            label=label,
+        )
+    ideal = results[0].ideal_rate if results else 0
+    ax.axhline(ideal, color="grey", linestyle=":", label="ideal (unbounded)")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"device pool ({'blocks' if trace.kind == 'blocks' else 'tokens'})")
+    ax.set_ylabel("prefix hit rate (tokens)")
+    ax.set_title(f"{trace.name}: hit rate vs pool")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
