@@ -71,6 +71,12 @@ def _sweep(s: Any) -> str:
     return "-" if s is None else str(s)
 
 
+def _verdict(r: dict[str, Any]) -> str:
+    """The verdict word, coloured: flagged red (no-telemetry yellow), ok green, an expected gap dim."""
+    style = STYLE.get(r["verdict"], "red") if r["flagged"] or r["verdict"] == "ok" else "dim"
+    return f"[{style}]{r['verdict']}[/]"
+
+
 def print_tables(result: dict[str, Any], title: str, width: int | None = None) -> None:
     """Point verdicts, then pair verdicts, then one summary line, as rich tables."""
     from rich.console import Console
@@ -93,7 +99,6 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
     t.add_column("reasons", overflow="fold")
     for r in result["points"]:
         tf = r["thermal_fraction"]
-        style = STYLE.get(r["verdict"], "red") if r["flagged"] or r["verdict"] == "ok" else "dim"
         t.add_row(
             str(r["experiment"]),
             str(r["server"]),
@@ -103,7 +108,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
             _mhz(r["max_sm_clock_mhz"]),
             "-" if tf is None else f"{tf:.0%}",
             "-" if r["temp_max_c"] is None else str(r["temp_max_c"]),
-            f"[{style}]{r['verdict']}[/]",
+            _verdict(r),
             "; ".join(r["reasons"]),
         )
     console.print(t)
@@ -113,7 +118,6 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
             pt.add_column(col, justify="right" if "MHz" in col or col == "ratio" else "left")
         pt.add_column("reasons", overflow="fold")
         for r in result["pairs"]:
-            style = STYLE.get(r["verdict"], "red") if r["flagged"] or r["verdict"] == "ok" else "dim"
             pt.add_row(
                 str(r["experiment"]),
                 _sweep(r["sweep"]),
@@ -122,7 +126,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
                 _mhz(r["clock_a_mhz"]),
                 _mhz(r["clock_b_mhz"]),
                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
-                f"[{style}]{r['verdict']}[/]",
+                _verdict(r),
                 "; ".join(r["reasons"]),
             )
         console.print(pt)

@@ -33,6 +33,31 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _finish(
+    fig: Any,
+    ax: Any,
+    drawn: bool,
+    summary: dict[str, Any],
+    exp: str,
+    path: Path,
+    labels: tuple[str, str, str],
+    legend_size: int | None = 7,
+    grid: str = "major",
+) -> Path | None:
+    """Labels (title, x, y), grid, legend, caption, saved: what every chart ends with; None if it drew nothing."""
+    if not drawn:
+        plt.close(fig)
+        return None
+    title, xlabel, ylabel = labels
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which=grid, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    _caption(fig, summary, exp)
+    return _save(fig, path)
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -67,22 +92,19 @@ def ttft_vs_prompts(
             if p["status"] != "ok":
                 ax.annotate(p["status"], (xi, yi), fontsize=7, color="red")
         drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xticks(
-        sorted({p["sweep"][xs_key] for p in points if isinstance(p["sweep"].get(xs_key), int | float)})
+    if drawn:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(
+            sorted({p["sweep"][xs_key] for p in points if isinstance(p["sweep"].get(xs_key), int | float)})
+        )
+    labels = (
+        f"{exp}: median TTFT vs distinct prompts (shaded: min–max over seeds)",
+        "distinct prompts (shared-prefix groups, log scale)",
+        "median TTFT (ms)",
     )
-    ax.set_xlabel("distinct prompts (shared-prefix groups, log scale)")
-    ax.set_ylabel("median TTFT (ms)")
-    ax.set_title(f"{exp}: median TTFT vs distinct prompts (shaded: min–max over seeds)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    _caption(fig, summary, exp)
-    return _save(fig, path)
+    return _finish(fig, ax, drawn, summary, exp, path, labels, legend_size=None, grid="both")
 
 
 def hit_rate_per_turn(
@@ -106,18 +128,14 @@ def hit_rate_per_turn(
             label += f" [{p['status']}]"
         ax.plot([t + 1 for t, _ in pts], [v * 100 for _, v in pts], marker="o", label=label)
         drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xlabel("turn (1 = first request of each session)")
-    ax.set_ylabel("hit rate: cached / prompt tokens (%)")
     ax.set_ylim(0, 100)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"{exp}: prefix-cache hit rate per turn")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    _caption(fig, summary, exp)
-    return _save(fig, path)
+    labels = (
+        f"{exp}: prefix-cache hit rate per turn",
+        "turn (1 = first request of each session)",
+        "hit rate: cached / prompt tokens (%)",
+    )
+    return _finish(fig, ax, drawn, summary, exp, path, labels)
 
 
 def sm_clock(summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path) -> Path | None:
@@ -132,16 +150,12 @@ def sm_clock(summary: dict[str, Any], exp: str, points: list[dict[str, Any]], pa
         s = series[seed]
         ax.plot(s["t_s"], s["sm_clock_mhz"], label=f"{p['server']} {p['point_key']} seed {seed}", linewidth=1)
         drawn = True
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_xlabel("time since the point's first sample (s)")
-    ax.set_ylabel("SM clock (MHz)")
-    ax.set_title(f"{exp}: SM clock during each point")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    _caption(fig, summary, exp)
-    return _save(fig, path)
+    labels = (
+        f"{exp}: SM clock during each point",
+        "time since the point's first sample (s)",
+        "SM clock (MHz)",
+    )
+    return _finish(fig, ax, drawn, summary, exp, path, labels)
 
 
 def draw_all(summary: dict[str, Any], out: Path, stem: str) -> dict[str, list[Path]]:

@@ -68,37 +68,35 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
     console = Console(width=None if sys.stdout.isatty() else 180)
     console.print(t)
     if len(turns) > 1:
-        tt = Table(title="hit rate per turn (ideal in brackets)")
-        tt.add_column("policy")
-        tt.add_column("pool", justify="right")
-        tt.add_column("host", justify="right")
-        for turn in turns:
-            tt.add_column(f"t{turn}", justify="right")
-        for r in results:
-            cells = []
-            for turn in turns:
-                h, i, p = r.per_turn.get(turn, (0, 0, 0))
-                cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
-            tt.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
-        console.print(tt)
+        console.print(
+            _hit_rate_table("hit rate per turn (ideal in brackets)", results, "per_turn", "t", turns)
+        )
     positions = sorted({k for r in results for k in r.per_position})
     if positions and any(r.group is not None for r in trace.requests):
-        tp = Table(title="hit rate per session position: times the group's prefix was sent before (ideal)")
-        tp.add_column("policy")
-        tp.add_column("pool", justify="right")
-        tp.add_column("host", justify="right")
         shown = positions if len(positions) <= 12 else positions[:11] + positions[-1:]
-        for pos in shown:
-            tp.add_column(f"p{pos}", justify="right")
-        for r in results:
-            cells = []
-            for pos in shown:
-                h, i, p = r.per_position.get(pos, (0, 0, 0))
-                cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
-            tp.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
-        console.print(tp)
+        title = "hit rate per session position: times the group's prefix was sent before (ideal)"
+        console.print(_hit_rate_table(title, results, "per_position", "p", shown))
     for n in notes:
         console.print(f"[yellow]note:[/yellow] {n}")
+
+
+def _hit_rate_table(title: str, results: list[Result], field: str, prefix: str, keys: list[int]) -> Any:
+    """One row per configuration, one column per turn or position: hit rate (ideal)."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("policy")
+    t.add_column("pool", justify="right")
+    t.add_column("host", justify="right")
+    for k in keys:
+        t.add_column(f"{prefix}{k}", justify="right")
+    for r in results:
+        cells = []
+        for k in keys:
+            h, i, p = getattr(r, field).get(k, (0, 0, 0))
+            cells.append(f"{h / p:.0%} ({i / p:.0%})" if p else "-")
+        t.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
+    return t
 
 
 def draw_chart(trace: Trace, results: list[Result], path: Path) -> None:

@@ -66,24 +66,22 @@ class Result:
         d["config"]["policy_config"] = dict(self.config.policy_config)
         d["hit_rate"] = round(self.hit_rate, 6)
         d["ideal_hit_rate"] = round(self.ideal_rate, 6)
-        d["per_turn"] = {
-            str(t): {
-                "hit_rate": h / p if p else 0.0,
-                "ideal_hit_rate": i / p if p else 0.0,
-                "prompt_tokens": p,
-            }
-            for t, (h, i, p) in sorted(self.per_turn.items())
-        }
-        d["per_position"] = {
-            str(t): {
-                "hit_rate": h / p if p else 0.0,
-                "ideal_hit_rate": i / p if p else 0.0,
-                "prompt_tokens": p,
-            }
-            for t, (h, i, p) in sorted(self.per_position.items())
-        }
+        d["per_turn"] = _rates(self.per_turn)
+        d["per_position"] = _rates(self.per_position)
         del d["cached_per_request"]
         return d
+
+
+def _rates(table: dict[int, tuple[int, int, int]]) -> dict[str, dict[str, float | int]]:
+    """(hit, ideal, prompt) tokens per turn or position → rates, for JSON."""
+    return {
+        str(k): {
+            "hit_rate": h / p if p else 0.0,
+            "ideal_hit_rate": i / p if p else 0.0,
+            "prompt_tokens": p,
+        }
+        for k, (h, i, p) in sorted(table.items())
+    }
 
 
 def ideal_hits(trace: Trace, page_size: int = 1) -> list[int]:
@@ -114,13 +112,21 @@ def ideal_hits(trace: Trace, page_size: int = 1) -> list[int]:
 
 
 class _Tally:
-    """Hit, ideal and prompt tokens per turn and per session position."""
+    """Hit (device, host), ideal and prompt tokens over the trace, per turn and per session position."""
 
     def __init__(self) -> None:
+        self.device = self.host = self.ideal = self.prompt = 0
+        self.cached: list[int] = []  # per request, in the trace's order
         self.turn: dict[int, list[int]] = {}
         self.position: dict[int, list[int]] = {}
 
-    def add(self, r: TraceRequest, hit: int, ideal: int) -> None:
+    def add(self, r: TraceRequest, device: int, host: int, ideal: int) -> None:
+        hit = device + host
+        self.device += device
+        self.host += host
+        self.ideal += ideal
+        self.prompt += r.tokens
+        self.cached.append(hit)
         for table, k in ((self.turn, r.turn), (self.position, r.position)):
             if k is not None:
                 acc = table.setdefault(k, [0, 0, 0])
@@ -128,9 +134,38 @@ class _Tally:
                 acc[1] += ideal
                 acc[2] += r.tokens
 
-    @staticmethod
-    def frozen(table: dict[int, list[int]]) -> dict[int, tuple[int, int, int]]:
-        return {k: (a, b, c) for k, (a, b, c) in table.items()}
+    def result(
+        self,
+        cfg: Config,
+        trace: Trace,
+        evicted: tuple[int, int, int],
+        seconds: float,
+        ttft: list[float],
+        **kw,
+    ) -> Result:
+        """The Result; `evicted` is (evicted tokens, load-back tokens, load-back calls) of the tree."""
+
+        def frozen(table: dict[int, list[int]]) -> dict[int, tuple[int, int, int]]:
+            return {k: (a, b, c) for k, (a, b, c) in table.items()}
+
+        return Result(
+            config=cfg,
+            requests=len(trace.requests),
+            prompt_tokens=self.prompt,
+            hit_tokens=self.device + self.host,
+            device_hit_tokens=self.device,
+            host_hit_tokens=self.host,
+            ideal_hit_tokens=self.ideal,
+            evicted_tokens=evicted[0],
+            load_back_tokens=evicted[1],
+            load_backs=evicted[2],
+            seconds=seconds,
+            per_turn=frozen(self.turn),
+            ttft_ms=_percentiles(ttft),
+            per_position=frozen(self.position),
+            cached_per_request=self.cached,
+            **kw,
+        )
 
 
 def _percentiles(ttft: list[float]) -> dict[str, float]:
@@ -170,10 +205,8 @@ def replay_sequential(
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     profile = get_profile(card or DEFAULT_PROFILE)
     prefill, overhead, load_time = profile.prefill_time, profile.prefill_overhead_s, profile.load_back_time
-    hit = dev_hit = host_hit = ideal_tok = prompt = 0
     tally = _Tally()
     ttft: list[float] = []
-    cached_each: list[int] = []
     unit = trace.unit
     # token traces: the scheduler matches all but the last prompt token; block traces match whole keys
     limit = (lambda r: len(r.key) - 1) if trace.kind == "tokens" else (lambda r: None)
@@ -185,35 +218,13 @@ def replay_sequential(
             _cache_answer(cache, r.key, r.output_key[:-1], cfg.pool)
         dt = trace.hit_tokens(r, d)
         ht = trace.hit_tokens(r, d + h) - dt
-        it = trace.hit_tokens(r, ideal_units)
-        hit += dt + ht
-        dev_hit += dt
-        host_hit += ht
-        ideal_tok += it
-        prompt += r.tokens
-        tally.add(r, dt + ht, it)
+        tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units))
         cached = dt + ht
-        cached_each.append(cached)
         ttft.append(overhead + prefill(r.tokens - cached, cached) + load_time(ht))
     seconds = time.perf_counter() - t0
     st = cache.stats
-    return Result(
-        config=cfg,
-        requests=len(trace.requests),
-        prompt_tokens=prompt,
-        hit_tokens=hit,
-        device_hit_tokens=dev_hit,
-        host_hit_tokens=host_hit,
-        ideal_hit_tokens=ideal_tok,
-        evicted_tokens=st.evicted_tokens * unit,
-        load_back_tokens=st.load_back_tokens * unit,
-        load_backs=st.load_back_calls,
-        seconds=seconds,
-        per_turn=_Tally.frozen(tally.turn),
-        ttft_ms=_percentiles(ttft),
-        per_position=_Tally.frozen(tally.position),
-        cached_per_request=cached_each,
-    )
+    evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls)
+    return tally.result(cfg, trace, evicted, seconds, ttft)
 
 
 def engine_config(cfg: Config, card: str | None = None):
@@ -295,44 +306,19 @@ def replay_engine(
     done = simulate(first, econf, on_finish=on_finish, on_step=lambda e: seen.setdefault("engine", e))
     seconds = time.perf_counter() - t0
     by_index = {int(d.rid): d for d in done}
-    hit = dev_hit = host_hit = ideal_tok = prompt = 0
     tally = _Tally()
     ttft: list[float] = []
-    cached_each: list[int] = []
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = by_index.get(i)
         dt, ht = (d.cached_device, d.cached_host) if d is not None else (0, 0)
-        it = trace.hit_tokens(r, ideal_units)
-        hit += dt + ht
-        dev_hit += dt
-        host_hit += ht
-        ideal_tok += it
-        prompt += r.tokens
-        tally.add(r, dt + ht, it)
-        cached_each.append(dt + ht)
+        tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units))
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
     engine = seen.get("engine")
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
-    return Result(
-        config=cfg,
-        requests=len(trace.requests),
-        prompt_tokens=prompt,
-        hit_tokens=hit,
-        device_hit_tokens=dev_hit,
-        host_hit_tokens=host_hit,
-        ideal_hit_tokens=ideal_tok,
-        evicted_tokens=st.evicted_tokens if st else 0,
-        load_back_tokens=st.load_back_tokens if st else 0,
-        load_backs=st.load_back_calls if st else 0,
-        seconds=seconds,
-        per_turn=_Tally.frozen(tally.turn),
-        ttft_ms=_percentiles(ttft),
-        per_position=_Tally.frozen(tally.position),
-        replay="engine",
-        concurrency=int(trace.concurrency or 1),
-        cached_per_request=cached_each,
-    )
+    evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)
+    concurrency = int(trace.concurrency or 1)
+    return tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
 
 
 def _cache_answer(cache: RadixCache, key: tuple, answer: tuple, pool: int) -> None:
