@@ -4,10 +4,32 @@ from __future__ import annotations
 
 import itertools
 
+from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
 
 
+def run_local_host(spec: dict) -> list:
+    """A host-tier scenario (hostops.py) through the sim's tree with a HostTier of the same size."""
+    from .hostops import run_host_ops
+
+    tree = RadixCache(
+        page_size=spec.get("page_size", 1),
+        policy=spec["policy"],
+        policy_config=spec.get("policy_config") or None,
+        host=HostTier(spec["host"], write_policy=spec["write_policy"]),
+        flavor="unified",
+    )
+    st = tree.stats
+    return run_host_ops(
+        tree,
+        spec["ops"],
+        lambda t: [t.host_size(), st.evicted_tokens, st.backup_calls, st.load_back_calls],
+    )
+
+
 def run_local(spec: dict, mode: str = "sglang") -> list:
+    if spec.get("host") is not None:
+        return run_local_host(spec)
     counter = itertools.count(1)
     tree = RadixCache(
         page_size=spec.get("page_size", 1),

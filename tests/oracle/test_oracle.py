@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from .hostops import random_host_ops
 from .local import run_local
 
 # the first run builds the oracle venv (~2.5 GB of packages, minutes on 2 cores) inside the fixture
@@ -104,6 +105,67 @@ def test_random_sequences_match_sglang(run_oracle):
             )
         agree += len(got)
     print(f"oracle: {len(specs)} scenarios, {agree} operations identical to SGLang 0.5.23")
+
+
+WRITE_POLICIES = ["write_through", "write_through_selective", "write_back"]
+
+
+def host_scenarios() -> list[dict]:
+    """Every policy x write policy x page size, host pools from smaller than the device pool to 2x it."""
+    out = []
+    for page in (1, 4):
+        for wp in WRITE_POLICIES:
+            for policy in POLICIES:
+                for seed in range(3):
+                    out.append(
+                        {
+                            "policy": policy,
+                            "page_size": page,
+                            "flavor": "unified",
+                            "host": (24, 64, 128)[seed],
+                            "write_policy": wp,
+                            "ops": random_host_ops(seed * 101 + page * 7 + WRITE_POLICIES.index(wp)),
+                        }
+                    )
+            out.append(
+                {
+                    "policy": "tlru",
+                    "policy_config": {"threshold": 20, "next_prompt_estimate": 4},
+                    "page_size": page,
+                    "flavor": "unified",
+                    "host": 64,
+                    "write_policy": wp,
+                    "ops": random_host_ops(991 + page + WRITE_POLICIES.index(wp)),
+                }
+            )
+    # the same sequences through 0.5.23's Python TreeCore too (the server loads the bundled Rust one)
+    return out + [dict(spec, tree_core="python") for spec in out]
+
+
+def test_host_tier_matches_sglang(run_oracle):
+    """HiCache's host tier: the same operations through SGLang's UnifiedRadixCache with a host pool (and a
+    copy engine whose copies land when polled) and through the sim; device and host hits, sizes, host
+    tokens, evictions, backups and load-backs agree after every operation."""
+    specs = host_scenarios()
+    theirs = run_oracle(specs)
+    agree = loads = backups = 0
+    for spec, expected in zip(specs, theirs, strict=True):
+        got = run_local(spec)
+        for i, (op, a, b) in enumerate(zip(spec["ops"], got, expected, strict=True)):
+            assert a == b, (
+                f"{spec['policy']} {spec['write_policy']} page={spec['page_size']} host={spec['host']} "
+                f"core={spec.get('tree_core', 'default')}: "
+                f"op {i} {op[0]} sim={a} sglang={b} ([result, evictable, protected, host used, evicted, "
+                "backups, load-backs])"
+            )
+        agree += len(got)
+        backups += expected[-1][5]
+        loads += expected[-1][6]
+    assert loads > 0 and backups > 0
+    print(
+        f"oracle host tier: {len(specs)} scenarios (Rust and Python TreeCore), {agree} operations identical"
+        f" to SGLang 0.5.23 ({backups} backups, {loads} load-backs)"
+    )
 
 
 def _trace_keys(limit: int | None = None) -> list[list[int]]:
