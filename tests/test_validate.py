@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -351,19 +350,6 @@ def test_fake_nvml_scenario_script_reports_the_confounded_pair(tmp_path: Path) -
 # ----------------------------------------------------------------- end to end against the sim
 
 
-def _missing(*mods: str) -> str | None:
-    for m in mods:
-        try:
-            if importlib.util.find_spec(m) is None:
-                return m
-        except ModuleNotFoundError:
-            return m
-    return None
-
-
-_MISSING = _missing("harness.runner", "harness.sim.cli", "harness.spec", "harness.summarize.summary")
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -371,9 +357,6 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    _MISSING is not None, reason=f"{_MISSING} not importable yet (lands with the runner/sim issues)"
-)
 def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     import httpx
 
