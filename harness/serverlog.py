@@ -1,13 +1,17 @@
-"""SGLang server log lines → typed records, so cache evidence does not depend on client timing.
+"""SGLang and vLLM server log lines → typed records, so cache evidence does not depend on client timing.
 
-Every variant in ../shared/reference/sglang.md is accepted (0.4.10 to 0.5.23): prefill and decode
+Every SGLang variant in ../shared/reference/sglang.md is accepted (0.4.10 to 0.5.23): prefill and decode
 batch lines, KV and host pool lines, the scheduler's `max_total_num_tokens=` line, ready, flush and
-HiCache prefetch lines. Lines nothing matches are counted, never fatal. Log timestamps carry no
-time zone: they are read as local time of the machine parsing them (the server's, in a capture).
+HiCache prefetch lines. vLLM's lines (V0 and V1 up to 0.32): the periodic stats line with its
+`Prefix cache hit rate: X%`, the engine version, the KV cache size, and prefix-cache resets; the
+cumulative hit rate becomes per-point figures in `vllm_point_hit_rate`. Lines nothing matches are
+counted, never fatal. Log timestamps carry no time zone: they are read as local time of the machine
+parsing them (the server's, in a capture); vLLM's carry no year either (the most recent past one).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -27,6 +31,8 @@ KINDS = (
     "flush",
     "flush_refused",
     "hicache_prefetch",
+    "vllm_engine",
+    "vllm_stats",
 )
 
 _PREFIX = re.compile(
@@ -169,7 +175,7 @@ def _message(msg: str) -> tuple[str, dict[str, Any], int | None] | None:
             return "host_pool", {"tokens": None, "gb": float(m.group("gb")), "label": None}, None
     if msg.startswith("max_total_num_tokens="):
         return "scheduler", {k: _value(v) for k, v in _KEYVAL.findall(msg)}, None
-    if "The server is fired up and ready to roll" in msg:
+    if "The server is fired up and ready to roll" in msg or msg == "INFO:     Application startup complete.":
         return "ready", {}, None
     if msg.startswith("Cache flushed successfully"):
         return "flush", {}, None
@@ -184,6 +190,122 @@ def _message(msg: str) -> tuple[str, dict[str, Any], int | None] | None:
     return None
 
 
+# vLLM's logger: `[(Proc pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:N] message` (V0 has `file.py:N]`).
+_VLLM_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[^()]*)\)\s+)?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
+    r"(?P<md>\d{2}-\d{2})\s+(?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s+\[?[\w./-]+\.py:\d+\]\s?(?P<msg>.*)$"
+)
+_VLLM_ENGINE = re.compile(r"^Initializing an? (?:(?P<gen>V\d) )?LLM engine \(v(?P<version>[^)\s]+)\)")
+_VLLM_KV_SIZE = re.compile(
+    r"^(?:(?P<device>\w+) )?KV cache size: (?P<tokens>[\d,]+) tokens"
+    r"(?:, Maximum concurrency for (?P<per>[\d,]+) tokens per request: (?P<conc>[\d.]+)x)?"
+)
+_VLLM_V0_HIT = re.compile(r"^Prefix cache hit rate: GPU: (?P<gpu>[\d.]+)%, CPU: (?P<cpu>[\d.]+)%")
+_VLLM_RESET_REFUSED = re.compile(r"^Failed to reset prefix cache because some blocks \((?P<blocks>\d+)\)")
+_VLLM_ITEM = re.compile(
+    r"^(?P<label>[A-Za-z][A-Za-z ]*?): (?P<value>-?[\d.]+)\s*(?P<unit>%|tokens/s|reqs)?\.?$"
+)
+_VLLM_KEYS = {
+    "Avg prompt throughput": "prompt_throughput",
+    "Avg generation throughput": "generation_throughput",
+    "Running": "running",
+    "Waiting": "waiting",
+    "Swapped": "swapped",
+    "Pending": "pending",
+    "Deferred": "deferred",
+    "Preemptions": "preemptions",
+    "Prefix cache hit rate": "prefix_cache_hit_rate",
+    "External prefix cache hit rate": "external_prefix_cache_hit_rate",
+    "MM cache hit rate": "mm_cache_hit_rate",
+}
+
+
+def _vllm_wall(md: str, hms: str, now: datetime | None = None) -> float:
+    """`12-01 08:47:56` (no year) → epoch s, in the most recent year that does not put it in the future."""
+    now = now or datetime.now()
+    month, day = int(md[:2]), int(md[3:])
+    h, mi, sec = int(hms[:2]), int(hms[3:5]), int(hms[6:8])
+    for year in (now.year, now.year - 1):
+        try:
+            dt = datetime(year, month, day, h, mi, sec)
+        except ValueError:  # 02-29 in a year without it
+            continue
+        if dt.timestamp() <= now.timestamp() + 86400:
+            return dt.timestamp()
+    raise ValueError(f"no year fits {md} {hms}")
+
+
+def _vllm_stats(msg: str) -> dict[str, Any] | None:
+    """`Engine 000: Avg prompt throughput: 781.9 tokens/s, ..., Prefix cache hit rate: 65.4%` → fields."""
+    engine = None
+    if msg.startswith("Engine "):
+        head, _, msg = msg.partition(": ")
+        engine = int(head[len("Engine ") :]) if head[len("Engine ") :].isdigit() else None
+    if not msg.startswith("Avg prompt throughput:"):
+        return None
+    fields: dict[str, Any] = {"engine": engine}
+    for item in msg.rstrip(".").split(", "):
+        m = _VLLM_ITEM.match(item.strip())
+        if not m:
+            continue
+        label, value = m.group("label"), float(m.group("value"))
+        if label.endswith("KV cache usage"):  # "GPU KV cache usage", "CPU KV cache usage" (V0 has both)
+            device = label[: -len(" KV cache usage")].strip() or None
+            key = (
+                "kv_cache_usage"
+                if "kv_cache_usage" not in fields
+                else f"{(device or '').lower()}_kv_cache_usage"
+            )
+            fields[key] = value
+            fields.setdefault("kv_device", device)
+            continue
+        key = _VLLM_KEYS.get(label, _slug(label))
+        fields[key] = int(value) if m.group("unit") == "reqs" else value
+    return fields
+
+
+def _vllm_message(msg: str) -> tuple[str, dict[str, Any]] | None:
+    stats = _vllm_stats(msg)
+    if stats is not None:
+        return "vllm_stats", stats
+    m = _VLLM_V0_HIT.match(msg)
+    if m:  # V0 prints the hit rate on a line of its own, just after the stats line
+        return "vllm_stats", {
+            "prefix_cache_hit_rate": float(m.group("gpu")),
+            "cpu_prefix_cache_hit_rate": float(m.group("cpu")),
+        }
+    if msg.startswith("Successfully reset prefix cache"):
+        return "flush", {}
+    m = _VLLM_RESET_REFUSED.match(msg)
+    if m:
+        return "flush_refused", {"blocks": int(m.group("blocks"))}
+    m = _VLLM_ENGINE.match(msg)
+    if m:
+        return "vllm_engine", {"version": m.group("version"), "generation": m.group("gen") or "V0"}
+    m = _VLLM_KV_SIZE.match(msg)
+    if m:
+        fields: dict[str, Any] = {
+            "tokens": int(m.group("tokens").replace(",", "")),
+            "label": m.group("device"),
+        }
+        fields["how"] = "KV cache size"
+        if m.group("conc"):
+            fields["max_concurrency"] = float(m.group("conc"))
+            fields["per_request_tokens"] = int(m.group("per").replace(",", ""))
+        return "kv_pool", fields
+    return None
+
+
+def _vllm_record(m: re.Match[str], line: str, lineno: int) -> LogRecord | None:
+    parsed = _vllm_message(m.group("msg").strip())
+    if parsed is None:
+        return None
+    proc = f"({m.group('proc')})" if m.group("proc") else None
+    return LogRecord(
+        parsed[0], _vllm_wall(m.group("md"), m.group("hms")), parsed[1], line, lineno, False, {}, proc
+    )
+
+
 def parse_line(line: str, lineno: int = 0) -> LogRecord | None:
     """One log line → a LogRecord, or None when it is none of the known kinds."""
     try:
@@ -194,6 +316,9 @@ def parse_line(line: str, lineno: int = 0) -> LogRecord | None:
 
 def _parse_line(line: str, lineno: int) -> LogRecord | None:
     line = line.rstrip("\r\n")
+    v = _VLLM_PREFIX.match(line)
+    if v:
+        return _vllm_record(v, line, lineno)
     m = _PREFIX.match(line)
     wall: float | None = None
     ms = False
@@ -317,3 +442,157 @@ def in_window(
     for r in records:
         if r.wall is not None and lo <= r.wall <= hi:
             yield r
+
+
+ROUNDING_RATE = 0.0005  # vLLM prints the hit rate with one decimal of a percent
+ROUNDING_THROUGHPUT = 0.05  # ... and throughput with one decimal of tokens/s
+COARSE_ABOVE = 0.02  # a log figure less certain than 2 points is flagged, not compared
+
+
+@dataclass
+class LogHitRate:
+    """A point's hit rate read from vLLM's periodic stats lines, and how far it can be trusted."""
+
+    hit_rate: float | None
+    method: str  # "since-reset": the first line after the point, its reset restarted the figure
+    #             "edge-delta": (hits, queries) rebuilt at the lines on the point's edges, differenced
+    uncertainty: float | None = None  # ± on hit_rate from the log's rounding
+    coarse: bool = False
+    why: str | None = None
+    start_line: int | None = None  # line numbers of the edge lines used
+    end_line: int | None = None
+    queries: float | None = None  # tokens the figure covers (edge-delta: estimated)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def vllm_stats_lines(records: Iterable[LogRecord]) -> list[LogRecord]:
+    """Stats records carrying a hit rate, in file order; V0's separate hit-rate line is merged into its stats."""
+    out: list[LogRecord] = []
+    for r in records:
+        if r.kind != "vllm_stats":
+            continue
+        if "prompt_throughput" not in r.fields and out and "prefix_cache_hit_rate" not in out[-1].fields:
+            out[-1] = LogRecord(
+                r.kind, out[-1].wall, {**out[-1].fields, **r.fields}, out[-1].line, out[-1].lineno
+            )
+            continue
+        out.append(r)
+    return [r for r in out if isinstance(r.fields.get("prefix_cache_hit_rate"), float)]
+
+
+def vllm_throughput_counts(version: str | None) -> str:
+    """What vLLM's `Avg prompt throughput` counts: computed tokens only (0.32 and later), else whole prompts."""
+    try:
+        major, minor = (int(x) for x in (version or "").split(".")[:2])
+    except ValueError:
+        return "computed"  # unknown: assume the newest behaviour
+    return "computed" if (major, minor) >= (0, 32) else "prompt"
+
+
+def vllm_point_hit_rate(
+    records: Iterable[LogRecord],
+    start_wall: float,
+    end_wall: float,
+    *,
+    reset_lineno: int | None = None,
+    next_reset_lineno: int | None = None,
+    interval_s: float = 10.0,
+    throughput_counts: str = "computed",
+) -> LogHitRate:
+    """The point's hit rate from vLLM's cumulative `Prefix cache hit rate: X%` lines.
+
+    vLLM prints the hit rate over the requests since its last prefix-cache reset (the most recent 1000 at
+    most) every `interval_s` (VLLM_LOG_STATS_INTERVAL), and stays silent while idle. When the point
+    reset the cache (`reset_lineno`, the line of its own reset), the first stats line stamped after the
+    point's end and before the next reset is the point's own figure. Otherwise the figure is rebuilt at
+    the last line before the point and the first line after it: queries Q and hits H since the last reset
+    from the printed rate r and the integrated prompt throughput C (Q = C / (1 - r) when throughput counts
+    computed tokens, Q = C when it counts whole prompts), then (H_end - H_start) / (Q_end - Q_start).
+    Flagged coarse when no line lies after the point, the edges straddle a reset, or rounding alone moves
+    the figure by more than 2 points.
+    """
+    records = list(records)
+    lines = vllm_stats_lines(records)
+    stop = next_reset_lineno if next_reset_lineno is not None else float("inf")
+    after = [r for r in lines if r.wall is not None and r.wall >= end_wall and r.lineno < stop]
+    if reset_lineno is not None:
+        after = [r for r in after if r.lineno > reset_lineno]
+    if not after:
+        return LogHitRate(
+            None,
+            "since-reset" if reset_lineno is not None else "edge-delta",
+            coarse=True,
+            why=f"no stats line between the point's end and the next reset (vLLM logs every {interval_s:g} s)",
+        )
+    end = after[0]
+    if reset_lineno is not None:
+        return LogHitRate(
+            end.fields["prefix_cache_hit_rate"] / 100.0,
+            "since-reset",
+            ROUNDING_RATE,
+            False,
+            None,
+            reset_lineno,
+            end.lineno,
+        )
+    return _edge_delta(lines, records, end, start_wall, interval_s, throughput_counts)
+
+
+def _edge_delta(
+    lines: list[LogRecord],
+    records: list[LogRecord],
+    end: LogRecord,
+    start_wall: float,
+    interval_s: float,
+    counts: str,
+) -> LogHitRate:
+    resets = [r.lineno for r in records if r.kind == "flush"]
+
+    def epoch(lineno: int) -> int:  # the line of the last reset before `lineno` (0: server start)
+        return max((x for x in resets if x < lineno), default=0)
+
+    # a line stamped S was printed in [S, S + 1): before the point only if S + 1 <= start
+    before = [r for r in lines if r.wall is not None and r.wall + 1.0 <= start_wall and r.lineno < end.lineno]
+    start = before[-1] if before else None
+    if start is not None and epoch(start.lineno) != epoch(end.lineno):
+        start = None  # a reset between the edges: the figure restarted, count from that reset
+    first = epoch(end.lineno)
+
+    def state(upto: LogRecord | None, dr: float, dc: float) -> tuple[float, float]:
+        if upto is None:
+            return 0.0, 0.0
+        span = [r for r in lines if first < r.lineno <= upto.lineno]
+        c = sum(float(r.fields.get("prompt_throughput") or 0.0) for r in span) * interval_s
+        c = max(0.0, c + dc * len(span) * ROUNDING_THROUGHPUT * interval_s)
+        rate = min(1.0, max(0.0, upto.fields["prefix_cache_hit_rate"] / 100.0 + dr))
+        if counts == "prompt":
+            return c, rate * c
+        if rate >= 1.0:
+            return float("inf"), float("inf")
+        q = c / (1.0 - rate)
+        return q, q - c
+
+    def figure(dr_s: float, dr_e: float, dc_s: float, dc_e: float) -> tuple[float | None, float]:
+        qs, hs = state(start, dr_s, dc_s)
+        qe, he = state(end, dr_e, dc_e)
+        dq = qe - qs
+        if not dq > 0 or dq == float("inf"):
+            return None, dq
+        return (he - hs) / dq, dq
+
+    base, dq = figure(0.0, 0.0, 0.0, 0.0)
+    res = LogHitRate(None, "edge-delta", start_line=start.lineno if start else None, end_line=end.lineno)
+    if base is None:
+        res.coarse, res.why = True, "no prompt tokens between the edge lines (or a 100% rate hides them)"
+        return res
+    spread = 0.0
+    for signs in itertools.product((-1.0, 1.0), repeat=4):
+        v, _ = figure(*(s * ROUNDING_RATE if i < 2 else s for i, s in enumerate(signs)))
+        spread = max(spread, abs(v - base) if v is not None else 1.0)
+    res.hit_rate, res.uncertainty, res.queries = min(1.0, max(0.0, base)), spread, round(dq, 1)
+    if spread > COARSE_ABOVE:
+        res.coarse = True
+        res.why = f"the log's rounding moves this figure by up to {100 * spread:.1f} points"
+    return res
