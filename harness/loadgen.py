@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import json
 import os
-import random
 import statistics
 import time
 from collections import Counter, deque
@@ -24,12 +22,14 @@ from pathlib import Path
 
 import aiohttp
 
+from harness.capture.files import JsonlWriter
+from harness.capture.records import RequestRecord
 from harness.client import get_dialect, stream_request
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
-from harness.records import RequestRecord
 from harness.spec import Timeouts
 from harness.workloads import PromptBuilder, Schedule
+from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.prompts import Turnout
 
 
@@ -56,16 +56,6 @@ class LoadResult:
     start_wall: float = 0.0
     end_wall: float = 0.0
     interrupted: bool = False
-
-
-def arrival_offsets(n: int, rate: float, seed: int) -> list[float]:
-    """Seeded Poisson arrival times (seconds after start) for n requests at `rate` per second."""
-    rng = random.Random(f"arrivals:{seed}")
-    t, out = 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(rate)
-    return out
 
 
 def normalize_base_url(url: str) -> str:
@@ -111,7 +101,7 @@ async def run_schedule(
     recent_ttft: deque[float] = deque(maxlen=512)
     client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
     engine = _pick_engine(engine, url, hdrs)
-    writer = RecordWriter(out_path)
+    writer = JsonlWriter(out_path)
     mono = time.monotonic
     res.start_mono, res.start_wall = mono(), time.time()
     t0 = res.start_mono
@@ -263,33 +253,6 @@ def _pick_engine(engine: str, url: str, headers: dict[str, str]) -> str:
     except ValueError:
         return "aiohttp"
     return "http1"
-
-
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-class RecordWriter:
-    """Append records to requests.jsonl, one JSON line each, handed to the OS the moment they finish.
-
-    One O_APPEND write per record (a few µs): a `kill -9` of the harness loses only requests still in
-    flight, never a finished one; close() fsyncs.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def write(self, rec: RequestRecord) -> None:
-        data = (_encode(rec.__dict__) + "\n").encode()
-        while data:  # a regular file takes it whole; loop for the pathological partial write
-            data = data[os.write(self._fd, data) :]
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
 
 
 def _account(res: LoadResult, rec: RequestRecord) -> None:

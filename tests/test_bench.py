@@ -19,9 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import bench
+from harness.capture import experiment_dir, point_name
+from harness.capture.manifest import write_manifest
 from harness.errors import HarnessError
+from harness.servers.redact import spec_redactor
 from harness.spec import load_spec
+from harness.sweep.bench import write_bench_manifest
+from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 CRASH_ONCE = str(Path(__file__).with_name("servers_crash_once.py"))
@@ -335,8 +339,8 @@ def test_bad_server_profile_is_one_line_exit_2(tmp_path: Path, mark: str) -> Non
 # ------------------------------------------------------------------ planning (in process)
 
 
-def _opts(tmp_path: Path, **kw) -> bench.BenchOptions:
-    return bench.BenchOptions(node="n", capture=tmp_path / "capture", summaries=tmp_path / "summaries", **kw)
+def _opts(tmp_path: Path, **kw) -> BenchOptions:
+    return BenchOptions(node="n", capture=tmp_path / "capture", summaries=tmp_path / "summaries", **kw)
 
 
 def test_plan_skips_ok_points_and_filters_by_only_and_server(tmp_path: Path) -> None:
@@ -351,33 +355,29 @@ def test_plan_skips_ok_points_and_filters_by_only_and_server(tmp_path: Path) -> 
     bad = ok.parent.parent / "groups=2,seed=0" / "point.json"
     bad.parent.mkdir()
     bad.write_text(json.dumps({"status": "failed"}))
-    plan = bench.plan_experiment(spec, opts)
+    plan = plan_experiment(spec, opts)
     lru, lfu = plan.servers
     assert lru.done == ["groups=1,seed=1"] and len(lru.todo) == 3 and len(lfu.todo) == 4
     assert lru.profile.launch == "sim" and lru.profile.args[-2:] == ("--card-profile", "l4-8b")
-    only = bench.plan_experiment(spec, _opts(tmp_path, only=["groups=2"], servers=["lf*"]))
+    only = plan_experiment(spec, _opts(tmp_path, only=["groups=2"], servers=["lf*"]))
     assert [s.profile.name for s in only.servers] == ["lfu"]
-    assert [bench.point_name(p.sweep, s) for p, s in only.servers[0].todo] == [
+    assert [point_name(p.sweep, s) for p, s in only.servers[0].todo] == [
         "groups=2,seed=0",
         "groups=2,seed=1",
     ]
-    assert bench.plan_experiment(spec, _opts(tmp_path, only=["turns=2"])).skipped
+    assert plan_experiment(spec, _opts(tmp_path, only=["turns=2"])).skipped
     with pytest.raises(HarnessError, match="no point with groups=9"):
-        bench.plan_experiment(spec, _opts(tmp_path, only=["groups=9"]))
+        plan_experiment(spec, _opts(tmp_path, only=["groups=9"]))
 
 
 def test_sim_settings_come_from_cli_then_spec(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}],
                                 suite={"sim": {"card_profile": "h200-8b", "time_scale": 0.1, "args": ["--page-size", "1"]}}))  # fmt: skip
-    p = bench.plan_experiment(spec, _opts(tmp_path)).servers[0].profile
+    p = plan_experiment(spec, _opts(tmp_path)).servers[0].profile
     assert p.args == ("--card-profile", "h200-8b", "--time-scale", "0.1", "--page-size", "1")
-    p = (
-        bench.plan_experiment(spec, _opts(tmp_path, time_scale=0.5, card_profile="tiny-test"))
-        .servers[0]
-        .profile
-    )
+    p = plan_experiment(spec, _opts(tmp_path, time_scale=0.5, card_profile="tiny-test")).servers[0].profile
     assert p.args[:4] == ("--card-profile", "tiny-test", "--time-scale", "0.5")
-    real = bench.plan_experiment(spec, _opts(tmp_path, server_kind="sglang")).servers[0].profile
+    real = plan_experiment(spec, _opts(tmp_path, server_kind="sglang")).servers[0].profile
     assert real.launch == "sglang" and real.args == ("--served-model-name", "default")
 
 
@@ -385,68 +385,65 @@ def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Pat
     path = write_spec(tmp_path, "m")
     spec = load_spec(path)
     opts = _opts(tmp_path)
-    plan = bench.plan_experiment(spec, opts)
-    red = bench.build_redactor([spec])
-    bench.write_manifest(plan, opts, red, {})
+    plan = plan_experiment(spec, opts)
+    red = spec_redactor([spec])
+    write_bench_manifest(plan, opts, red, {})
     pj = tmp_path / "capture" / "n" / "tiny" / "s" / "groups=1,seed=0" / "point.json"
     pj.parent.mkdir(parents=True)
     pj.write_text(json.dumps({"status": "ok"}))
-    bench.check_capture_matches(plan, opts, red)  # same spec: fine
+    check_capture_matches(plan, opts, red)  # same spec: fine
     raw = yaml.safe_load(path.read_text())
     raw["servers"][0]["args"] = [*SIM_FAST, "--max-total-tokens", "4096"]
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(HarnessError, match="different server launch"):
-        bench.check_capture_matches(bench.plan_experiment(load_spec(path), opts), opts, red)
+        check_capture_matches(plan_experiment(load_spec(path), opts), opts, red)
     raw["workload"]["system_prompt_tokens"] = 128
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(HarnessError, match="different version"):
-        bench.check_capture_matches(bench.plan_experiment(load_spec(path), opts), opts, red)
+        check_capture_matches(plan_experiment(load_spec(path), opts), opts, red)
 
 
 def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
     """Points left by `harness run` under another spec version are refused by bench too; a stale key is not."""
-    from harness import runner
-
     path = write_spec(tmp_path, "m")
     opts = _opts(tmp_path)
-    red = bench.build_redactor([load_spec(path)])
-    runner.write_manifest(load_spec(path), opts.capture, opts.node)
+    red = spec_redactor([load_spec(path)])
+    spec = load_spec(path)
+    write_manifest(experiment_dir(opts.capture, opts.node, spec.name), spec, opts.node, red)
     raw = yaml.safe_load(path.read_text())
     raw["workload"]["system_prompt_tokens"] = 128
     path.write_text(yaml.safe_dump(raw))
-    plan = bench.plan_experiment(load_spec(path), opts)
-    bench.check_capture_matches(plan, opts, red)  # no points yet: fine
+    plan = plan_experiment(load_spec(path), opts)
+    check_capture_matches(plan, opts, red)  # no points yet: fine
     pj = tmp_path / "capture" / "n" / "tiny" / "attached" / "groups=1,seed=0" / "point.json"
     pj.parent.mkdir(parents=True)
     pj.write_text(json.dumps({"status": "ok"}))
     with pytest.raises(HarnessError, match="different version"):
-        bench.check_capture_matches(plan, opts, red)
+        check_capture_matches(plan, opts, red)
     pj.unlink()
-    bench.write_manifest(plan, opts, red, {})  # the new spec's fingerprint replaces the old one
+    write_bench_manifest(plan, opts, red, {})  # the new spec's fingerprint replaces the old one
     pj.write_text(json.dumps({"status": "ok"}))
-    bench.check_capture_matches(plan, opts, red)
+    check_capture_matches(plan, opts, red)
 
 
 def test_model_path_that_does_not_exist_is_caught_before_launch(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}]))
     opts = _opts(tmp_path, server_kind="sglang", model=str(tmp_path / "no-such-model"))
     with pytest.raises(HarnessError, match="--model: .*no-such-model does not exist"):
-        bench.check_model([bench.plan_experiment(spec, opts)], opts)
+        check_model([plan_experiment(spec, opts)], opts)
 
 
 def test_suites_exist_and_are_valid() -> None:
-    from harness.commands.bench import SUITES
+    from harness.sweep.suites import SUITES
 
     for files in SUITES.values():
         for f in files:
             spec = load_spec(REPO / "workloads" / f)
-            plan = bench.plan_experiment(spec, bench.BenchOptions(node="n", capture=Path("/nonexistent")))
+            plan = plan_experiment(spec, BenchOptions(node="n", capture=Path("/nonexistent")))
             assert plan.servers and all(s.todo for s in plan.servers)
     ws = load_spec(REPO / "workloads" / "working-set.yaml")
     assert ws.sweep == {"groups": [4, 16, 32, 64]} and ws.seeds == [0, 1, 2] and ws.concurrency == 8
-    ev = bench.plan_experiment(
-        load_spec(REPO / "workloads" / "eviction-multiturn.yaml"), bench.BenchOptions(node="n")
-    )
+    ev = plan_experiment(load_spec(REPO / "workloads" / "eviction-multiturn.yaml"), BenchOptions(node="n"))
     assert [s.profile.name for s in ev.servers] == [
         "lru-8192",
         "lru-16384",

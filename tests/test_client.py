@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.capture.records import RequestRecord
 from harness.client import SSEParser, StreamState, get_dialect, stream_request
 from harness.client.http1 import H1Pool
-from harness.records import RequestRecord
 from harness.workloads.prompts import BuiltPrompt
 
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.capture.records import RequestRecord
 from harness.client import SSEParser, StreamState, get_dialect, stream_request
 from harness.client.http1 import H1Conn, H1Error, H1Pool
 from harness.client.stream import _Events, _finish
-from harness.records import RequestRecord
 
 
 def _reference_sse(stream: bytes) -> list[bytes]:

@@ -23,8 +23,9 @@ from sim_server_proc import SimProc
 
 from harness.capture import read_jsonl
 from harness.errors import HarnessError
-from harness.runner import check_server, flush_cache, run_points
+from harness.servers.control import check_server, flush_cache
 from harness.spec import load_spec
+from harness.sweep.bench import run_points
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harness import serverlog
+from harness.capture.records import RequestRecord
 from harness.client import SSEParser, StreamState, get_dialect, stream_request
 from harness.client.stream import _parse
 from harness.commands.parse_log import log_summary
-from harness.records import RequestRecord
 from harness.workloads.prompts import BuiltPrompt
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from harness.capture import read_jsonl
-from harness.loadgen import RunIds, arrival_offsets, run_schedule
+from harness.loadgen import RunIds, run_schedule
 from harness.spec import Timeouts, parse_spec
 from harness.workloads import build_schedule
+from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Conversation, Request, Schedule
 
 
@@ -237,11 +238,11 @@ def test_unknown_engine_is_one_clear_error(fake_server, tmp_path, monkeypatch):
 
 def test_record_writer_hands_each_record_to_the_os_at_once(tmp_path):
     """kill -9 may only lose requests in flight: a written record is in the file before write() returns."""
-    from harness.loadgen import RecordWriter
-    from harness.records import RequestRecord
+    from harness.capture.files import JsonlWriter
+    from harness.capture.records import RequestRecord
 
     out = tmp_path / "r.jsonl"
-    w = RecordWriter(out)
+    w = JsonlWriter(out)
     w.write(RequestRecord(experiment="e", server="s", point="p", seed=0, index=0, token_mono=[1.5, 2.25]))
     assert len(out.read_text().splitlines()) == 1  # no buffering, no timer
     w.write(RequestRecord(experiment="e", server="s", point="p", seed=0, index=1))

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from harness.capture import read_jsonl
-from harness.runner import flush_cache, run_points
+from harness.servers.control import flush_cache
 from harness.spec import load_spec
+from harness.sweep.bench import run_points
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,8 +19,8 @@ import yaml
 from sim_server_proc import SimProc
 
 from harness.capture import read_jsonl
-from harness.runner import run_points
 from harness.spec import load_spec
+from harness.sweep.bench import run_points
 from harness.tokenizer import drop_reasoning
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -358,11 +357,13 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
-    import httpx
-
-    from harness.runner import run_points, write_manifest
+    from harness.capture import experiment_dir
+    from harness.capture.manifest import write_manifest
+    from harness.servers.control import wait_ready
+    from harness.servers.redact import spec_redactor
     from harness.spec import parse_spec
     from harness.summarize.summary import summarize
+    from harness.sweep.bench import run_points
     from harness.telemetry.gpus import SIM_REASON, sampling_plan
     from harness.telemetry.sampler import open_sampler
 
@@ -376,16 +377,11 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
+
+        def still_running() -> None:
             assert proc.poll() is None, (tmp_path / "sim.log").read_text()
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "sim did not become ready"
-            time.sleep(0.2)
+
+        wait_ready(base + "/health", within_s=60, poll_s=0.2, request_timeout_s=1, gate=still_running)
         spec = parse_spec(
             {
                 "name": "tel-e2e",
@@ -405,7 +401,9 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
             }
         )
         gpus, why = sampling_plan("sim")
-        write_manifest(spec, tmp_path / "capture", "test")
+        write_manifest(
+            experiment_dir(tmp_path / "capture", "test", spec.name), spec, "test", spec_redactor([spec])
+        )
         recs = run_points(
             spec,
             base_url=base,

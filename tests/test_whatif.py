@@ -246,12 +246,12 @@ def _small_multiturn(tmp_path: Path, concurrency: int) -> Path:
 def _live_cached(
     tmp_path: Path, spec_path: Path, policy: str, pool: int, time_scale: float = 0.05
 ) -> dict[int, int]:
-    """Cached tokens per schedule index from a real `harness serve-sim` run through harness.runner."""
+    """Cached tokens per schedule index from a real `harness serve-sim` run through harness.sweep."""
     from sim_server_proc import SimProc
 
     from harness.capture import read_jsonl
-    from harness.runner import run_points
     from harness.spec import load_spec
+    from harness.sweep.bench import run_points
 
     spec = load_spec(spec_path)
     srv = SimProc(

@@ -15,11 +15,11 @@ import time
 
 import aiohttp
 
+from harness.capture.records import RequestRecord
 from harness.client.dialects import Dialect, StreamState
 from harness.client.fastpath import TextTemplate, learn
 from harness.client.http1 import H1ConnectError, H1Disconnect, H1Error, H1Pool
 from harness.client.sse import SSEParser
-from harness.records import RequestRecord
 
 _scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]
 _mono = time.monotonic

@@ -13,11 +13,7 @@ import time
 from pathlib import Path
 
 from harness.errors import HarnessError
-
-SUITES: dict[str, tuple[str, ...]] = {
-    "default": ("working-set.yaml", "eviction-multiturn.yaml"),
-    "smoke": ("smoke-bench.yaml",),
-}
+from harness.sweep.suites import SUITES
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -79,68 +75,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def choose_kind(requested: str) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles."""
-    if requested == "sim":
-        return "sim", "asked for with --server-kind sim"
-    gpu_line = _gpu_visible()
-    sglang_ok, sglang_why = (
-        _sglang_importable() if requested == "sglang" or gpu_line[0] else (False, "not checked")
-    )
-    if requested == "sglang":
-        if not sglang_ok:
-            raise HarnessError(
-                f"--server-kind sglang: {sglang_why} (pip install sglang, or use --server-kind sim)"
-            )
-        return "sglang", "asked for with --server-kind sglang"
-    if gpu_line[0] and sglang_ok:
-        return "sglang", f"sglang imports and NVML sees {gpu_line[1]}"
-    if not gpu_line[0]:
-        return "sim", f"no GPU visible ({gpu_line[1]})"
-    return "sim", f"sglang is not usable here ({sglang_why})"
-
-
-def _gpu_visible() -> tuple[bool, str]:
-    try:
-        from harness.telemetry.gpus import snapshot
-
-        snap = snapshot()
-    except Exception as e:  # noqa: BLE001
-        return False, f"NVML check failed: {type(e).__name__}: {e}"
-    gpus = snap.get("gpus") or []
-    if gpus:
-        names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict)})
-        return True, f"{len(gpus)} GPU(s): {', '.join(names)}"
-    return False, str(snap.get("status") or "NVML sees no GPU")
-
-
-def _sglang_importable() -> tuple[bool, str]:
-    try:
-        import sglang  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - any import failure means we cannot launch it
-        return False, f"import sglang failed: {type(e).__name__}: {e}"
-    return True, "ok"
-
-
-def _suite_files(suite: str) -> list[Path]:
-    roots = [Path.cwd() / "workloads", Path(__file__).resolve().parents[2] / "workloads"]
-    out = []
-    for name in SUITES[suite]:
-        found = next((r / name for r in roots if (r / name).is_file()), None)
-        if found is None:
-            raise HarnessError(f"--suite {suite}: {name} not found in {' or '.join(str(r) for r in roots)}")
-        out.append(found)
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    from harness import bench
+    from harness.servers.kind import choose_kind
     from harness.servers.process import install_signal_handlers
-    from harness.spec import load_spec
+    from harness.servers.redact import spec_redactor
+    from harness.sweep import bench, plan
+    from harness.sweep.suites import suite_files
 
     kind, why = choose_kind(args.server_kind)
     if kind == "sim":
-        card = args.card_profile or f"from each spec's suite.sim, else {bench.DEFAULT_CARD}"
+        card = args.card_profile or f"from each spec's suite.sim, else {plan.DEFAULT_CARD}"
         scale = (
             f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
         )
@@ -155,13 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise HarnessError(f"--retries: expected 0 or more, got {args.retries}")
     if args.time_scale is not None and args.time_scale <= 0:
         raise HarnessError(f"--time-scale: expected a positive number, got {args.time_scale}")
-    files = [Path(f) for f in args.spec] if args.spec else _suite_files(args.suite)
-    specs = [load_spec(f) for f in files]
-    names = [s.name for s in specs]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup:
-        raise HarnessError(f"--spec: two specs are named {dup!r}; experiment names must be distinct")
-    opts = bench.BenchOptions(
+    specs = plan.load_specs([Path(f) for f in args.spec] if args.spec else suite_files(args.suite))
+    opts = plan.BenchOptions(
         node=args.node,
         capture=args.capture,
         summaries=args.summaries,
@@ -178,15 +117,11 @@ def run(args: argparse.Namespace) -> int:
         min_free_mb=args.min_free_mb,
         argv=["harness", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else ["harness", "bench"],
     )
-    plans = [bench.plan_experiment(s, opts) for s in specs]
-    if args.only and all(p.skipped for p in plans):
-        raise HarnessError(f"--only {' '.join(args.only)}: {plans[0].skipped}")
-    if args.server and all(p.skipped for p in plans):
-        raise HarnessError(f"--server: {plans[0].skipped}")
-    redactor = bench.build_redactor(specs)
-    bench.check_model(plans, opts)
+    plans = plan.plan_all(specs, opts)
+    redactor = spec_redactor(specs)
+    plan.check_model(plans, opts)
     if args.dry_run:
-        for line in bench.describe_plan(plans, opts, redactor):
+        for line in plan.describe_plan(plans, opts, redactor):
             print(line)
         return 0
 

@@ -54,10 +54,11 @@ def _parse_seeds(text: str | None) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.bench import check_writable, select_points
-    from harness.runner import check_server, run_points, write_manifest
+    from harness.servers.control import check_server
     from harness.servers.process import install_signal_handlers
     from harness.spec import load_spec
+    from harness.sweep.bench import run_attached
+    from harness.sweep.plan import check_writable, select_points
 
     spec = load_spec(args.spec)
     seeds = _parse_seeds(args.seeds)
@@ -68,21 +69,20 @@ def run(args: argparse.Namespace) -> int:
     check_server(args.server_url)
     install_signal_handlers()  # SIGTERM/SIGHUP act as Ctrl-C: in-flight requests recorded, point.json written
     capture = Path(args.capture)
-    write_manifest(spec, capture, args.node, {"server_url_attached": args.server_url})
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr if args.quiet else sys.stdout, flush=True)
 
-    recs = run_points(
+    recs = run_attached(
         spec,
-        base_url=args.server_url,
+        points,
+        server_url=args.server_url,
         server_name=args.server,
         node=args.node,
-        capture_root=capture,
+        capture=capture,
         seeds=seeds,
-        points=points,
         quiet=args.quiet,
-        telemetry=_sampler(args.gpus),
+        gpus=args.gpus,
         log=log,
     )
     statuses = [r.status if hasattr(r, "status") else r.get("status") for r in recs]
@@ -90,11 +90,3 @@ def run(args: argparse.Namespace) -> int:
     exp = capture / args.node / spec.name / args.server
     print(f"{len(statuses) - len(bad)}/{len(statuses)} points ok -> {exp}", flush=True)
     return 1 if bad else 0
-
-
-def _sampler(gpus: str | None):
-    """Telemetry around each point: the attached server's GPUs are not known, so all unless --gpus."""
-    from harness.telemetry.sampler import open_sampler
-
-    chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
-    return lambda pdir: open_sampler(pdir, gpus=chosen)

@@ -132,9 +132,10 @@ def run_real(
     quiet: bool = True,
 ) -> RealRun:
     """Prepare, run every spec on its llama-server, summarize, report, check; raises HarnessError on bad input."""
-    from harness import bench
     from harness.realserver.model import make_model
     from harness.realserver.prepare import prepare_server
+    from harness.servers.redact import spec_redactor
+    from harness.sweep import bench, plan
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
@@ -145,13 +146,13 @@ def run_real(
     t1 = time.monotonic()
     make_model(log=log)
     seconds["model"] = time.monotonic() - t1
-    opts = bench.BenchOptions(
+    opts = plan.BenchOptions(
         node=node, capture=Path(capture), summaries=Path(summaries), server_kind="sglang", quiet=quiet
     )
     loaded = [load_spec(p) for p in specs]
-    plans = [bench.plan_experiment(s, opts) for s in loaded]
+    plans = [plan.plan_experiment(s, opts) for s in loaded]
     t2 = time.monotonic()
-    outcome = bench.run_plans(plans, opts, bench.build_redactor(loaded), log)
+    outcome = bench.run_plans(plans, opts, spec_redactor(loaded), log)
     seconds["run"] = time.monotonic() - t2
     t3 = time.monotonic()
     bench.run_stages(opts, log)

@@ -27,6 +27,7 @@ import httpx
 from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
+from harness.servers.control import NotReady, wait_ready
 from harness.servers.profiles import ServerProfile, env_refs, fill_placeholders
 from harness.servers.redact import Redactor
 
@@ -134,13 +135,13 @@ class ServerProcess:
     def start(self) -> ServerProcess:
         """Launch (or attach), wait until ready, save server_info.json; raises ServerError with the log tail."""
         if self.attached:
-            self._wait_ready(time.monotonic() + self.ready_timeout_s)
+            self._wait_ready()
             self._save_info()
             return self
         for attempt in range(3):
             self._launch_once()
             try:
-                self._wait_ready(time.monotonic() + self.ready_timeout_s)
+                self._wait_ready()
             except ServerError:
                 tail = "\n".join(self.log_tail(20))
                 self.stop()
@@ -216,38 +217,31 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def _wait_ready(self, deadline: float) -> None:
+    def _wait_ready(self) -> None:
         ready_line = None if self.attached else self.adapter.effective_ready_line(self.profile)
         url = self.adapter.health_url(self.profile, self.base_url, self._launch)
         line_seen = ready_line is None
         scanned = 0
-        last_err = "no answer yet"
-        with httpx.Client(timeout=httpx.Timeout(2.0), trust_env=False, headers=self.headers) as client:
-            while True:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise ServerError(
-                        self._why(f"exited with code {self.proc.returncode} before it was ready")
-                    )
-                if not line_seen:
-                    text = self._read_new_log()
-                    line_seen = ready_line in text[max(0, scanned - len(ready_line)) :]
-                    scanned = len(text)
-                if line_seen:
-                    try:
-                        r = client.get(url)
-                        if r.status_code == 200:
-                            return
-                        last_err = f"{url} answered {r.status_code}"
-                    except httpx.HTTPError as e:
-                        last_err = f"{url}: {type(e).__name__}"
-                else:
-                    last_err = f"no {ready_line!r} line in the log yet"
-                if time.monotonic() >= deadline:
-                    what = f"not ready after {self.ready_timeout_s:g}s ({last_err})"
-                    if self.attached:
-                        raise ServerError(f"server {self.profile.name} at {self.base_url}: {what}")
-                    raise ServerError(self._why(what))
-                time.sleep(self.poll_s)
+
+        def gate() -> str | None:  # before each probe: still running? ready line printed?
+            nonlocal line_seen, scanned
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerError(self._why(f"exited with code {self.proc.returncode} before it was ready"))
+            if ready_line is not None and not line_seen:
+                text = self._read_new_log()
+                line_seen = ready_line in text[max(0, scanned - len(ready_line)) :]
+                scanned = len(text)
+            return None if line_seen else f"no {ready_line!r} line in the log yet"
+
+        try:
+            wait_ready(
+                url, within_s=self.ready_timeout_s, poll_s=self.poll_s, headers=self.headers, gate=gate
+            )
+        except NotReady as e:
+            what = f"not ready after {self.ready_timeout_s:g}s ({e.why})"
+            if self.attached:
+                raise ServerError(f"server {self.profile.name} at {self.base_url}: {what}") from None
+            raise ServerError(self._why(what)) from None
 
     def _why(self, what: str) -> str:
         return f"server {self.profile.name} {what}; log {self.log_path}: last lines: {self.quoted_tail()}"

@@ -156,6 +156,39 @@ def parse_servers(
 
 
 def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerProfile:
+    """One `servers[i]` entry, checked part by part in the order a reader meets its keys."""
+    _check_keys(item, f, key)
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f, f"{key}.name", f"expected a name string, got {name!r}")
+    launch = item.get("launch")
+    if launch not in LAUNCH_KINDS:
+        raise SpecError(f, f"{key}.launch", f"expected one of {', '.join(LAUNCH_KINDS)}, got {launch!r}")
+    args, command = _parse_argv(item, launch, f, key)
+    url = _parse_url(item, launch, args, f, key)
+    host, model = _parse_host_model(item, f, key)
+    env = _parse_env(item, f, key)
+    engine = item.get("engine")
+    if engine is not None and engine not in ENGINES:
+        raise SpecError(f, f"{key}.engine", f"expected one of {', '.join(ENGINES)}, got {engine!r}")
+    prof = ServerProfile(
+        name=name,
+        launch=launch,
+        args=tuple(args),
+        command=tuple(command),
+        url=url,
+        host=host,
+        model=model,
+        env=env,
+        engine=engine,
+        template=name,
+        **_parse_readiness(item, f, key),
+    )
+    _check_env_refs(prof, environ, f, key)
+    return prof
+
+
+def _check_keys(item: Any, f: str, key: str) -> None:
     if not isinstance(item, dict):
         raise SpecError(f, key, f"expected a mapping with name and launch, got {_tname(item)}")
     for k in item:
@@ -163,12 +196,10 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
             raise SpecError(
                 f, f"{key}.{k}", f"unknown key (expected one of: {', '.join(sorted(PROFILE_KEYS))})"
             )
-    name = item.get("name")
-    if not isinstance(name, str) or not name:
-        raise SpecError(f, f"{key}.name", f"expected a name string, got {name!r}")
-    launch = item.get("launch")
-    if launch not in LAUNCH_KINDS:
-        raise SpecError(f, f"{key}.launch", f"expected one of {', '.join(LAUNCH_KINDS)}, got {launch!r}")
+
+
+def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], list[str]]:
+    """`args` (sglang/sim flags, never --port/--host/--model-path) or `command` (launch: command, with {port})."""
     args = _str_list(item.get("args", []), f, f"{key}.args")
     command = _str_list(item.get("command", []), f, f"{key}.command")
     if launch in ("sglang", "sim"):
@@ -201,6 +232,11 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
             )
     elif command and launch == "attach":
         raise SpecError(f, f"{key}.command", "not used by launch: attach")
+    return args, command
+
+
+def _parse_url(item: dict, launch: str, args: list[str], f: str, key: str) -> str | None:
+    """`url`: required by launch: attach (and then no args), refused by every other launch."""
     url = item.get("url")
     if launch == "attach":
         if not isinstance(url, str) or not re.match(r"https?://[^/\s]+", url):
@@ -209,27 +245,35 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
             raise SpecError(f, f"{key}.args", "not used by launch: attach (the server is already running)")
     elif url is not None:
         raise SpecError(f, f"{key}.url", "only for launch: attach")
+    return url
+
+
+def _parse_host_model(item: dict, f: str, key: str) -> tuple[str, str | None]:
     host = item.get("host", DEFAULT_HOST)
     if not isinstance(host, str) or not host or any(c.isspace() for c in host):
         raise SpecError(f, f"{key}.host", f"expected a host name or address, got {host!r}")
     model = item.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise SpecError(f, f"{key}.model", f"expected a model path or name, got {model!r}")
-    if model is not None:
-        model = expand_path(model)
+    return host, expand_path(model) if model is not None else None
+
+
+def _parse_env(item: dict, f: str, key: str) -> dict[str, str]:
     env = item.get("env", {}) or {}
     if not isinstance(env, dict):
         raise SpecError(f, f"{key}.env", f"expected a mapping of variable -> value, got {_tname(env)}")
-    env_out: dict[str, str] = {}
+    out: dict[str, str] = {}
     for k, v in env.items():
         if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise SpecError(f, f"{key}.env.{k}", "expected an environment variable name")
         if isinstance(v, bool) or not isinstance(v, str | int | float):
             raise SpecError(f, f"{key}.env.{k}", f"expected a string or number, got {v!r}")
-        env_out[k] = fill_cache(str(v))
-    engine = item.get("engine")
-    if engine is not None and engine not in ENGINES:
-        raise SpecError(f, f"{key}.engine", f"expected one of {', '.join(ENGINES)}, got {engine!r}")
+        out[k] = fill_cache(str(v))
+    return out
+
+
+def _parse_readiness(item: dict, f: str, key: str) -> dict[str, Any]:
+    """health_path, ready_url, ready_line, ready_timeout_s: how the harness knows the server serves."""
     health_path = item.get("health_path", "/health")
     if not isinstance(health_path, str) or not health_path.startswith("/"):
         raise SpecError(f, f"{key}.health_path", f"expected a path starting with '/', got {health_path!r}")
@@ -244,28 +288,21 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
     rt = item.get("ready_timeout_s")
     if rt is not None and (isinstance(rt, bool) or not isinstance(rt, int | float) or rt <= 0):
         raise SpecError(f, f"{key}.ready_timeout_s", f"expected a positive number of seconds, got {rt!r}")
-    prof = ServerProfile(
-        name=name,
-        launch=launch,
-        args=tuple(args),
-        command=tuple(command),
-        url=url,
-        host=host,
-        model=model,
-        env=env_out,
-        engine=engine,
-        health_path=health_path,
-        ready_url=ready_url,
-        ready_line=ready_line,
-        ready_timeout_s=float(rt) if rt is not None else None,
-        template=name,
-    )
+    return {
+        "health_path": health_path,
+        "ready_url": ready_url,
+        "ready_line": ready_line,
+        "ready_timeout_s": float(rt) if rt is not None else None,
+    }
+
+
+def _check_env_refs(prof: ServerProfile, environ: dict[str, str], f: str, key: str) -> None:
+    """Every {env:NAME} the profile uses must be set now, not discovered missing at launch."""
     for text, where in _texts(prof, key):
         for m in _PLACEHOLDER.finditer(text):
             ref = m.group(1)
             if ref.startswith("env:") and ref[4:] not in environ:
                 raise SpecError(f, where, f"environment variable {ref[4:]} is not set (needed by {{{ref}}})")
-    return prof
 
 
 def _texts(p: ServerProfile, key: str) -> list[tuple[str, str]]:

@@ -6,10 +6,16 @@ a secret-looking flag (`--api-key K`), or the value of a secret-looking environm
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.spec import ExperimentSpec
 
 REDACTED = "<redacted>"
 # whole words only: `HF_TOKEN`, `x-api-key`, `Authorization` — never `max_tokens` or `tokenizer`
@@ -18,6 +24,7 @@ _SECRET_NAME = re.compile(
     re.I,
 )
 _MIN_SECRET_LEN = 6  # shorter values ("1", "true") would blank out unrelated text
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def is_secret_name(name: str) -> bool:
@@ -115,3 +122,15 @@ class Redactor:
 def _scalar_or_map(v: Any) -> bool:
     """Credentials are strings (or maps of them, like headers); `first_token: 60` is a timeout, not a secret."""
     return isinstance(v, str | Mapping)
+
+
+def spec_redactor(specs: Iterable[ExperimentSpec]) -> Redactor:
+    """Every secret we could write: env credentials, spec values under secret keys, header ${ENV} values."""
+    r = Redactor(env_secrets())
+    for spec in specs:
+        r.add(*collect_secrets(spec.raw))
+        for v in spec.headers.values():
+            r.add(*(os.environ.get(m.group(1), "") for m in _ENV_REF.finditer(v)))
+        with contextlib.suppress(HarnessError):
+            r.add(*spec.resolved_headers().values())
+    return r

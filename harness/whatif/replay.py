@@ -249,8 +249,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     """The load generator's sending as simulate() inputs: the first `concurrency` ready requests at t=0,
     then one more per finished request (its session's next turn becomes ready first), lowest schedule
     index first; with a request rate, the k-th send waits for its Poisson offset as well."""
-    from harness.loadgen import arrival_offsets
     from harness.sim.engine import SimRequest
+    from harness.workloads.arrivals import arrival_offsets
 
     convs: dict[int, list[int]] = {}
     for i, r in enumerate(trace.requests):

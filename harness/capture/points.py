@@ -1,0 +1,75 @@
+"""A point folder's state on disk: its point.json, its attempt number, earlier attempts' records.
+
+The resume rule lives here: a point whose point.json says ok is done; anything else runs again as
+attempt N+1, with the earlier attempt's records kept aside as requests.attempt-N.jsonl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.capture.files import POINT, REQUESTS, read_json_dict, write_json_atomic
+
+
+def read_point(pdir: Path) -> dict[str, Any] | None:
+    """A point's point.json, or None when missing or unreadable (the point then runs again)."""
+    return read_json_dict(Path(pdir) / POINT)
+
+
+def is_done(old: dict[str, Any] | None) -> bool:
+    """The resume decision: only a point.json that says ok keeps a point from running again."""
+    return bool(old) and old.get("status") == "ok"  # type: ignore[union-attr]
+
+
+def next_attempt(pdir: Path, old: dict[str, Any] | None) -> int:
+    """The attempt number of the next run: one past point.json's, 2 when only records of a run are left."""
+    if old:
+        return int(old.get("attempt", 1)) + 1
+    return 2 if (Path(pdir) / REQUESTS).exists() else 1
+
+
+def move_aside(pdir: Path) -> None:
+    """Keep an earlier attempt's records as requests.attempt-N.jsonl and drop its point.json."""
+    req = pdir / REQUESTS
+    if req.exists():
+        n = 1
+        while (pdir / f"requests.attempt-{n}.jsonl").exists():
+            n += 1
+        os.replace(req, pdir / f"requests.attempt-{n}.jsonl")
+    with contextlib.suppress(FileNotFoundError):
+        (pdir / POINT).unlink()
+
+
+def mark_failed(pdir: Path, failure: str) -> None:
+    """Rewrite a written point.json as failed with the reason (e.g. the server died during the point)."""
+    rec = read_point(pdir)
+    if rec is None:
+        return
+    rec["status"] = "failed"
+    rec["failure"] = failure
+    write_json_atomic(pdir / POINT, rec)
+
+
+def count_requests(pdir: Path) -> tuple[int, int, dict[str, int]]:
+    """(ok, failed, failures by error_kind) from requests.jsonl itself, so point.json matches what a reader sees."""
+    ok = failed = 0
+    errors: dict[str, int] = {}
+    req = pdir / REQUESTS
+    if req.exists():
+        with open(req, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if row.get("ok"):
+                    ok += 1
+                else:
+                    failed += 1
+                    k = row.get("error_kind") or "unknown"
+                    errors[k] = errors.get(k, 0) + 1
+    return ok, failed, errors

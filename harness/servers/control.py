@@ -1,0 +1,142 @@
+"""Control calls to a serving server: the one readiness poll, cache flush, /metrics fetch (httpx).
+
+`wait_ready` is the only readiness loop: a launched server (`ServerProcess`, also gated on its
+ready line and on the process still running), an attached one (`check_server`: one line when nothing
+listens, waits while /health says 503) and the tests' servers all poll through it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from harness.errors import HarnessError
+from harness.loadgen import normalize_base_url
+
+FLUSH_TRIES = 60
+FLUSH_WAIT_S = 0.5
+READY_WAIT_S = 300.0
+
+
+class NotReady(Exception):
+    """The server did not become ready: `why` is what the last probe saw; `unreachable` when it gave up at once."""
+
+    def __init__(self, why: str, *, unreachable: bool = False) -> None:
+        super().__init__(why)
+        self.why = why
+        self.unreachable = unreachable
+
+
+def wait_ready(
+    url: str,
+    *,
+    within_s: float,
+    poll_s: float = 0.1,
+    headers: dict[str, str] | None = None,
+    request_timeout_s: float = 2.0,
+    trust_env: bool = False,
+    ready: Callable[[int], bool] = lambda status: status == 200,
+    fail_when_unreachable: bool = False,
+    gate: Callable[[], str | None] | None = None,
+) -> None:
+    """GET url every poll_s until ready(status); raise NotReady with the last probe's outcome at the deadline.
+
+    gate runs before each probe: it may raise (the process died) or return why not to probe yet (no
+    ready line in the log yet). An unparsable URL, or with fail_when_unreachable a refused connection,
+    raises NotReady(unreachable=True) at once.
+    """
+    deadline = time.monotonic() + within_s
+    last = "no answer yet"
+    timeout = httpx.Timeout(request_timeout_s)
+    with httpx.Client(timeout=timeout, trust_env=trust_env, headers=headers) as client:
+        while True:
+            not_yet = gate() if gate is not None else None
+            if not_yet is None:
+                try:
+                    r = client.get(url)
+                except httpx.InvalidURL as e:
+                    raise NotReady(f"{type(e).__name__}: {e}", unreachable=True) from None
+                except httpx.HTTPError as e:
+                    if fail_when_unreachable:
+                        raise NotReady(f"{type(e).__name__}: {e}", unreachable=True) from None
+                    last = f"{url}: {type(e).__name__}"
+                else:
+                    if ready(r.status_code):
+                        return
+                    last = f"{url} answered {r.status_code}"
+            else:
+                last = not_yet
+            if time.monotonic() >= deadline:
+                raise NotReady(last)
+            time.sleep(poll_s)
+
+
+def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READY_WAIT_S) -> None:
+    """Fail fast with one line when nothing listens at the URL; wait while /health says 503 (loading)."""
+    url = normalize_base_url(base_url)
+    if not url.startswith(("http://", "https://")):
+        raise HarnessError(f"--server-url: expected http://HOST:PORT, got {base_url!r}")
+    try:
+        wait_ready(
+            url + "/health",
+            within_s=ready_wait_s,
+            poll_s=0.25,
+            request_timeout_s=timeout,
+            trust_env=True,
+            # 503 is SGLang's "not ready yet" (weights loading, warm-up): requests sent now would fail;
+            # any other answer means something serves there
+            ready=lambda status: status != 503,
+            fail_when_unreachable=True,
+        )
+    except NotReady as e:
+        if e.unreachable:
+            raise HarnessError(f"--server-url: cannot reach {base_url} ({e.why})") from None
+        raise HarnessError(
+            f"--server-url: {base_url} not ready after {ready_wait_s:g}s (/health answers 503)"
+        ) from None
+
+
+def flush_cache(
+    base_url: str,
+    *,
+    tries: int = FLUSH_TRIES,
+    wait_s: float = FLUSH_WAIT_S,
+    headers: dict[str, str] | None = None,
+) -> tuple[bool | None, str | None]:
+    """POST /flush_cache until it succeeds; (None, note) when the server has no such endpoint."""
+    url = normalize_base_url(base_url) + "/flush_cache"
+    last = ""
+    for i in range(tries):
+        try:
+            # the spec's headers too: a server started with --api-key refuses an unauthenticated flush
+            r = httpx.post(url, timeout=30.0, headers=headers)
+        except httpx.HTTPError as e:
+            return False, f"flush failed: {type(e).__name__}: {e}"
+        if r.status_code in (404, 405):
+            return None, f"no flush endpoint (HTTP {r.status_code})"
+        if r.status_code == 200:
+            return True, None if i == 0 else f"flushed after {i + 1} tries"
+        last = f"HTTP {r.status_code}: {r.text.strip()[:200]}"
+        # SGLang answers 400 with a generic text (the "pending requests" reason is only in its log)
+        if "pending" not in r.text.lower() and r.status_code not in (400, 503):
+            return False, f"flush refused: {last}"
+        time.sleep(wait_s)
+    return False, f"not flushed after {tries} tries ({last})"
+
+
+def fetch_metrics(base_url: str, dest: Path, headers: dict[str, str] | None = None) -> bool:
+    """Save raw /metrics text when the server answers 200; say whether it did."""
+    try:
+        r = httpx.get(normalize_base_url(base_url) + "/metrics", timeout=10.0, headers=headers)
+    except httpx.HTTPError:
+        return False
+    if r.status_code != 200:
+        return False
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_text(r.text, encoding="utf-8")
+    os.replace(tmp, dest)
+    return True

@@ -1,0 +1,429 @@
+"""The sweep loop: each server up for all its points × seeds, resumable; then summarize → report → validate.
+
+A point whose point.json says ok is skipped. A server that dies during a point gets the point marked
+failed with its log tail, is restarted, and the point is retried (`retries` times); the sweep goes on.
+`harness run` is the attach path through the same loop: a server someone else started, no restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.capture import experiment_dir, point_dir
+from harness.capture.manifest import (
+    host_facts,
+    load_manifest,
+    record_server,
+    server_fingerprint,
+    spec_fingerprint,
+    write_manifest,
+)
+from harness.capture.points import mark_failed, next_attempt, read_point
+from harness.capture.records import PointRecord
+from harness.errors import HarnessError
+from harness.servers.process import ServerError, ServerProcess
+from harness.servers.profiles import ServerProfile
+from harness.servers.redact import Redactor, spec_redactor
+from harness.spec import ExperimentSpec, Point
+from harness.sweep.plan import (
+    DEFAULT_CARD,
+    BenchOptions,
+    ExperimentPlan,
+    ServerPlan,
+    check_capture_matches,
+    check_model,
+    check_writable,
+    plan_points,
+    server_proc,
+)
+from harness.sweep.point import Telemetry, run_point
+from harness.telemetry.gpus import sampling_plan
+from harness.telemetry.sampler import open_sampler
+from harness.workloads import PromptMaker, load_prompt_maker
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """What a sweep did: point statuses, server failures, restarts, and the records of every point."""
+
+    statuses: dict[str, str] = field(default_factory=dict)  # "<exp>/<server>/<point>" -> status
+    server_failures: list[str] = field(default_factory=list)
+    restarts: int = 0
+    skipped_ok: int = 0
+    records: list[PointRecord | dict[str, Any]] = field(default_factory=list)  # run or found ok, in order
+
+    @property
+    def not_ok(self) -> int:
+        return sum(s != "ok" for s in self.statuses.values()) + len(self.server_failures)
+
+
+@dataclass
+class _Attached:
+    """A server someone else started (`harness run`): always taken to be up, never restarted."""
+
+    base_url: str
+    returncode: int | None = None
+
+    def alive(self) -> bool:
+        return True
+
+    def restart(self) -> None:
+        raise ServerError(f"{self.base_url}: an attached server is not restarted by the harness")
+
+    def quoted_tail(self) -> str:
+        return "(the attached server's log is not ours)"
+
+
+@dataclass
+class _Sweep:
+    """What every point of one server shares."""
+
+    spec: ExperimentSpec
+    node: str
+    capture: Path
+    quiet: bool
+    telemetry: Telemetry | None
+    prompt_maker: PromptMaker
+    retries: int
+    log: Log
+
+
+# ------------------------------------------------------------------ the loop
+
+
+def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, outcome: Outcome) -> None:
+    """Every planned point of one server in sweep order: skip the done, run the rest with retries."""
+    name = sp.profile.name
+    attached = isinstance(server, _Attached)
+    for item in sp.points:
+        if item.done:
+            if attached:
+                sw.log(f"{name} {item.name}: already ok, skipped")
+            outcome.records.append(_as_record(item.old))
+            continue
+        status, rec = _run_with_retries(sw, name, item.point, item.seed, item.name, server, outcome)
+        outcome.statuses[f"{sw.spec.name}/{name}/{item.name}"] = status
+        outcome.records.append(rec)
+
+
+def _run_with_retries(
+    sw: _Sweep,
+    name: str,
+    point: Point,
+    seed: int,
+    pname: str,
+    server: ServerProcess | _Attached,
+    outcome: Outcome,
+) -> tuple[str, PointRecord]:
+    """One point, retried while attempts are left: a dead server is restarted, a failed point re-run."""
+    spec = sw.spec
+    key = f"{spec.name}/{name}/{pname}"
+    pdir = point_dir(sw.capture, sw.node, spec.name, name, pname)
+    attempt = next_attempt(pdir, read_point(pdir))
+    for tries in range(sw.retries + 1):
+        if not server.alive():
+            sw.log(f"{key}: server {name} is down (exit {server.returncode}); restarting")
+            server.restart()
+            outcome.restarts += 1
+        rec = run_point(
+            spec,
+            point,
+            seed,
+            base_url=server.base_url,
+            server_name=name,
+            node=sw.node,
+            capture_root=sw.capture,
+            quiet=sw.quiet,
+            telemetry=sw.telemetry,
+            attempt=attempt,
+            prompt_maker=sw.prompt_maker,
+        )
+        status = rec.status
+        if status != "ok" and isinstance(server, ServerProcess):
+            _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
+        if not server.alive():
+            failure = (
+                f"server exited with code {server.returncode} during the point; "
+                f"log tail: {server.quoted_tail()}"
+            )
+            mark_failed(pdir, failure)
+            status = "failed"
+            more = tries < sw.retries
+            sw.log(
+                f"{key}: failed (attempt {attempt}): server exited with code {server.returncode}"
+                + ("; restarting and retrying" if more else "; no retries left")
+            )
+            if more:
+                server.restart()
+                outcome.restarts += 1
+                attempt += 1
+                continue
+            break
+        if isinstance(server, ServerProcess):
+            sw.log(
+                f"{key}: {status} (attempt {attempt}, {rec.requests_ok}/{rec.requests_scheduled} ok"
+                + (f", {rec.failure}" if rec.failure else "")
+                + ")"
+            )
+        else:
+            sw.log(f"{name} {pname}: {rec.status} ({rec.requests_ok} ok, {rec.requests_failed} failed)")
+        if status == "failed" and tries < sw.retries:
+            attempt += 1
+            continue
+        break
+    return status, rec
+
+
+def _as_record(old: dict[str, Any] | None) -> PointRecord | dict[str, Any]:
+    try:
+        return PointRecord(**(old or {}))
+    except TypeError:  # written by another harness version: keep it as it is
+        return old or {}
+
+
+def _wait_exit(proc: ServerProcess, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while proc.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ launch path (`harness bench`)
+
+
+def _telemetry_factory(profile: ServerProfile) -> Telemetry:
+    # a command that runs the sim (engine: sim) has no GPU either
+    gpus, reason = sampling_plan("sim" if profile.engine_name == "sim" else profile.launch, profile.env)
+    return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
+
+
+def write_bench_manifest(
+    plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor, extra: dict[str, Any]
+) -> Path:
+    """The experiment's manifest as bench writes it: host facts, every server's launch, bench settings."""
+    edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
+    servers = dict(load_manifest(edir).get("servers") or {})
+    for sp in plan.servers:
+        proc = server_proc(plan, sp, opts, redactor)
+        servers[sp.profile.name] = {
+            **servers.get(sp.profile.name, {}),
+            "launch": sp.profile.launch,
+            "engine": sp.profile.engine_name,
+            "args": list(sp.profile.args or sp.profile.command),
+            "argv": proc.display_argv(port="{port}"),
+            "env": sp.profile.env,
+            "matrix": sp.profile.matrix,
+            "template": sp.profile.template,
+            "fingerprint": server_fingerprint(proc),
+        }
+    fields = {
+        **host_facts(),
+        "servers": servers,
+        "bench": {
+            "server_kind": opts.server_kind,
+            "server_kind_reason": opts.kind_reason,
+            "card_profile": opts.card_profile or plan.sim.card_profile or DEFAULT_CARD,
+            "time_scale": opts.time_scale if opts.time_scale is not None else plan.sim.time_scale,
+            "retries": opts.retries,
+            "command": opts.argv,
+            "spec_fingerprint": spec_fingerprint(plan.spec),
+            **extra,
+        },
+    }
+    return write_manifest(edir, plan.spec, opts.node, redactor, fields)
+
+
+def run_server_points(
+    plan: ExperimentPlan,
+    sp: ServerPlan,
+    opts: BenchOptions,
+    redactor: Redactor,
+    prompt_maker: PromptMaker,
+    outcome: Outcome,
+    log: Log,
+) -> None:
+    """One server up for all its points; restart and retry when it dies; a dead-for-good server ends its sweep."""
+    spec, name = plan.spec, sp.profile.name
+    proc = server_proc(plan, sp, opts, redactor)
+    t0 = time.monotonic()
+    try:
+        proc.start()
+    except ServerError as e:
+        outcome.server_failures.append(f"{spec.name}/{name}: {e}")
+        log(f"{spec.name}/{name}: server failed to start, its {len(sp.todo)} points were not run: {e}")
+        return
+    except BaseException:
+        proc.stop()
+        raise
+    try:
+        version = (proc.info or {}).get("version")
+        edir = experiment_dir(opts.capture, opts.node, spec.name)
+        record_server(edir, name, server_version=version, last_pid=proc.pid)
+        log(f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid})")
+        sw = _Sweep(
+            spec,
+            opts.node,
+            opts.capture,
+            opts.quiet,
+            _telemetry_factory(sp.profile),
+            prompt_maker,
+            opts.retries,
+            log,
+        )
+        sweep_server(sw, sp, proc, outcome)
+    except ServerError as e:
+        outcome.server_failures.append(f"{spec.name}/{name}: {e}")
+        log(f"{spec.name}/{name}: server could not be restarted; the rest of its points were not run: {e}")
+    finally:
+        proc.stop()
+
+
+def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redactor, log: Log) -> Outcome:
+    """Every experiment's servers in turn; manifests first, points next, nothing launched before checks pass."""
+    outcome = Outcome()
+    check_writable(opts.capture, "capture", opts.min_free_mb)
+    check_writable(opts.summaries, "summaries", opts.min_free_mb)
+    check_model(plans, opts)
+    for plan in plans:
+        if not plan.skipped:
+            check_capture_matches(plan, opts, redactor)
+    with _clock_lock(opts) as lock_record:
+        extra = {"clock_lock": lock_record} if lock_record is not None else {}
+        for plan in plans:
+            if plan.skipped:
+                log(f"{plan.spec.name}: skipped: {plan.skipped}")
+                continue
+            write_bench_manifest(plan, opts, redactor, extra)
+            maker = load_prompt_maker(plan.spec.tokenizer)
+            for sp in plan.servers:
+                outcome.skipped_ok += len(sp.done)
+                if sp.done:
+                    log(f"{plan.spec.name}/{sp.profile.name}: {len(sp.done)} points already ok, skipped")
+                if not sp.todo:
+                    continue
+                try:
+                    run_server_points(plan, sp, opts, redactor, maker, outcome, log)
+                except OSError as e:
+                    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                        raise HarnessError(
+                            f"capture {opts.capture}: {e.strerror} while writing {e.filename or 'results'}; "
+                            "run stopped, server stopped; free some space and run the same command to resume"
+                        ) from None
+                    raise
+    return outcome
+
+
+@contextlib.contextmanager
+def _clock_lock(opts: BenchOptions) -> Iterator[dict[str, Any] | None]:
+    if opts.lock_clocks is None:
+        yield None
+        return
+    from harness.telemetry.clocks import locked_clocks
+
+    with locked_clocks(opts.lock_clocks) as record:
+        yield record
+
+
+# ------------------------------------------------------------------ attach path (`harness run`)
+
+
+def attached_telemetry(gpus: str | None) -> Telemetry:
+    """Telemetry around each point: the attached server's GPUs are not known, so all unless --gpus."""
+    chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
+    return lambda pdir: open_sampler(pdir, gpus=chosen)
+
+
+def run_points(
+    spec: ExperimentSpec,
+    *,
+    base_url: str,
+    server_name: str,
+    node: str,
+    capture_root: Path,
+    seeds: Sequence[int] | None = None,
+    points: list[Point] | None = None,
+    quiet: bool = True,
+    telemetry: Telemetry | None = None,
+    log: Log | None = None,
+) -> list[PointRecord | dict[str, Any]]:
+    """Every point x seed against a running server, in order; skips points already ok, no retries."""
+    seeds = list(spec.seeds if seeds is None else seeds)
+    planned = plan_points(
+        spec, spec.points() if points is None else points, seeds, Path(capture_root), node, server_name
+    )
+    sp = ServerPlan(ServerProfile(name=server_name, launch="attach", url=base_url), planned)
+    sw = _Sweep(
+        spec,
+        node,
+        Path(capture_root),
+        quiet,
+        telemetry,
+        load_prompt_maker(spec.tokenizer),
+        0,
+        log or (lambda _msg: None),
+    )
+    outcome = Outcome()
+    sweep_server(sw, sp, _Attached(base_url), outcome)
+    return outcome.records
+
+
+def run_attached(
+    spec: ExperimentSpec,
+    points: list[Point],
+    *,
+    server_url: str,
+    server_name: str,
+    node: str,
+    capture: Path,
+    seeds: Sequence[int] | None,
+    quiet: bool,
+    gpus: str | None,
+    log: Log,
+) -> list[PointRecord | dict[str, Any]]:
+    """`harness run`: the manifest (refused over points of another spec version), then every point."""
+    edir = experiment_dir(capture, node, spec.name)
+    write_manifest(edir, spec, node, spec_redactor([spec]), {"server_url_attached": server_url})
+    return run_points(
+        spec,
+        base_url=server_url,
+        server_name=server_name,
+        node=node,
+        capture_root=capture,
+        seeds=seeds,
+        points=points,
+        quiet=quiet,
+        telemetry=attached_telemetry(gpus),
+        log=log,
+    )
+
+
+# ------------------------------------------------------------------ stages after the sweep
+
+
+def run_stages(opts: BenchOptions, log: Log) -> int:
+    """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged."""
+    from harness import validate
+    from harness.report import write_report
+    from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
+
+    summaries = summarize([Path(opts.capture) / opts.node])
+    for p in write_summaries(summaries, opts.summaries):
+        log(f"summary: {p}")
+    flagged = 0
+    for node, summary in summaries.items():
+        written = write_report(summary, opts.summaries, stem=node)
+        log(f"report: {written[0]} (+{len(written) - 1} charts)")
+        res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
+        flagged += int(res["flagged"])
+        log(
+            f"validate: {node}: {len(res['points'])} points, {len(res['pairs'])} pairs, "
+            f"{res['flagged']} flagged"
+        )
+    return flagged

@@ -1,0 +1,120 @@
+"""Run one sweep point x seed against a live server and write its capture folder.
+
+Per point: flush the cache -> metrics-before.prom -> telemetry on -> load -> telemetry off ->
+metrics-after.prom -> point.json (atomic, last, also on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
+from harness.capture.files import write_json_atomic
+from harness.capture.points import count_requests, move_aside
+from harness.capture.records import PointRecord
+from harness.loadgen import RunIds, run_schedule
+from harness.servers.control import fetch_metrics, flush_cache
+from harness.spec import ExperimentSpec, Point
+from harness.workloads import PromptMaker, build_schedule
+
+Telemetry = Callable[[Path], Any]  # (point_dir) -> context manager whose __enter__ has .status
+
+
+def point_status(ok: int, failed: int, scheduled: int, max_failed_fraction: float) -> str:
+    """ok when every request succeeded; partial while failures stay within the spec's allowance."""
+    if failed == 0 and ok == scheduled:
+        return "ok"
+    if ok == 0:
+        return "failed"
+    return "partial" if failed / max(scheduled, 1) <= max_failed_fraction else "failed"
+
+
+def run_point(
+    spec: ExperimentSpec,
+    point: Point,
+    seed: int,
+    *,
+    base_url: str,
+    server_name: str,
+    node: str,
+    capture_root: Path,
+    quiet: bool = True,
+    telemetry: Telemetry | None = None,
+    attempt: int = 1,
+    prompt_maker: PromptMaker | None = None,
+) -> PointRecord:
+    """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C)."""
+    pname = point_name(point.sweep, seed)
+    pdir = point_dir(Path(capture_root), node, spec.name, server_name, pname)
+    pdir.mkdir(parents=True, exist_ok=True)
+    move_aside(pdir)
+    schedule = build_schedule(
+        spec, point.workload, seed, prompt_maker
+    )  # tokenizing happens here, not mid-run
+    start_mono, start_wall = time.monotonic(), time.time()
+    headers = spec.resolved_headers()
+    flushed, note = flush_cache(base_url, headers=headers)
+    fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
+    status: str = "failed"
+    failure: str | None = None
+    res = tel = None
+    try:
+        with telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel:
+            res = asyncio.run(
+                run_schedule(
+                    schedule,
+                    base_url=base_url,
+                    api=spec.api,
+                    model=spec.model,
+                    concurrency=point.concurrency,
+                    out_path=pdir / REQUESTS,
+                    ids=RunIds(spec.name, server_name, pname, seed),
+                    request_rate=point.request_rate,
+                    headers=headers,
+                    timeouts=spec.timeouts,
+                    quiet=quiet,
+                    label=f"{server_name} {pname}",
+                )
+            )
+        status = point_status(res.ok, res.failed, res.scheduled, spec.max_failed_fraction)
+        if status != "ok":
+            failure = (
+                ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
+            )
+    except KeyboardInterrupt:
+        # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
+        status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
+    if res is not None:
+        fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
+    telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
+    ok, failed, errors = count_requests(pdir)
+    rec = PointRecord(
+        experiment=spec.name,
+        server=pdir.parent.name,
+        point=pname,
+        seed=seed,
+        sweep=dict(point.sweep),
+        status=status,  # type: ignore[arg-type]
+        requests_scheduled=len(schedule),
+        requests_ok=ok,
+        requests_failed=failed,
+        errors=errors,
+        start_mono=start_mono,
+        end_mono=time.monotonic(),
+        start_wall=start_wall,
+        end_wall=time.time(),
+        flushed=flushed,
+        flush_note=note,
+        attempt=attempt,
+        failure=failure,
+        telemetry_status=telemetry_status,
+    )
+    write_json_atomic(pdir / POINT, rec.to_dict())
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    return rec
