@@ -186,7 +186,19 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     sim = p.add_argument_group("sim-only")
     sim.add_argument("--card-profile", default="l4-8b", help="timing model: l4-8b, h200-8b, tiny-test")
     sim.add_argument(
-        "--time-scale", type=float, default=1.0, help="wall seconds per simulated second (<1 is faster)"
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="wall seconds per modelled second: 0.02 runs 50x faster than the card (modelled times come"
+        " from the sim's virtual clock either way)",
+    )
+    sim.add_argument(
+        "--sim-lockstep-wait",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="wall seconds the virtual clock waits for a request the harness's load generator owes it"
+        " (X-Harness-Lockstep header) before running on; 0 ignores the header",
     )
     sim.add_argument(
         "--sim-radix-tree",
@@ -283,6 +295,8 @@ def validate(ns: argparse.Namespace) -> None:
         raise HarnessError(f"--page-size: must be positive, got {ns.page_size}")
     if ns.time_scale <= 0:
         raise HarnessError(f"--time-scale: must be positive, got {ns.time_scale}")
+    if getattr(ns, "sim_lockstep_wait", 0) < 0:
+        raise HarnessError(f"--sim-lockstep-wait: must be >= 0, got {ns.sim_lockstep_wait}")
     if ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
     if getattr(ns, "sim_reasoning_tokens", 0) < 0:

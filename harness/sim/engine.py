@@ -2,8 +2,9 @@
 
 The engine never reads a clock itself. `schedule(now)` picks the next forward (a prefill batch or a
 decode step) and says how long it takes on the card; `complete(batch, end)` applies its results.
-The HTTP server sleeps the duration (scaled) between the two; `simulate()` just adds it to a
-virtual clock, so the same code replays traces offline far faster than real time.
+Both clocks are virtual: the live server (live.py) adds the duration to its clock and paces it to
+--time-scale in wall time; `simulate()` just adds it, so the same code replays traces offline far
+faster than real time, with the same results as a live run driven in lockstep.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class SimRequest:
     finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
     arrival: float = 0.0
     priority: int = 0
+    order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
     on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
     # results
     cached_device: int = 0
@@ -199,6 +201,30 @@ class EngineStats:
     num_retracted: int = 0
     last_cache_hit_rate: float = 0.0
     gen_throughput: float = 0.0
+
+
+@dataclass
+class _PrefillBudget:
+    """What one prefill batch may still take: chunk tokens, input tokens, and the pool reservation offset."""
+
+    chunk: int
+    input: int
+    offset: float
+
+    def spend(self, tokens: int, reserve: int) -> None:
+        self.chunk -= tokens
+        self.input -= tokens
+        self.offset += reserve
+
+
+@dataclass
+class _PrefillPlan:
+    """The prefill batch being built: (request, new tokens, cached before) parts and what they hit."""
+
+    running_bs: int
+    parts: list[tuple[SimRequest, int, int]] = field(default_factory=list)
+    cached_hits: int = 0
+    load_back: int = 0
 
 
 class _NoCache:
@@ -438,103 +464,125 @@ class Engine:
             for r in self.running
         )
 
+    def _chunk_budget(self) -> int:
+        """Tokens one prefill may compute: --chunked-prefill-size in whole pages (unbounded when off)."""
+        cap = self.config.chunked_prefill_size
+        if not cap or cap <= 0:
+            return 1 << 62
+        return max(self.page, cap // self.page * self.page)
+
     def _schedule_prefill(self, now: float) -> Batch | None:
+        """SGLang's get_new_batch_prefill: the chunked request's next chunk, then admit from the queue."""
         if not self.waiting and self.chunked is None:
             return None
-        cfg = self.config
-        chunk_cap = (
-            cfg.chunked_prefill_size if cfg.chunked_prefill_size and cfg.chunked_prefill_size > 0 else None
+        budget = _PrefillBudget(
+            chunk=self._chunk_budget(),
+            input=self.config.max_prefill_tokens,
+            offset=self._reserved(),  # SGLang's rem_total_token_offset; room itself is read live
         )
-        if chunk_cap is not None:
-            chunk_cap = max(self.page, chunk_cap // self.page * self.page)  # a chunk is whole pages
-        rem_chunk = chunk_cap if chunk_cap is not None else 1 << 62
-        rem_input = cfg.max_prefill_tokens
-        offset = self._reserved()  # SGLang's rem_total_token_offset; room itself is read live
-        parts: list[tuple[SimRequest, int, int]] = []  # (req, new tokens, cached before)
-        cached_hits = 0
-        load_back = 0
-        running_bs = len(self.running)
+        plan = _PrefillPlan(running_bs=len(self.running))
+        self._continue_chunked(now, budget, plan)
+        self._admit_waiting(budget, plan)
+        if not plan.parts:
+            return None
+        return self._launch_prefill(now, plan)
 
-        if self.chunked is not None:
-            req = self.chunked
-            if req.aborted:
-                self.chunked = None
-                self._finish(req, now, reason="abort")
-            else:
-                left = len(req.fill_ids) - req.kv_len
-                take = min(left, rem_chunk)
-                if take < left:
-                    take = take // self.page * self.page
-                if take > 0:
-                    parts.append((req, take, req.kv_len))
-                    rem_chunk -= take
-                    rem_input -= take
-                    offset += take
-                self.chunked = None if take == left else req
+    def _continue_chunked(self, now: float, budget: _PrefillBudget, plan: _PrefillPlan) -> None:
+        """The chunked request goes first: its next chunk, or it leaves if it was aborted."""
+        req = self.chunked
+        if req is None:
+            return
+        if req.aborted:
+            self.chunked = None
+            self._finish(req, now, reason="abort")
+            return
+        left = len(req.fill_ids) - req.kv_len
+        take = min(left, budget.chunk)
+        if take < left:
+            take = take // self.page * self.page
+        if take > 0:
+            plan.parts.append((req, take, req.kv_len))
+            budget.spend(take, take)
+        self.chunked = None if take == left else req
 
+    def _admit_waiting(self, budget: _PrefillBudget, plan: _PrefillPlan) -> None:
+        """Admit from the head of the queue while batch slots, the chunk and the pool allow."""
+        limit = int(self.config.max_running_requests or 1)
         while self.waiting and self.chunked is None:
-            if running_bs + len(parts) >= int(cfg.max_running_requests or 1):
+            if plan.running_bs + len(plan.parts) >= limit:
                 break
             req = self.waiting[0]
             if req.aborted:
                 self.waiting.popleft()
                 continue
-            fill = req.fill_ids
-            dev_len, host_len, match = 0, 0, None
-            if self.caching:
-                match = self.tree.match_prefix(fill[: len(fill) - 1])
-                dev_len = match.device_len
-                host_len = match.host_len if cfg.hicache else 0
-                self._lock(req, match.last_device_node, dev_len)
-            load = host_len if host_len >= MIN_LOAD_BACK else 0
-            extend = len(fill) - dev_len - load
-            out_reserve = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
-            fits_total = extend + load + out_reserve < self._room() - offset
-            take = min(extend, rem_chunk)
-            if take < extend:
-                take = take // self.page * self.page
-            if not fits_total or take <= 0 or (rem_input <= 0 and parts):
-                self._unlock(req)
+            if not self._admit_one(req, budget, plan):
                 break
-            # the request is admitted
-            self.waiting.popleft()
-            if load:
-                # load_back locks the host path, evicts for its shortfall and refuses without room
-                loaded = self.tree.load_back(match, available=self.available)
-                if loaded:
-                    load_back += loaded
-                    m2 = self.tree.match_prefix(fill[: len(fill) - 1])
-                    self._lock(req, m2.last_device_node, m2.device_len)
-                    dev_len, host_hit = m2.device_len, loaded
-                else:
-                    host_hit = 0
-                extend = len(fill) - dev_len
-                take = min(extend, rem_chunk)
-                if take < extend:
-                    take = max(self.page, take // self.page * self.page)
-            else:
-                host_hit = 0
-            req.kv_len = req.tree_len  # the prefix's KV lives in the tree
-            if not req.counted:
-                req.counted = True
-                req.cached_host = host_hit
-                req.cached_device = dev_len - host_hit
-                self.stats.prompt_tokens += len(req.input_ids)
-                self.stats.cached_device += req.cached_device
-                self.stats.cached_host += req.cached_host
-            cached_hits += dev_len
-            parts.append((req, take, req.kv_len))
-            rem_chunk -= take
-            rem_input -= take
-            offset += take + load + out_reserve
-            if take < extend:
-                self.chunked = req
-                break
-            if rem_chunk <= 0 or rem_input <= 0:
+            if self.chunked is not None or budget.chunk <= 0 or budget.input <= 0:
                 break
 
-        if not parts:
-            return None
+    def _admit_one(self, req: SimRequest, budget: _PrefillBudget, plan: _PrefillPlan) -> bool:
+        """Match the head request's prefix, check it fits (prefix + new tokens + output reservation),
+        load its host hit back and add it to the batch; False (and unlocked) when it does not fit."""
+        fill = req.fill_ids
+        dev_len, host_len, match = 0, 0, None
+        if self.caching:
+            match = self.tree.match_prefix(fill[: len(fill) - 1])
+            dev_len = match.device_len
+            host_len = match.host_len if self.config.hicache else 0
+            self._lock(req, match.last_device_node, dev_len)
+        load = host_len if host_len >= MIN_LOAD_BACK else 0
+        extend = len(fill) - dev_len - load
+        out_reserve = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
+        fits_total = extend + load + out_reserve < self._room() - budget.offset
+        take = min(extend, budget.chunk)
+        if take < extend:
+            take = take // self.page * self.page
+        if not fits_total or take <= 0 or (budget.input <= 0 and plan.parts):
+            self._unlock(req)
+            return False
+        self.waiting.popleft()  # the request is admitted
+        host_hit = 0
+        if load:
+            dev_len, host_hit = self._load_back(req, match, dev_len)
+            plan.load_back += host_hit
+            extend = len(fill) - dev_len
+            take = min(extend, budget.chunk)
+            if take < extend:
+                take = max(self.page, take // self.page * self.page)
+        req.kv_len = req.tree_len  # the prefix's KV lives in the tree
+        self._count_hits(req, dev_len, host_hit)
+        plan.cached_hits += dev_len
+        plan.parts.append((req, take, req.kv_len))
+        budget.spend(take, take + load + out_reserve)
+        if take < extend:
+            self.chunked = req
+        return True
+
+    def _load_back(self, req: SimRequest, match: Any, dev_len: int) -> tuple[int, int]:
+        """Copy a host hit back to the device; (device prefix length after it, tokens loaded back)."""
+        # load_back locks the host path, evicts for its shortfall and refuses without room
+        loaded = self.tree.load_back(match, available=self.available)
+        if not loaded:
+            return dev_len, 0
+        fill = req.fill_ids
+        m2 = self.tree.match_prefix(fill[: len(fill) - 1])
+        self._lock(req, m2.last_device_node, m2.device_len)
+        return m2.device_len, loaded
+
+    def _count_hits(self, req: SimRequest, dev_len: int, host_hit: int) -> None:
+        """A request's cached tokens are counted on its first admission only (not after a retraction)."""
+        if req.counted:
+            return
+        req.counted = True
+        req.cached_host = host_hit
+        req.cached_device = dev_len - host_hit
+        self.stats.prompt_tokens += len(req.input_ids)
+        self.stats.cached_device += req.cached_device
+        self.stats.cached_host += req.cached_host
+
+    def _launch_prefill(self, now: float, plan: _PrefillPlan) -> Batch:
+        """Take the batch's slots (evicting as needed), time it on the card and log it."""
+        parts = plan.parts
         need = sum(p[1] for p in parts)
         if not self._ensure_free(need):
             # admission counted room as available + evictable, so this is an accounting bug
@@ -543,35 +591,39 @@ class Engine:
             self._set_kv(req, req.kv_len + take)
         new_tokens = sum(-(-take // self.page) * self.page for _, take, _ in parts)
         duration = self.card.prefill_with_load_back(
-            [(t, c) for _, t, c in parts], load_back, self.config.kv_bytes_per_token
+            [(t, c) for _, t, c in parts], plan.load_back, self.config.kv_bytes_per_token
         )
-        total = new_tokens + cached_hits
-        self.stats.last_cache_hit_rate = cached_hits / total if total else 0.0
+        total = new_tokens + plan.cached_hits
+        self.stats.last_cache_hit_rate = plan.cached_hits / total if total else 0.0
         if self.log is not None:
-            gap = max(now - self._last_prefill_log, 1e-9)
-            throughput = self._last_prefill_tokens / gap if self._last_prefill_log else 0.0
-            self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
-            pending = sum(len(r.fill_ids) for r in self.waiting)
-            if self.chunked is not None:
-                pending += len(self.chunked.fill_ids) - self.chunked.kv_len
-            self.log.prefill(
-                new_seq=len(parts),
-                new_token=new_tokens,
-                cached_token=cached_hits,
-                token_usage=self.token_usage(),
-                running_req=running_bs,
-                queue_req=len(self.waiting),
-                pending_token=pending,
-                input_throughput=throughput,
-            )
+            self._log_prefill(now, len(parts), new_tokens, plan)
         return Batch(
             "prefill",
             now,
             duration,
             parts=[(r, t) for r, t, _ in parts],
             new_tokens=new_tokens,
-            cached_tokens=cached_hits,
-            load_back_tokens=load_back,
+            cached_tokens=plan.cached_hits,
+            load_back_tokens=plan.load_back,
+        )
+
+    def _log_prefill(self, now: float, new_seq: int, new_tokens: int, plan: _PrefillPlan) -> None:
+        assert self.log is not None
+        gap = max(now - self._last_prefill_log, 1e-9)
+        throughput = self._last_prefill_tokens / gap if self._last_prefill_log else 0.0
+        self._last_prefill_log, self._last_prefill_tokens = now, new_tokens
+        pending = sum(len(r.fill_ids) for r in self.waiting)
+        if self.chunked is not None:
+            pending += len(self.chunked.fill_ids) - self.chunked.kv_len
+        self.log.prefill(
+            new_seq=new_seq,
+            new_token=new_tokens,
+            cached_token=plan.cached_hits,
+            token_usage=self.token_usage(),
+            running_req=plan.running_bs,
+            queue_req=len(self.waiting),
+            pending_token=pending,
+            input_throughput=throughput,
         )
 
     def _schedule_decode(self, now: float) -> Batch | None:
@@ -733,6 +785,8 @@ def simulate(
 ) -> list[SimRequest]:
     """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
 
+    Arrivals at the same virtual time are queued by `SimRequest.order` (what-if's closed loop: the
+    schedule index), as the live sim queues a lockstep client's requests (harness.sim.live).
     Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
     finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
     `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
@@ -740,7 +794,9 @@ def simulate(
     """
     engine = Engine(config, log=log)
     seq = itertools.count()
-    arrivals: list[tuple[float, int, SimRequest]] = [(r.arrival, next(seq), r) for r in requests]
+    arrivals: list[tuple[float, int, int, SimRequest]] = [
+        (r.arrival, r.order, next(seq), r) for r in requests
+    ]
     heapq.heapify(arrivals)
     done: list[SimRequest] = []
     engine.on_finish = done.append
@@ -749,7 +805,7 @@ def simulate(
     inf = float("inf")
     while arrivals or engine.busy():
         while arrivals and arrivals[0][0] <= t:
-            engine.add(heapq.heappop(arrivals)[2])
+            engine.add(heapq.heappop(arrivals)[3])
         if jump and engine.running and not engine.waiting:
             t2 = engine.fast_forward(t, arrivals[0][0] if arrivals else inf)
             if t2 != t:
@@ -769,6 +825,6 @@ def simulate(
             while seen < len(done):
                 for nxt in on_finish(done[seen], t):
                     nxt.arrival = max(nxt.arrival, t)
-                    heapq.heappush(arrivals, (nxt.arrival, next(seq), nxt))
+                    heapq.heappush(arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
                 seen += 1
     return done

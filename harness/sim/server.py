@@ -1,7 +1,8 @@
 """SGLang's HTTP surface over the sim engine (aiohttp): OpenAI and native endpoints, control, metrics.
 
-The engine runs in this event loop: `_engine_loop` schedules a forward, sleeps its duration scaled
-by --time-scale, applies it, and wakes the handlers whose requests got tokens.
+The engine runs in this event loop (live.LiveEngine: a virtual clock paced to --time-scale, lockstep
+with the harness's load generator); handlers submit requests to it and stream the tokens it produces.
+Every answer carries the request's virtual stamps (`sim_time`: arrival, first token, finish).
 """
 
 from __future__ import annotations
@@ -10,18 +11,19 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import time
 import traceback
 import uuid
-import zlib
-from array import array
 from typing import Any
 
 from aiohttp import web
 
+from harness.sim.answers import THINK_IDS, plan_answer
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import Faults, RequestFaults
+from harness.sim.live import LiveEngine
+from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
+from harness.sim.lockstep import BadHint, ClientHint, parse_hint
 from harness.sim.logfmt import (
     FLUSH_OK_LINE,
     READY_LINE,
@@ -32,15 +34,8 @@ from harness.sim.logfmt import (
     scheduler_line,
 )
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
-from harness.tokenizer import (
-    THINK_END,
-    THINK_START,
-    VOCAB,
-    WordTokenizer,
-    drop_reasoning,
-    render_chat,
-    word_id,
-)
+from harness.sim.responses import OpenAIShape, meta_info, usage
+from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
 VERSION = "0.5.23"
 FLUSH_MESSAGE = (
@@ -54,32 +49,6 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 class BadRequest(Exception):
     """A client error answered as SGLang's OpenAI-style error body with HTTP 400."""
-
-
-def answer_ids(prompt_ids: list[int], n: int, seed: int) -> list[int]:
-    """n deterministic vocabulary word ids, seeded by the prompt: the same prompt gets the same answer."""
-    h = zlib.crc32(array("q", prompt_ids).tobytes()) if prompt_ids else 0
-    rng = random.Random((seed << 32) ^ h)
-    return [rng.randrange(len(VOCAB)) for _ in range(n)]
-
-
-THINK_IDS = {word_id(THINK_START): THINK_START, word_id(THINK_END): THINK_END}
-
-
-def reasoning_answer_ids(prompt_ids: list[int], n: int, seed: int, reasoning: int) -> list[int]:
-    """The first n tokens of `<think>` + `reasoning` words + `</think>` + the answer proper, seeded by the
-    prompt; with reasoning 0 exactly `answer_ids` (no span)."""
-    if reasoning <= 0:
-        return answer_ids(prompt_ids, n, seed)
-    words = answer_ids(prompt_ids, reasoning + max(n - reasoning - 2, 0), seed)
-    start, end = word_id(THINK_START), word_id(THINK_END)
-    return ([start, *words[:reasoning], end, *words[reasoning:]])[:n]
-
-
-def natural_length(prompt_ids: list[int], seed: int) -> int:
-    """The length the sim 'wants' to answer when EOS is not ignored: 16..256 tokens, seeded."""
-    h = zlib.crc32(array("q", prompt_ids[-64:]).tobytes()) if prompt_ids else 0
-    return 16 + random.Random(h ^ (seed + 7919)).randrange(241)
 
 
 class _Stream:
@@ -107,7 +76,13 @@ class SimServer:
         self.time_scale = float(args.time_scale)
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
-        self.wake = asyncio.Event()
+        self.live = LiveEngine(
+            self.engine,
+            self.time_scale,
+            hold_wait_s=float(getattr(args, "sim_lockstep_wait", 1.0)),
+            log_info=self.logger.info,
+            log_warning=self.logger.warning,
+        )
         self.ready_logged = False
         self.port: int | None = None
         self._loop_task: asyncio.Task | None = None
@@ -116,21 +91,13 @@ class SimServer:
 
     # --- time ------------------------------------------------------------------------------
     def model_now(self) -> float:
-        """Simulated seconds since start: wall time divided by --time-scale."""
-        return (time.monotonic() - self.start_mono) / self.time_scale
+        """Modelled seconds since start, on the engine's virtual clock."""
+        return self.live.model_now()
 
     async def _engine_loop(self) -> None:
-        """Schedule, sleep the forward's (scaled) time, apply; sleep on `wake` only when idle."""
-        eng = self.engine
+        """The live engine's loop; an exception in it crashes the server as SGLang's scheduler does."""
         try:
-            while True:
-                batch = eng.schedule(self.model_now())  # None only when nothing is pending at all
-                if batch is None:
-                    self.wake.clear()
-                    await self.wake.wait()
-                    continue
-                await asyncio.sleep(batch.duration * self.time_scale)
-                eng.complete(batch, max(self.model_now(), batch.start + batch.duration))
+            await self.live.run()
         except asyncio.CancelledError:
             raise
         except Exception:  # a dead loop would hang every client; crash loudly as SGLang's scheduler does
@@ -245,21 +212,23 @@ class SimServer:
             )
         cap = default_cap if max_new is None else max_new
         cap = max(1, min(cap, limit - len(prompt_ids)))
-        reasoning = int(getattr(self.args, "sim_reasoning_tokens", 0) or 0)
-        if ignore_eos:
-            n, reason = cap, "length"
-        else:  # a reasoning model thinks first, then answers at its natural length
-            want = self.args.answer_len or natural_length(prompt_ids, self.args.random_seed)
-            want += reasoning + 2 if reasoning > 0 else 0
-            n, reason = (cap, "length") if want >= cap else (want, "stop")
-        out = reasoning_answer_ids(prompt_ids, n, self.args.random_seed, reasoning)
-        return SimRequest(
-            rid=uuid.uuid4().hex,
-            input_ids=prompt_ids,
-            output_ids=out,
-            finish_reason=reason,
-            arrival=self.model_now(),
+        out, reason = plan_answer(
+            prompt_ids,
+            cap,
+            ignore_eos=ignore_eos,
+            seed=self.args.random_seed,
+            answer_len=self.args.answer_len,
+            reasoning=int(getattr(self.args, "sim_reasoning_tokens", 0) or 0),
         )
+        return SimRequest(rid=uuid.uuid4().hex, input_ids=prompt_ids, output_ids=out, finish_reason=reason)
+
+    @staticmethod
+    def _hint(request: web.Request) -> ClientHint | None:
+        """The load generator's lockstep header (lockstep.py), if it sent one."""
+        try:
+            return parse_hint(request.headers.get(LOCKSTEP_HEADER))
+        except BadHint as e:
+            raise BadRequest(str(e)) from None
 
     def _decode(self, ids: list[int]) -> str:
         """Answer text: vocabulary words, with the reasoning span's `<think>`/`</think>` spelled out."""
@@ -292,22 +261,23 @@ class SimServer:
             return _error(f.http_status, f"fault injection: HTTP {f.http_status}"), f
         return None, f
 
-    async def _run(self, req: SimRequest, stream: _Stream) -> None:
-        req.on_event = stream
-        self.engine.add(req)
-        self.wake.set()
+    def _finish_stats(self, req: SimRequest) -> None:
+        """/metrics' TTFT and end-to-end histograms, in modelled (virtual) seconds like every sim figure."""
+        if req.first_token_time is not None:
+            self.ttft.observe(req.first_token_time - req.arrival)
+        self.e2e.observe(self._e2e(req))
 
-    def _finish_stats(self, req: SimRequest, t0: float, t_first: float | None) -> float:
-        e2e = time.monotonic() - t0
-        if t_first is not None:
-            self.ttft.observe(t_first - t0)
-        self.e2e.observe(e2e)
-        return e2e
+    def _e2e(self, req: SimRequest) -> float:
+        end = req.finish_time if req.finish_time is not None else self.model_now()
+        return max(0.0, end - req.arrival)
 
-    async def _generate_events(self, request: web.Request, req: SimRequest, faults: RequestFaults):
+    async def _generate_events(
+        self, request: web.Request, req: SimRequest, faults: RequestFaults, hint: ClientHint | None = None
+    ):
         """Yield (new token count, finished) as the engine produces tokens; abort the request if cancelled."""
         stream = _Stream()
-        await self._run(req, stream)
+        req.on_event = stream
+        self.live.submit(req, hint)
         sent = 0
         stalled = False
         try:
@@ -325,8 +295,7 @@ class SimServer:
                         return
         finally:
             if not req.finished:
-                self.engine.abort(req)
-                self.wake.set()
+                self.live.abort(req)
 
     # --- handlers: control -----------------------------------------------------------------
     async def health(self, request: web.Request) -> web.StreamResponse:
@@ -343,8 +312,7 @@ class SimServer:
             return web.Response(status=503)
         req = self._make_request([0], 1, True, 1)
         req.on_event = stream = _Stream()
-        self.engine.add(req)
-        self.wake.set()
+        self.live.submit(req, None)
         while not req.finished:
             await stream.event.wait()
             stream.event.clear()
@@ -418,131 +386,83 @@ class SimServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._openai(request, chat=False)
 
+    def _openai_prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
+        """Token ids of a chat's rendered messages or a completion's prompt (text or ids)."""
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise BadRequest("messages must be a non-empty list.")
+            if getattr(self.args, "sim_chat_template", "verbatim") == "drop-reasoning":
+                messages = drop_reasoning(messages)
+            return self.tok.encode(render_chat(messages))
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+            return list(prompt)
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            return self.tok.encode(prompt[0])
+        if isinstance(prompt, str):
+            return self.tok.encode(prompt)
+        raise BadRequest("prompt must be a string or a list of token ids.")
+
     async def _openai(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         denied, faults = self._gate(request)
         if denied is not None:
             return denied
-        t0 = time.monotonic()
         try:
             body = await self._body(request)
-            if chat:
-                messages = body.get("messages")
-                if not isinstance(messages, list) or not messages:
-                    raise BadRequest("messages must be a non-empty list.")
-                if getattr(self.args, "sim_chat_template", "verbatim") == "drop-reasoning":
-                    messages = drop_reasoning(messages)
-                prompt_ids = self.tok.encode(render_chat(messages))
-            else:
-                prompt = body.get("prompt")
-                if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
-                    prompt_ids = list(prompt)
-                elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                    prompt_ids = self.tok.encode(prompt[0])
-                elif isinstance(prompt, str):
-                    prompt_ids = self.tok.encode(prompt)
-                else:
-                    raise BadRequest("prompt must be a string or a list of token ids.")
+            hint = self._hint(request)
             max_new = body.get("max_completion_tokens", body.get("max_tokens"))
             req = self._make_request(
-                prompt_ids, max_new, bool(body.get("ignore_eos", False)), OPENAI_DEFAULT_CAP
+                self._openai_prompt(body, chat),
+                max_new,
+                bool(body.get("ignore_eos", False)),
+                OPENAI_DEFAULT_CAP,
             )
         except BadRequest as e:
             return _error(400, str(e))
         req.priority = int(body.get("priority") or 0)
-        rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
-        created = int(time.time())
-        obj = "chat.completion" if chat else "text_completion"
+        shape = OpenAIShape(
+            chat, ("chatcmpl-" if chat else "cmpl-") + req.rid, int(time.time()), self.model_name
+        )
         if not body.get("stream"):
-            async for _ in self._generate_events(request, req, faults):
+            async for _ in self._generate_events(request, req, faults, hint):
                 pass
-            t_first = t0 + (time.monotonic() - t0)  # non-stream: first token == done for the client
-            self._finish_stats(req, t0, t_first)
+            self._finish_stats(req)
             text = self._decode(req.output_ids[: req.generated])
-            choice: dict[str, Any] = {
-                "index": 0,
-                "logprobs": None,
-                "finish_reason": _reason(req),
-                "matched_stop": None,
-            }
-            if chat:
-                choice["message"] = {
-                    "role": "assistant",
-                    "content": text,
-                    "reasoning_content": None,
-                    "tool_calls": None,
-                }
-            else:
-                choice["text"] = text
-            return web.json_response(
-                {
-                    "id": rid,
-                    "object": obj,
-                    "created": created,
-                    "model": self.model_name,
-                    "choices": [choice],
-                    "usage": self._usage(req),
-                }
-            )
+            return web.json_response(shape.completion(req, text, self._usage(req)))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return await self._openai_stream(request, req, faults, hint, shape, include_usage)
+
+    async def _openai_stream(
+        self,
+        request: web.Request,
+        req: SimRequest,
+        faults: RequestFaults,
+        hint: ClientHint | None,
+        shape: OpenAIShape,
+        include_usage: bool,
+    ) -> web.StreamResponse:
+        """SSE: the role event (chat), one delta per engine step, the final event, usage, [DONE]."""
         resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await resp.prepare(request)
-        chunk_obj = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(delta_text: str | None, finish: str | None, role: bool = False) -> dict[str, Any]:
-            c: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish, "matched_stop": None}
-            if chat:
-                d: dict[str, Any] = {}
-                if role:
-                    d["role"] = "assistant"
-                d["content"] = delta_text
-                d["reasoning_content"] = None
-                d["tool_calls"] = None
-                c["delta"] = d
-            else:
-                c["text"] = delta_text or ""
-            return {
-                "id": rid,
-                "object": chunk_obj,
-                "created": created,
-                "model": self.model_name,
-                "choices": [c],
-                "usage": None,
-            }
-
-        t_first: float | None = None
         sent = 0
-        try:
-            if chat:
-                await _sse(resp, chunk("", None, role=True))
-            async for n, finished in self._generate_events(request, req, faults):
-                if n > sent:
-                    piece = self._decode(req.output_ids[sent:n])
-                    if sent > 0:
-                        piece = " " + piece
-                    if t_first is None:
-                        t_first = time.monotonic()
-                    await _sse(resp, chunk(piece, None))
-                    sent = n
-                    if await self._mid_stream_faults(request, resp, req, faults, sent):
-                        return resp
-                if finished:
-                    break
-            await _sse(resp, chunk(None if chat else "", _reason(req)))
-            if include_usage:
-                usage_chunk = {
-                    "id": rid,
-                    "object": chunk_obj,
-                    "created": created,
-                    "model": self.model_name,
-                    "choices": [],
-                    "usage": self._usage(req),
-                }
-                await _sse(resp, usage_chunk)
-            await resp.write(b"data: [DONE]\n\n")
-            self._finish_stats(req, t0, t_first)
-            await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        if shape.chat:
+            await _sse(resp, shape.chunk("", None, role=True))
+        async for n, finished in self._generate_events(request, req, faults, hint):
+            if n > sent:
+                piece = self._decode(req.output_ids[sent:n])
+                await _sse(resp, shape.chunk(" " + piece if sent > 0 else piece, None))
+                sent = n
+                if await self._mid_stream_faults(request, resp, req, faults, sent):
+                    return resp
+            if finished:
+                break
+        await _sse(resp, shape.final_chunk(req))
+        if include_usage:
+            await _sse(resp, shape.usage_chunk(self._usage(req)))
+        await resp.write(b"data: [DONE]\n\n")
+        self._finish_stats(req)
+        await resp.write_eof()
         return resp
 
     async def _mid_stream_faults(
@@ -561,8 +481,7 @@ class SimServer:
             faults.malformed = False
             await resp.write(b'data: {"id": "broken", "choices": [\n\n')
         if faults.drop:
-            self.engine.abort(req)
-            self.wake.set()
+            self.live.abort(req)
             if request.transport is not None:
                 request.transport.abort() if hasattr(
                     request.transport, "abort"
@@ -571,56 +490,30 @@ class SimServer:
         return False
 
     def _usage(self, req: SimRequest) -> dict[str, Any]:
-        cached = req.cached_tokens
-        details = {"cached_tokens": cached} if (self.args.enable_cache_report and cached > 0) else None
-        return {
-            "prompt_tokens": len(req.input_ids),
-            "total_tokens": len(req.input_ids) + req.generated,
-            "completion_tokens": req.generated,
-            "prompt_tokens_details": details,
-            "reasoning_tokens": 0,
-        }
+        return usage(req, bool(self.args.enable_cache_report))
 
-    def _meta(self, req: SimRequest, e2e: float) -> dict[str, Any]:
-        reason: dict[str, Any]
-        if req.finish_reason == "length":
-            reason = {"type": "length", "length": req.generated}
-        elif req.finish_reason == "abort":
-            reason = {"type": "abort", "message": "client disconnected"}
-        else:
-            reason = {"type": "stop", "matched": 128009}
-        return {
-            "id": req.rid,
-            "finish_reason": reason if req.finished else None,
-            "prompt_tokens": len(req.input_ids),
-            "weight_version": "default",
-            "completion_tokens": req.generated,
-            "cached_tokens": req.cached_tokens,
-            "cached_tokens_details": {"device": req.cached_device, "host": req.cached_host},
-            "e2e_latency": e2e,
-        }
+    def _generate_prompt(self, body: dict[str, Any]) -> list[int]:
+        if body.get("input_ids") is not None:
+            ids = body["input_ids"]
+            if not isinstance(ids, list) or not all(isinstance(x, int) for x in ids):
+                raise BadRequest("input_ids must be a list of integers.")
+            return list(ids)
+        if isinstance(body.get("text"), str):
+            return self.tok.encode(body["text"])
+        raise BadRequest("Either text or input_ids should be provided.")
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         denied, faults = self._gate(request)
         if denied is not None:
             return denied
-        t0 = time.monotonic()
         try:
             body = await self._body(request)
+            hint = self._hint(request)
             sp = body.get("sampling_params") or {}
             if not isinstance(sp, dict):
                 raise BadRequest("sampling_params must be an object.")
-            if body.get("input_ids") is not None:
-                ids = body["input_ids"]
-                if not isinstance(ids, list) or not all(isinstance(x, int) for x in ids):
-                    raise BadRequest("input_ids must be a list of integers.")
-                prompt_ids = list(ids)
-            elif isinstance(body.get("text"), str):
-                prompt_ids = self.tok.encode(body["text"])
-            else:
-                raise BadRequest("Either text or input_ids should be provided.")
             req = self._make_request(
-                prompt_ids,
+                self._generate_prompt(body),
                 sp.get("max_new_tokens", GENERATE_DEFAULT_MAX_NEW),
                 bool(sp.get("ignore_eos")),
                 GENERATE_DEFAULT_MAX_NEW,
@@ -629,35 +522,28 @@ class SimServer:
             return _error(400, str(e))
         req.priority = int(body.get("priority") or 0)
         if not body.get("stream"):
-            async for _ in self._generate_events(request, req, faults):
+            async for _ in self._generate_events(request, req, faults, hint):
                 pass
-            e2e = self._finish_stats(req, t0, time.monotonic())
-            return web.json_response(
-                {
-                    "text": self._decode(req.output_ids[: req.generated]),
-                    "output_ids": req.output_ids[: req.generated],
-                    "meta_info": self._meta(req, e2e),
-                }
-            )
+            self._finish_stats(req)
+            return web.json_response(self._generate_payload(req, req.generated))
         resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await resp.prepare(request)
-        t_first: float | None = None
-        async for n, _finished in self._generate_events(request, req, faults):
-            if t_first is None and n > 0:
-                t_first = time.monotonic()
-            e2e = time.monotonic() - t0
-            payload = {
-                "text": self._decode(req.output_ids[:n]),
-                "output_ids": req.output_ids[:n],
-                "meta_info": self._meta(req, e2e),
-            }
-            await _sse(resp, payload)
+        async for n, _finished in self._generate_events(request, req, faults, hint):
+            await _sse(resp, self._generate_payload(req, n))
             if await self._mid_stream_faults(request, resp, req, faults, n):
                 return resp
         await resp.write(b"data: [DONE]\n\n")
-        self._finish_stats(req, t0, t_first)
+        self._finish_stats(req)
         await resp.write_eof()
         return resp
+
+    def _generate_payload(self, req: SimRequest, n: int) -> dict[str, Any]:
+        """/generate's body: the text so far (cumulative), its ids and meta_info."""
+        return {
+            "text": self._decode(req.output_ids[:n]),
+            "output_ids": req.output_ids[:n],
+            "meta_info": meta_info(req, self._e2e(req)),
+        }
 
     # --- app -------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -681,7 +567,7 @@ class SimServer:
         return app
 
     async def _on_startup(self, _app: web.Application) -> None:
-        self.wake = asyncio.Event()
+        self.live.wake = asyncio.Event()
         self._loop_task = asyncio.create_task(self._engine_loop())
 
     async def _on_cleanup(self, _app: web.Application) -> None:
@@ -691,12 +577,6 @@ class SimServer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self.logger.close()
-
-
-def _reason(req: SimRequest) -> str:
-    return (
-        "length" if req.finish_reason == "length" else ("abort" if req.finish_reason == "abort" else "stop")
-    )
 
 
 def _error(status: int, message: str) -> web.Response:

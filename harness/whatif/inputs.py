@@ -5,7 +5,7 @@
 - a capture point folder of ours (requests.jsonl + the manifest's spec): prompts rebuilt with the answers
   the server returned, in send order (word tokenizer only).
 - an experiment spec (YAML): its workload generated with the word tokenizer, answers modelled as the sim
-  gives them (`harness.sim.server.answer_ids`), keys are token ids (pools in tokens).
+  gives them (`harness.sim.answers.answer_ids`), keys are token ids (pools in tokens).
 
 Specs and captures also carry the run's concurrency (and request rate) and each request's conversation
 and schedule index, so `harness.whatif.replay` can replay them through the sim's scheduler as the load
@@ -93,7 +93,7 @@ def read_mooncake(path: Path, block_size: int = 512) -> Trace:
 def read_spec(path: Path, seed: int = 0, answer_seed: int = 0) -> Trace:
     """An experiment spec's workload (its first sweep point) in send order, with the sim's deterministic
     answers as history. `answer_seed` is serve-sim's `--random-seed` (default 0), not the schedule seed."""
-    from harness.sim.server import answer_ids
+    from harness.sim.answers import answer_ids
     from harness.spec import load_spec
     from harness.tokenizer import WordTokenizer
     from harness.workloads import build_schedule

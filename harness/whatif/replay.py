@@ -273,7 +273,9 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         r = trace.requests[i]
         arrival = max(t, offsets[sent[0]]) if offsets else t
         sent[0] += 1
-        return SimRequest(rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival)
+        return SimRequest(
+            rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival, order=r.index
+        )
 
     first = [send(0.0) for _ in range(min(max(1, trace.concurrency or 1), len(ready)))]
     free = [0]
