@@ -17,7 +17,8 @@ def parse(*argv: str):
 def test_sglang_defaults():
     ns = parse()
     assert (ns.host, ns.port, ns.page_size, ns.radix_eviction_policy) == ("127.0.0.1", 30000, 1, "lru")
-    assert (ns.hicache_ratio, ns.hicache_write_policy, ns.decode_log_interval) == (2.0, "write_through", 40)
+    # 0.5.23 leaves --hicache-ratio unset: 2.0, shrunk to fit 80 % of host memory, unless given
+    assert (ns.hicache_ratio, ns.hicache_write_policy, ns.decode_log_interval) == (None, "write_through", 40)
     assert not ns.enable_hierarchical_cache and not ns.enable_metrics and not ns.enable_cache_report
     assert ns.fault_crash_after is None and ns.fault_http_500 == 0.0
 

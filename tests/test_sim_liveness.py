@@ -48,8 +48,12 @@ def check_pool(eng: Engine, in_flight: list[SimRequest] = ()) -> None:
             assert node.dev and node.lock_ref > 0
             assert node.parent.children.get(eng.tree._child_key(node.key, 0)) is node  # noqa: SLF001
             node = node.parent
-    if not live:
-        assert eng.private_total == 0 and eng.tree.protected_size() == 0
+    if not live:  # only host copies still in flight (acknowledged at the next step) may hold locks
+        assert eng.private_total == 0
+        assert eng.tree.protected_size() == 0 or getattr(eng.tree, "pending_transfers", lambda: (0, 0))() != (
+            0,
+            0,
+        )
 
 
 def run_steps(eng: Engine, t: float = 0.0, limit: int = 100_000) -> float:

@@ -154,7 +154,13 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a = p.add_argument
     a("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     a("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
-    a("--model-path", "--model", default="sim-model", help="recorded and reported, never loaded")
+    a(
+        "--model-path",
+        "--model",
+        default="sim-model",
+        help="the model whose shape the timing model uses: a local folder's config.json or a built-in"
+        " (Qwen3-0.6B, Qwen3-8B, Qwen3-30B-A3B, Llama-3.1-8B-Instruct); weights are never loaded",
+    )
     a("--served-model-name", default=None, help="model name in the API (default: --model-path)")
     a("--max-total-tokens", type=int, default=None, help="device KV pool in tokens (default: the card's)")
     a("--page-size", type=int, default=1)
@@ -166,7 +172,12 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
         action="store_true",
         dest="enable_hierarchical_cache",
     )
-    a("--hicache-ratio", type=float, default=2.0, help="host pool = ratio x device pool (default 2.0)")
+    a(
+        "--hicache-ratio",
+        type=float,
+        default=None,
+        help="host pool = ratio x device pool (default 2.0, shrunk to fit 80%% of host memory)",
+    )
     a("--hicache-size", type=float, default=0.0, help="host pool in GB per rank; overrides the ratio")
     a("--hicache-write-policy", default="write_through", choices=WRITE_POLICIES)
     a("--disable-radix-cache", action="store_true")
@@ -184,7 +195,24 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a("--random-seed", type=int, default=0, help="seed of the generated answers")
     a("--stream-interval", type=int, default=1)
     sim = p.add_argument_group("sim-only")
-    sim.add_argument("--card-profile", default="l4-8b", help="timing model: l4-8b, h200-8b, tiny-test")
+    sim.add_argument(
+        "--card",
+        default=None,
+        help="the modelled GPU: l4, h100, h200, a100-80g, gb10 (timing from its datasheet and the model's"
+        " config; default l4)",
+    )
+    sim.add_argument(
+        "--card-profile",
+        default=None,
+        help="older name of --card; also takes l4-8b, h200-8b (aliases of l4, h200) and tiny-test",
+    )
+    sim.add_argument(
+        "--sim-sm-clock-mhz",
+        type=float,
+        default=None,
+        metavar="MHZ",
+        help="SM clock the prefill compute runs at (default: the card's typical sustained clock)",
+    )
     sim.add_argument(
         "--time-scale",
         type=float,
@@ -278,15 +306,21 @@ def parse_policy_config(policy: str, text: str | None) -> dict[str, Any]:
 
 def validate(ns: argparse.Namespace) -> None:
     """Startup checks SGLang would fail on; fills derived fields (policy_config)."""
-    from harness.sim.cards import get_profile
-
     ns.policy_config = parse_policy_config(ns.radix_eviction_policy, ns.radix_eviction_policy_config)
     if ns.radix_eviction_policy == "tlru" and getattr(ns, "sim_radix_tree", "unified") == "radix":
         raise HarnessError(
             "--sim-radix-tree radix: --radix-eviction-policy tlru needs the unified tree "
             "(SGLang's plain RadixCache has no T-LRU bookkeeping)"
         )
-    get_profile(ns.card_profile)
+    from harness.sim.cards import DEFAULT_PROFILE, resolve_profile
+
+    def warn(line: str) -> None:
+        print(f"serve-sim: warning: {line}", file=sys.stderr)
+
+    ns.card_profile = ns.card or ns.card_profile or DEFAULT_PROFILE
+    ns.sim_profile = resolve_profile(
+        ns.card_profile, ns.model_path, getattr(ns, "sim_sm_clock_mhz", None), warn=warn
+    )
     for name in ("max_total_tokens", "max_running_requests"):
         v = getattr(ns, name)
         if v is not None and v <= 0:
@@ -297,7 +331,7 @@ def validate(ns: argparse.Namespace) -> None:
         raise HarnessError(f"--time-scale: must be positive, got {ns.time_scale}")
     if getattr(ns, "sim_lockstep_wait", 0) < 0:
         raise HarnessError(f"--sim-lockstep-wait: must be >= 0, got {ns.sim_lockstep_wait}")
-    if ns.hicache_ratio <= 0:
+    if ns.hicache_ratio is not None and ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
     if getattr(ns, "sim_reasoning_tokens", 0) < 0:
         raise HarnessError(f"--sim-reasoning-tokens: must be >= 0, got {ns.sim_reasoning_tokens}")

@@ -1,41 +1,13 @@
-"""Named card profiles: the timing model that turns batches into seconds.
+"""Cards and their timing: datasheet figures, the public measurements the efficiencies are fitted to,
+and the profile a name resolves to.
 
-A profile says how long one prefill forward, one decode step and one host->device load-back take on
-a given GPU with a given model. The numbers are first-order estimates from public specifications,
-cross-checked against real SGLang log lines; they are chosen so the effects the harness measures
-(prefill dominates TTFT, cache hits remove it, load-back is ~100x cheaper than recomputing) appear
-at the sizes real cards show. Where each number comes from:
-
-Model (both profiles): Llama-3.1-8B-Instruct in bf16 -- 8.0e9 parameters (16 GB of weights),
-32 layers, 8 KV heads x 128 head dim, so one token's KV is 32 x 2 (K,V) x 8 x 128 x 2 bytes =
-131,072 bytes (128 KiB); fp8 KV halves that. Prefill needs ~2 x 8e9 = 16 GFLOP per token for
-the matmuls plus ~4 x layers x hidden = 0.52 MFLOP per token per context token for attention,
-hence `attn_per_ctx_token` = 0.52e6 / 16e9 = 3.3e-5 (a token that attends to 2,048 earlier tokens
-costs 7% more than one that attends to none).
-
-`l4-8b` (NVIDIA L4, 24 GB GDDR6 at 300 GB/s, 121 TFLOPS bf16 dense, PCIe Gen4 x16):
-- prefill_tokens_per_s 1,600: the real L4 prefill lines quoted in reference/sglang.md report input
-  throughput 1,432-1,606 token/s (an L4 at its ~1.2 GHz sustained clock, not the spec's boost).
-- decode step 52 ms + 0.35 ms per running request + context x 0.44 us: the step is bound by
-  reading the 16 GB of weights at 300 GB/s (53 ms; L4 single-stream decode of an 8B model is
-  ~18-19 token/s), each context token adds 128 KiB of KV read (0.44 us at 300 GB/s), and each
-  sequence adds a little sampling/launch work.
-- h2d_gb_per_s 20: PCIe Gen4 x16 is 32 GB/s raw, ~20-25 GB/s achieved for pinned copies.
-- default pool 36,000 tokens: 24 GB - 16 GB weights - activations/graphs at
-  --mem-fraction-static 0.9 leaves ~4.7 GB of KV = ~36k tokens at 128 KiB.
-- chunked_prefill_size 4,096: the real L4 lines in the reference show 4,096-token prefill batches.
-
-`h200-8b` (NVIDIA H200 SXM, 141 GB HBM3e at 4.8 TB/s, 989 TFLOPS bf16 dense, PCIe Gen5 x16):
-- prefill_tokens_per_s 24,000: 16 GFLOP/token at ~40% of 989 TFLOPS is ~24.7k token/s, in line with
-  published SGLang/vLLM single-H100/H200 prefill figures for 8B models (15-30k token/s).
-- decode step 6.0 ms + 0.05 ms per running request + context x 0.03 us: 16 GB at 4.8 TB/s is 3.3 ms,
-  plus launch/sampling overhead (single-stream 8B decode on H200 runs ~150-170 token/s); KV read
-  at 4.8 TB/s is 0.027 us per context token.
-- h2d_gb_per_s 50: PCIe Gen5 x16 is 64 GB/s raw, ~50 GB/s achieved.
-- default pool 850,000 tokens: 141 GB x 0.9 - 16 GB weights - ~4 GB activations ~ 107 GB of KV.
-- chunked_prefill_size 8,192: SGLang's default for large-memory cards.
-
-`tiny-test`: a fast, exaggerated profile for tests (prefill 20k token/s, 2 ms decode, small pool).
+A profile says how long one prefill forward, one decode step and one host->device load-back take on a
+card running a model. Since issue 15 every named card is modelled from physics (harness.sim.timing):
+the model's shape comes from its config.json (harness.sim.models), the card's bandwidth, bf16 peak and
+clocks from its datasheet (CARDS), and two efficiencies, eta_bw (achieved / datasheet bandwidth in a
+decode step) and eta_c (achieved / peak FLOP/s in a prefill forward, at the clock it ran), are fitted
+once to public measurements of real cards (`_measurements`, each with its source); `FIT_POINTS` keeps
+what each point alone implies, so the spread is visible. `tiny-test` stays a hand-set profile for tests.
 """
 
 from __future__ import annotations
@@ -109,49 +81,21 @@ class CardProfile:
         per = kv_bytes_per_token or self.kv_bytes_per_token
         return tokens * per / (self.h2d_gb_per_s * 1e9)
 
+    def host_memory_bytes(self, pool_tokens: int) -> float | None:
+        """Host memory HiCache may size its pool against (None: unknown, the ratio is used as given)."""
+        return None
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.gpu}, {self.model}"
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 _KV_8B = 32 * 2 * 8 * 128 * 2  # 131,072 bytes per token in bf16
 
-PROFILES: dict[str, CardProfile] = {
-    "l4-8b": CardProfile(
-        name="l4-8b",
-        gpu="NVIDIA L4",
-        model="meta-llama/Llama-3.1-8B-Instruct",
-        prefill_tokens_per_s=1600.0,
-        prefill_overhead_s=0.010,
-        attn_per_ctx_token=3.3e-5,
-        decode_base_s=0.052,
-        decode_per_req_s=0.00035,
-        decode_per_ctx_token_s=0.44e-6,
-        h2d_gb_per_s=20.0,
-        kv_bytes_per_token=_KV_8B,
-        default_pool_tokens=36_000,
-        chunked_prefill_size=4096,
-        max_running_requests=256,
-        context_length=131_072,
-        gpu_mem_gb=24.0,
-    ),
-    "h200-8b": CardProfile(
-        name="h200-8b",
-        gpu="NVIDIA H200",
-        model="meta-llama/Llama-3.1-8B-Instruct",
-        prefill_tokens_per_s=24_000.0,
-        prefill_overhead_s=0.004,
-        attn_per_ctx_token=3.3e-5,
-        decode_base_s=0.006,
-        decode_per_req_s=0.00005,
-        decode_per_ctx_token_s=0.03e-6,
-        h2d_gb_per_s=50.0,
-        kv_bytes_per_token=_KV_8B,
-        default_pool_tokens=850_000,
-        chunked_prefill_size=8192,
-        max_running_requests=1024,
-        context_length=131_072,
-        gpu_mem_gb=141.0,
-    ),
+# `tiny-test` keeps the hand-set profile: a fast, exaggerated card for tests.
+LEGACY: dict[str, CardProfile] = {
     "tiny-test": CardProfile(
         name="tiny-test",
         gpu="simulated",
@@ -172,16 +116,224 @@ PROFILES: dict[str, CardProfile] = {
     ),
 }
 
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU's datasheet figures; every number is cited in CARDS below."""
+
+    name: str
+    gpu: str
+    mem_gb: float  # device memory, GB (1e9)
+    visible_gib: float  # what CUDA reports as total memory, GiB (what SGLang sizes its pool against)
+    bw_gb_s: float  # memory bandwidth, GB/s
+    bf16_tflops: float  # dense bf16 tensor-core peak at the boost clock
+    sm_max_mhz: float  # boost clock the peak is quoted at
+    sm_typical_mhz: float  # sustained clock under a long tensor load (the default --sim-sm-clock-mhz)
+    host_link_gb_s: float  # achieved host<->device copy bandwidth (pinned memory)
+    host_mem_gb: float  # host RAM a single-GPU server of this kind typically has
+    unified: bool = False  # host and device share one memory (GB10)
+
+
+# Datasheets: L4 (nvidia.com/en-us/data-center/l4: 24 GB GDDR6, 300 GB/s, 121 TFLOPS bf16 dense
+# (242 with sparsity), boost 2,040 MHz, PCIe Gen4 x16, 72 W); H100 SXM5 and H200 SXM (nvidia.com/en-us/
+# data-center/h100, /h200: 80 GB HBM3 3.35 TB/s; 141 GB HBM3e 4.8 TB/s; 989 TFLOPS bf16 dense, boost
+# 1,980 MHz, PCIe Gen5 x16); A100 80GB SXM4 (nvidia.com/en-us/data-center/a100: HBM2e 2,039 GB/s, 312
+# TFLOPS bf16 dense, boost 1,410 MHz, PCIe Gen4 x16); GB10 / DGX Spark (nvidia.com/en-us/products/
+# workstations/dgx-spark: 128 GB unified LPDDR5x at 273 GB/s, 1 PFLOP FP4 with sparsity). GB10's bf16
+# dense figure is derived, not quoted: FP4 sparse / 2 (dense) / 8 (FP4 -> bf16 on consumer-class
+# Blackwell tensor cores, as on the RTX 50 series datasheet) = 62.5 TFLOPS.
+# Host links: PCIe Gen4 x16 is 32 GB/s raw, ~25 GB/s achieved for pinned copies; Gen5 x16 64 raw, ~50
+# achieved. GB10's host tier lives in the same LPDDR5x, so a copy reads and writes one memory: 273 / 2.
+# Sustained clocks (assumptions, no published figure; eta_c absorbs their error at the default clock):
+# a 72 W L4 power-caps to ~1.5 GHz under tensor load, H100/H200 settle near 1.75 GHz at 700 W, A100
+# holds 1.41 GHz, GB10 is taken at its nominal clock.
+CARDS: dict[str, Card] = {
+    "l4": Card("l4", "NVIDIA L4", 24.0, 22.49, 300.0, 121.0, 2040, 1500, 25.0, 64.0),
+    "h100": Card("h100", "NVIDIA H100 SXM5", 80.0, 79.1, 3350.0, 989.0, 1980, 1755, 50.0, 256.0),
+    "h200": Card("h200", "NVIDIA H200 SXM", 141.0, 139.8, 4800.0, 989.0, 1980, 1755, 50.0, 256.0),
+    "a100-80g": Card("a100-80g", "NVIDIA A100 80GB SXM4", 80.0, 79.2, 2039.0, 312.0, 1410, 1410, 25.0, 128.0),
+    "gb10": Card(
+        "gb10", "NVIDIA GB10 (DGX Spark)", 128.0, 119.7, 273.0, 62.5, 2500, 2500, 136.5, 128.0, True
+    ),
+}
+# today's profile names, kept as aliases: a card, with the model from --model-path (default Llama-3.1-8B)
+ALIASES = {"l4-8b": "l4", "h200-8b": "h200", "h100-8b": "h100", "a100-8b": "a100-80g", "gb10-8b": "gb10"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One public measurement of a real card, reduced to what the model predicts: bytes or FLOPs per step."""
+
+    card: str
+    what: str
+    source: str
+    measured_s: float  # seconds per decode step, or per prefill forward
+    work: float  # decode: bytes read per step; prefill: FLOPs per forward
+    kind: str  # "decode" or "prefill"
+
+
+def _measurements() -> list[Measurement]:
+    """The points eta_bw and eta_c are fitted to (each with its source); bytes and FLOPs from the shapes."""
+    from harness.sim.models import ModelShape, load_model
+
+    llama = load_model("Llama-3.1-8B-Instruct")
+    qwen3 = load_model("Qwen3-8B")
+    assert llama is not None and qwen3 is not None
+    qwen25 = ModelShape("Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064)  # its config.json
+    fp8_llama = (
+        llama.layers * (llama.attn_params_per_layer + llama.mlp_params_per_layer) + llama.lm_head_params * 2
+    )
+    out = [
+        Measurement(
+            "l4",
+            "Qwen2.5-7B bf16, batch-1 decode at 2,048 context: 62.32 ms/step",
+            "J. Chen, Memory-Bound but Not Bandwidth-Limited, arXiv:2605.30571 (2026)",
+            0.06232,
+            qwen25.step_weight_bytes(1) + 2048 * qwen25.kv_bytes_per_token,
+            "decode",
+        ),
+        Measurement(
+            "h100",
+            "Llama-3.1-8B bf16, batch-1 decode with CUDA graphs: 5.1 ms/step",
+            "cloudai.pt, CUDA Graphs + torch.compile: 1.65x LLM Decode Speedup (2026)",
+            0.0051,
+            llama.step_weight_bytes(1),
+            "decode",
+        ),
+        Measurement(
+            "gb10",
+            "Llama-3.1-8B FP8 weights, batch-1 decode at ISL 2,048: 20.5 tok/s",
+            "NVIDIA, How DGX Spark Performance Enables Intensive AI Tasks (developer.nvidia.com), via the"
+            " 2026-05-24 DGX Spark throughput compilation (site-one-liart-13.vercel.app)",
+            1 / 20.5,
+            fp8_llama + 2048 * llama.kv_bytes_per_token,
+            "decode",
+        ),
+        Measurement(
+            "gb10",
+            "Qwen3-8B bf16, batch-1 decode (vLLM): 13.1 tok/s",
+            "lyb.re, 50+ tokens per second on a desktop: running LLMs on the NVIDIA DGX Spark (2026-03-10)",
+            1 / 13.1,
+            qwen3.step_weight_bytes(1),
+            "decode",
+        ),
+        Measurement(
+            "l4",
+            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
+            " back with the next chunk: 1,573.58 token/s",
+            "SGLang server log of a real L4 (shared/reference/sglang.md, 2026-10-17 17:34:02)",
+            4096 / 1573.58,
+            _prefill_flops(llama, [(1366, 0), (1365, 0), (1365, 0)]),
+            "prefill",
+        ),
+        Measurement(
+            "l4",
+            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
+            " 1,431.87 token/s",
+            "SGLang server log of a real L4 (shared/reference/sglang.md, 2026-10-17 18:19:03)",
+            4096 / 1431.87,
+            _prefill_flops(llama, [(1024, 549)] * 4),
+            "prefill",
+        ),
+        Measurement(
+            "h100",
+            "Llama-3.1-8B-Instruct bf16, SGLang bench_serving, 1,000 random 8,192-token prompts, 8 output"
+            " tokens: 27,670 input token/s (one 8,192-token chunk per forward)",
+            "github.com/sgl-project/sglang/pull/1060 (2024-08-13)",
+            8192 / 27670.26,
+            _prefill_flops(llama, [(8192, 0)]),
+            "prefill",
+        ),
+    ]
+    return out
+
+
+def _prefill_flops(shape, parts: list[tuple[int, int]]) -> float:
+    """FLOPs of one prefill forward over (new tokens, cached before) per sequence."""
+    total = 0.0
+    for n, c in parts:
+        total += n * shape.linear_flops_per_token + shape.lm_head_flops
+        total += shape.attn_flops_per_ctx_token * (n * c + n * (n + 1) / 2)
+    return total
+
+
+# Fixed costs the fit does not absorb (assumptions, stated once): a decode step pays ~15 us per running
+# sequence (sampling, metadata, CUDA-graph padding); a prefill forward pays a launch cost per layer
+# (eager kernels, ~10 per layer at ~8 us).
+DECODE_PER_SEQ_S = 15e-6
+PREFILL_PER_LAYER_S = 80e-6
+
+
+def fit_efficiencies() -> tuple[float, float, list[tuple[Measurement, float]]]:
+    """(eta_bw, eta_c, [(measurement, the efficiency it alone implies)]): each fitted value is the
+    geometric mean over its points, i.e. the least-squares fit of log(predicted / measured)."""
+    import math
+
+    per: list[tuple[Measurement, float]] = []
+    for m in _measurements():
+        card = CARDS[m.card]
+        if m.kind == "decode":
+            eff = m.work / (card.bw_gb_s * 1e9 * (m.measured_s - DECODE_PER_SEQ_S))
+        else:
+            peak = card.bf16_tflops * 1e12 * card.sm_typical_mhz / card.sm_max_mhz
+            eff = m.work / (peak * (m.measured_s - 32 * PREFILL_PER_LAYER_S))
+        per.append((m, eff))
+
+    def gmean(kind: str) -> float:
+        vals = [e for m, e in per if m.kind == kind]
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+    return gmean("decode"), gmean("prefill"), per
+
+
+ETA_BW, ETA_C, FIT_POINTS = fit_efficiencies()
+
 DEFAULT_PROFILE = "l4-8b"
 
 
-def get_profile(name: str) -> CardProfile:
-    """The named profile, or a HarnessError listing the known names."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        from harness.errors import HarnessError
+def known_names() -> list[str]:
+    return [*CARDS, *ALIASES, *LEGACY]
 
+
+def resolve_profile(
+    card: str, model_path: str | None = None, sm_clock_mhz: float | None = None, *, warn=None
+) -> CardProfile:
+    """The timing profile of `card` (a card name, an alias such as l4-8b, or tiny-test) running the model
+    `model_path` names (a local folder's config.json or a built-in; else Llama-3.1-8B-Instruct, with a
+    `warn` line when a path was given but not found). Bad input raises HarnessError."""
+    from harness.errors import HarnessError
+    from harness.sim.models import ModelConfigError, builtin_names, default_model, load_model
+    from harness.sim.timing import physics_profile
+
+    if card in LEGACY:
+        return LEGACY[card]
+    name = ALIASES.get(card, card)
+    if name not in CARDS:
+        raise HarnessError(f"--card: unknown card {card!r} (known: {', '.join(known_names())})")
+    try:
+        shape = load_model(model_path)
+    except ModelConfigError as e:
+        raise HarnessError(f"--model-path: {e}") from None
+    if shape is None:
+        if model_path and model_path not in ("sim-model", "default") and warn is not None:
+            warn(
+                f"--model-path {model_path}: no config.json there and not a built-in model "
+                f"({', '.join(builtin_names())}); timing modelled with Llama-3.1-8B-Instruct's shape"
+            )
+        shape = default_model()
+    hw = CARDS[name]
+    if shape.weight_bytes > hw.visible_gib * 1024**3:
         raise HarnessError(
-            f"--card-profile: unknown profile {name!r} (known: {', '.join(PROFILES)})"
-        ) from None
+            f"--model-path {model_path}: {shape.name}'s {shape.weight_bytes / 1e9:.1f} GB of bf16 weights do not"
+            f" fit {hw.gpu}'s {hw.mem_gb:g} GB"
+        )
+    if sm_clock_mhz is not None and not 0 < sm_clock_mhz <= hw.sm_max_mhz * 1.2:
+        raise HarnessError(
+            f"--sim-sm-clock-mhz: {sm_clock_mhz:g} is outside (0, {hw.sm_max_mhz * 1.2:.0f}] for {hw.gpu}"
+        )
+    return physics_profile(hw, shape, sm_clock_mhz or hw.sm_typical_mhz)
+
+
+def get_profile(name: str) -> CardProfile:
+    """The named profile (a card, an alias or tiny-test) with the default model, or a HarnessError."""
+    return resolve_profile(name)

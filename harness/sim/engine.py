@@ -51,7 +51,7 @@ class EngineConfig:
     policy_config: dict[str, Any] = field(default_factory=dict)
     disable_radix_cache: bool = False
     hicache: bool = False
-    hicache_ratio: float = 2.0
+    hicache_ratio: float | None = None  # None: SGLang's default 2.0, shrunk to fit the host memory
     hicache_size_gb: float = 0.0
     hicache_write_policy: str = "write_through"
     max_running_requests: int | None = None
@@ -91,9 +91,21 @@ class EngineConfig:
     def host_pool_tokens(self) -> int:
         if not self.hicache:
             return 0
-        if self.hicache_size_gb > 0:
-            return int(self.hicache_size_gb * 1e9 / self.kv_bytes_per_token)
-        return int(self.hicache_ratio * int(self.pool_tokens or 0))
+        from harness.errors import HarnessError
+        from harness.sim.hicache import host_pool_tokens
+
+        pool = int(self.pool_tokens or 0)
+        try:
+            return host_pool_tokens(
+                pool,
+                page_size=self.page_size,
+                ratio=self.hicache_ratio,
+                size_gb=self.hicache_size_gb,
+                kv_bytes_per_token=self.kv_bytes_per_token,
+                host_memory_bytes=self.profile.host_memory_bytes(pool),
+            )[0]
+        except ValueError as e:
+            raise HarnessError(f"--enable-hierarchical-cache: {e}") from None
 
     @classmethod
     def from_args(cls, ns: Any) -> EngineConfig:
@@ -111,7 +123,7 @@ class EngineConfig:
             chunked_prefill_size=ns.chunked_prefill_size,
             max_prefill_tokens=ns.max_prefill_tokens,
             decode_log_interval=ns.decode_log_interval,
-            card=ns.card_profile,
+            card=getattr(ns, "sim_profile", None) or ns.card_profile,
             kv_cache_dtype=ns.kv_cache_dtype,
             context_length=ns.context_length,
             radix_tree=getattr(ns, "sim_radix_tree", "unified"),

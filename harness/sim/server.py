@@ -177,7 +177,7 @@ class SimServer:
         )
 
     def server_info(self) -> dict[str, Any]:
-        skip = {"policy_config", "ignored_sglang_args"}
+        skip = {"policy_config", "ignored_sglang_args", "sim_profile"}
         info = {k: v for k, v in vars(self.args).items() if k not in skip}
         info["radix_eviction_policy_config"] = self.args.radix_eviction_policy_config
         info["api_key"] = "<redacted>" if self.args.api_key else None  # never echo a secret into captures
