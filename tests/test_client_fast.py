@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from harness.capture.records import RequestRecord
 from harness.client import SSEParser, StreamState, get_dialect, stream_request
+from harness.client.events import EventSink
 from harness.client.http1 import H1Conn, H1Error, H1Pool
-from harness.client.stream import _Events, _finish
+from harness.client.verdict import judge, take_usage
 
 
 def _reference_sse(stream: bytes) -> list[bytes]:
@@ -73,17 +74,18 @@ class _NoTimeout:
         pass
 
 
-def _apply(api: str, events: list[bytes], chunked: bool) -> tuple[RequestRecord, StreamState, _Events]:
+def _apply(api: str, events: list[bytes], chunked: bool) -> tuple[RequestRecord, StreamState, EventSink]:
     rec = RequestRecord(experiment="e", server="s", point="p", seed=0, index=0, api=api)
     st_ = StreamState()
-    ev = _Events(rec, get_dialect(api), st_, _NoTimeout(), None)
+    ev = EventSink(rec, get_dialect(api), st_, _NoTimeout(), None)
     ev.head(200, 1.0)
     stream = b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     pieces = [stream[i : i + 7] for i in range(0, len(stream), 7)] if chunked else [stream]
     for i, piece in enumerate(pieces):
         assert ev.body(piece, 1.0 + i)
     ev.end(99.0)
-    _finish(rec, st_)
+    take_usage(rec, st_)
+    judge(rec, st_)
     return rec, st_, ev
 
 
@@ -112,13 +114,13 @@ def test_text_fast_path_engages_and_defers_to_full_parse_when_shape_changes():
         b'{"id":"x1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a",'
         b'"reasoning_content":"why"},"finish_reason":null}]}',  # same prefix and suffix, quotes inside
         _chat_event('caf\u00e9 \\ "q" \n', True),  # escapes: full parse
-        _chat_event(" end", False, fin="stop"),  # finish_reason differs: full parse
+        _chat_event(" end", False, fin="length"),  # finish_reason differs: full parse
     ]
     usage = b'{"id":"x1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}'
     rec, st_, ev = _apply("openai-chat", plain + odd + [usage], chunked=False)
     assert ev.tpl is not None  # learnt from the plain events
     assert st_.pieces == [f" w{i}" for i in range(6)] + ["a", 'caf\u00e9 \\ "q" \n', " end"]
-    assert st_.reasoning == ["why"] and st_.finish == "stop" and rec.completion_tokens == 9
+    assert st_.reasoning == ["why"] and st_.finish == "length" and rec.completion_tokens == 9
     assert st_.answer().startswith("<think>why</think> w0") and rec.ok
 
 
@@ -135,7 +137,7 @@ def test_completions_fast_path_and_generate_never_uses_one():
 def test_malformed_event_after_template_is_still_an_error():
     events = [_chat_event(f" w{i}", False) for i in range(4)] + [b'{"id":"x1","choices":[ {not json']
     rec = RequestRecord(experiment="e", server="s", point="p", seed=0, index=0)
-    ev = _Events(rec, get_dialect("openai-chat"), StreamState(), _NoTimeout(), None)
+    ev = EventSink(rec, get_dialect("openai-chat"), StreamState(), _NoTimeout(), None)
     ev.head(200, 1.0)
     ok = ev.body(b"".join(b"data: " + e + b"\n\n" for e in events), 1.0)
     assert not ok and rec.error_kind == "protocol"
@@ -177,7 +179,7 @@ def test_dechunk_rejects_bad_size_line():
         conn._dechunk(b"zz\r\nabc\r\n")
 
 
-_SSE = b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+_SSE = b'data: {"choices":[{"delta":{"content":"hi"},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
 
 
 async def _raw_server(

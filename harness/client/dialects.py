@@ -23,6 +23,7 @@ class StreamState:
         "cum_text",
         "output_ids",
         "error",
+        "event_tokens",
     )
 
     def __init__(self) -> None:
@@ -35,6 +36,7 @@ class StreamState:
         self.cum_text = ""  # /generate: the cumulative text so far
         self.output_ids: list[int] | None = None
         self.error: str | None = None
+        self.event_tokens: list[int] | None = None  # tokens per text event, where the server counted them
 
     def answer(self) -> str:
         text = "".join(self.pieces)

@@ -10,6 +10,7 @@ unusual stay on aiohttp (harness.client.stream picks).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -175,15 +176,15 @@ class H1Conn(asyncio.Protocol):
         """Parse the status line and headers; returns the body bytes that followed, or None (need more)."""
         buf = self.buf + data if self.buf else data
         while True:
-            i = buf.find(b"\r\n\r\n")
+            i, j = _head_end(buf)
             if i < 0:
                 if len(buf) > MAX_HEAD:
                     self._fail(H1Error(f"response head larger than {MAX_HEAD} bytes"))
                     return None
                 self.buf = buf
                 return None
-            head, buf = buf[:i], buf[i + 4 :]
-            lines = head.split(b"\r\n")
+            head, buf = buf[:i], buf[j:]
+            lines = head.split(b"\n")  # a CR before the LF is whitespace that strip() drops below
             parts = lines[0].split(None, 2)
             if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
                 self._fail(H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}"))
@@ -327,6 +328,25 @@ class H1Conn(asyncio.Protocol):
         self.waiter = None
         if w is not None and not w.done():
             w.set_exception(exc)
+
+
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+
+
+def _head_end(buf: bytes) -> tuple[int, int]:
+    """(end of the head, start of the body) in buf, or (-1, -1) while the blank line has not arrived.
+
+    Lines end in CRLF, or in a bare LF, which RFC 9112 section 2.2 lets a recipient accept (some
+    hand-written servers send it); the common all-CRLF head costs one find.
+    """
+    i = buf.find(b"\r\n\r\n")
+    if i >= 0 and buf.count(b"\n", 0, i) == buf.count(b"\r\n", 0, i):
+        return i, i + 4
+    m = _BLANK_LINE.search(buf)
+    if m is None:
+        return -1, -1
+    start = m.start()
+    return (start - 1 if start and buf[start - 1 : start] == b"\r" else start), m.end()
 
 
 def _whole_chunks(data: bytes) -> tuple[bytes, bool] | None:

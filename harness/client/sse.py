@@ -6,21 +6,31 @@ from __future__ import annotations
 class SSEParser:
     """Feed raw chunks as they arrive; get back the data of each completed event (multi-line data joined).
 
-    `_tail` always starts at a line start and holds bytes not yet parsed; `_data` holds the data lines of
-    an event whose blank line has not arrived. The common shape (`data: X` + blank line, no CR, nothing
-    pending) is split in a few C calls; anything else goes through the line-by-line path.
+    `_tail` always starts at a line start and holds bytes not yet parsed; `_held` holds later pieces of
+    the same unfinished line, kept without rescanning (so an event of n bytes in k reads costs O(n), not
+    O(n * k)); `_data` holds the data lines of an event whose blank line has not arrived. The common shape
+    (`data: X` + blank line, no CR, nothing pending) is split in a few C calls; anything else goes through
+    the line-by-line path.
     """
 
-    __slots__ = ("_tail", "_data", "comments")
+    __slots__ = ("_tail", "_held", "_data", "comments")
 
     def __init__(self) -> None:
         self._tail = b""
+        self._held: list[bytes] = []
         self._data: list[bytes] = []
         self.comments = 0  # keep-alive comments seen (`: ping`); they are bytes, never tokens
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if self._tail:
-            chunk = self._tail + chunk
+            if b"\n" not in chunk:  # the pending line is still arriving: nothing to parse yet
+                self._held.append(chunk)
+                return []
+            if self._held:
+                chunk = b"".join((self._tail, *self._held, chunk))
+                self._held.clear()
+            else:
+                chunk = self._tail + chunk
         if self._data or b"\r" in chunk:
             return self._feed_lines(chunk)
         if chunk.startswith(b"data: ") and chunk.endswith(b"\n\n"):
@@ -30,13 +40,18 @@ class SSEParser:
                 self._tail = b""
                 return out
         parts = chunk.split(b"\n\n")
-        self._tail = parts.pop()  # after the last blank line: an event still arriving (b"" if none)
+        tail = parts.pop()  # after the last blank line: an event still arriving (b"" if none)
         out: list[bytes] = []
         for p in parts:
             if p[:6] == b"data: " and b"\n" not in p:
                 out.append(p[6:])
             else:
                 self._event_block(p, out)
+        if b"\n" in tail:  # complete lines of an unfinished event: take them now, keep only the last line
+            lines = tail.split(b"\n")
+            tail = lines.pop()
+            self._lines(lines, out)
+        self._tail = tail
         return out
 
     def _event_block(self, block: bytes, out: list[bytes]) -> None:
@@ -72,8 +87,10 @@ class SSEParser:
     def close(self) -> list[bytes]:
         """Whatever complete data is pending when the stream ends without a final blank line."""
         out: list[bytes] = []
-        if self._tail:
-            tail, self._tail = self._tail, b""
+        if self._tail or self._held:
+            tail = b"".join((self._tail, *self._held))
+            self._tail = b""
+            self._held.clear()
             self._lines(tail.split(b"\n"), out)
         if self._data:
             out.append(b"\n".join(self._data))

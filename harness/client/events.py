@@ -1,0 +1,172 @@
+"""Body bytes -> SSE events -> stream state and stamps: the per-request sink both HTTP engines feed.
+
+Times come from time.monotonic() once per received chunk; every event in that chunk shares it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import json.scanner
+import time
+
+from harness.capture.records import RequestRecord
+from harness.client.dialects import Dialect, StreamState
+from harness.client.fastpath import TextTemplate, learn
+from harness.client.sse import SSEParser
+
+_scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]
+_mono = time.monotonic
+ERROR_TEXT_MAX = 500
+ERROR_BODY_MAX = 4096
+LEARN_TRIES = 3  # text events per stream tried as a fast-path template before giving up
+
+
+class EventSink:
+    """One per request: applies body bytes to the stream state and stamps (see harness.client.http1.Sink)."""
+
+    __slots__ = (
+        "rec",
+        "st",
+        "feed",
+        "parser",
+        "dialect",
+        "event",
+        "tokens",
+        "tmo",
+        "total_at",
+        "status",
+        "err_body",
+        "tpl",
+        "tries",
+        "first_bytes",
+        "counts",
+        "last_usage",
+    )
+
+    def __init__(self, rec: RequestRecord, dialect: Dialect, st: StreamState, tmo, total_at: float | None):
+        self.rec, self.st, self.dialect, self.event = rec, st, dialect, dialect.event
+        self.tpl: TextTemplate | None = None
+        self.tries = LEARN_TRIES if dialect.text_key else 0
+        self.parser = SSEParser()
+        self.feed = self.parser.feed
+        self.tokens = rec.token_mono
+        self.tmo = tmo  # asyncio.Timeout to push to the total deadline at the first token (or None)
+        self.total_at = total_at
+        self.status = 200
+        self.err_body: list[bytes] = []
+        self.first_bytes = b""  # the body's first bytes, quoted when a 200 turns out not to be a stream
+        self.counts: list[int] = []  # cumulative completion_tokens sent with each text event, where sent
+        self.last_usage: object = None
+
+    def head(self, status: int, now: float) -> None:
+        self.rec.http_status = self.status = status
+
+    def body(self, chunk: bytes, now: float) -> bool:
+        """Apply received bytes; False when the stream is unusable (the failure is already recorded)."""
+        rec = self.rec
+        if self.status != 200:
+            if sum(map(len, self.err_body)) < ERROR_BODY_MAX:
+                self.err_body.append(chunk)
+            return True
+        if rec.first_byte_mono is None:
+            rec.first_byte_mono = now
+            self.first_bytes = chunk[:120]
+        st = self.st
+        tpl = self.tpl
+        if tpl is not None:
+            prefix, suffix, lp, ls = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls
+        for data in self.feed(chunk):
+            # inlined TextTemplate.match: an event of a proven text shape is exact without a parse
+            if tpl is not None and data.startswith(prefix) and data.endswith(suffix):
+                mid = data[lp : len(data) - ls]
+                if mid and b'"' not in mid and b"\\" not in mid:
+                    try:
+                        text = mid.decode()
+                    except UnicodeDecodeError:
+                        text = ""
+                    if text.isprintable() and text:
+                        st.pieces.append(text)
+                        self.tokens.append(now)
+                        continue
+            if data == b"[DONE]":
+                st.done = True
+                continue
+            try:
+                obj = parse_json(data)
+            except ValueError:
+                return self._stop(now, f"malformed SSE data: {data[:120]!r}")
+            if not isinstance(obj, dict):
+                return self._stop(now, f"SSE data is not a JSON object: {data[:120]!r}")
+            n = len(st.pieces)
+            try:
+                is_token = self.event(st, obj)
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+                # a JSON object of an unexpected shape (e.g. "choices": "x") is the server's fault (issue 8)
+                return self._stop(now, f"SSE event of an unexpected shape: {data[:120]!r}")
+            if is_token:
+                self.tokens.append(now)
+                u = st.usage
+                if u is not self.last_usage:  # this event carried its own count (per-chunk usage, meta_info)
+                    self.last_usage = u
+                    c = u.get("completion_tokens") if isinstance(u, dict) else None
+                    if isinstance(c, int):
+                        self.counts.append(c)
+                if self.tries and tpl is None and len(st.pieces) == n + 1:
+                    self.tries -= 1
+                    self.tpl = tpl = learn(self.dialect, data, st.pieces[-1], parse_json)
+                    if tpl is not None:
+                        prefix, suffix, lp, ls = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls
+                if rec.first_token_mono is None:
+                    rec.first_token_mono = now
+                    if self.total_at is not None:
+                        self.tmo.reschedule(loop_time_at(self.total_at))
+        return True
+
+    def _stop(self, now: float, why: str) -> bool:
+        rec = self.rec
+        rec.done_mono = now
+        rec.ok, rec.error_kind, rec.error = False, "protocol", why
+        return False
+
+    def end(self, now: float) -> None:
+        self.rec.done_mono = now
+        if self.status == 200:
+            for data in self.parser.close():
+                if data == b"[DONE]":
+                    self.st.done = True
+
+    def event_tokens(self) -> list[int] | None:
+        """Tokens carried by each text event, when every one of them came with a cumulative count."""
+        counts = self.counts
+        if not counts or len(counts) != len(self.tokens):
+            return None
+        return [b - a for a, b in zip([0, *counts], counts, strict=False)]
+
+    def error_text(self) -> str:
+        text = b"".join(self.err_body)[:ERROR_BODY_MAX].decode("utf-8", "replace")
+        return f"HTTP {self.status}: {text.strip()[:ERROR_TEXT_MAX]}"
+
+
+def parse_json(data: bytes) -> object:
+    """json.loads without its encoding sniffing and whitespace regexes (the per-event hot path)."""
+    s = data.decode()
+    if s[:1].isspace():
+        s = s.strip()
+    if _scan is None:
+        return json.loads(s)
+    try:
+        obj, end = _scan(s, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    except RecursionError:  # deeply nested junk is a protocol error, not a crash of the run (issue 8)
+        raise ValueError("JSON nested too deeply") from None
+    if end != len(s) and s[end:].strip():
+        raise ValueError("trailing data")
+    return obj
+
+
+def loop_time_at(mono_deadline: float) -> float:
+    """asyncio deadlines use loop.time(), which is time.monotonic() on the default loops; map anyway."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (mono_deadline - _mono())
