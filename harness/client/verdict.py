@@ -27,7 +27,7 @@ def fail(rec: RequestRecord, kind: str, text: str) -> None:
 def take_usage(rec: RequestRecord, st: StreamState) -> None:
     """Copy the server's usage, cached-token split and timings into the record."""
     u = st.usage
-    if u:
+    if isinstance(u, dict):  # anything else is not usage the server meant: no counts rather than junk
         rec.prompt_tokens = u.get("prompt_tokens")
         rec.completion_tokens = u.get("completion_tokens")
         details = u.get("prompt_tokens_details")
@@ -39,7 +39,7 @@ def take_usage(rec: RequestRecord, st: StreamState) -> None:
         if isinstance(split, dict):
             rec.cached_device = split.get("device")
             rec.cached_host = split.get("host")
-    if st.timings:
+    if isinstance(st.timings, dict) and st.timings:
         rec.server_timings = st.timings
         if rec.cached_tokens is None and isinstance(st.timings.get("cache_n"), int):
             rec.cached_tokens = st.timings["cache_n"]
@@ -52,7 +52,7 @@ def judge(rec: RequestRecord, st: StreamState, first_bytes: bytes = b"") -> None
     got = rec.completion_tokens
     asked = rec.max_tokens
     if st.error:
-        fail(rec, "http", f"server error in stream: {st.error[:ERROR_TEXT_MAX]}")
+        fail(rec, "http", f"server error in stream: {str(st.error)[:ERROR_TEXT_MAX]}")
     elif st.finish is not None and st.finish != "length":
         fail(rec, "truncated", f"finish_reason {st.finish!r} after {_tokens(got, events)}{_of(asked)}")
     elif rec.first_token_mono is None:
