@@ -221,6 +221,18 @@ def check_summary(summary: Any, source: str = "summary") -> list[dict[str, Any]]
     return points
 
 
+WARM_STATES = ("warm-start", "cache-not-cold")
+
+
+def _with_cache_state(verdict: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """A point measured on a cache that was not cold is flagged whatever its clocks say (issue 20)."""
+    if point.get("cache_state") not in WARM_STATES:
+        return verdict
+    flags = point.get("cache_flags") or {point["cache_state"]: "cache not cold"}
+    reasons = list(verdict["reasons"]) + [f"{k}: {why}" for k, why in flags.items()]
+    return {**verdict, "reasons": reasons, "flagged": True}
+
+
 def validate_summary(
     summary: Any, thresholds: Thresholds | None = None, source: str = "summary"
 ) -> dict[str, Any]:
@@ -244,6 +256,7 @@ def validate_summary(
     rows = []
     for p, verdict in zip(points, verdicts, strict=True):
         tel = p.get("telemetry") or {}
+        verdict = _with_cache_state(verdict, p)
         rows.append(
             {
                 "experiment": p.get("experiment"),
@@ -255,6 +268,7 @@ def validate_summary(
                 "thermal_fraction": tel.get("thermal_fraction"),
                 "temp_max_c": tel.get("temp_max_c"),
                 "telemetry_status": tel.get("status"),
+                "cache_state": p.get("cache_state"),
                 **verdict,
             }
         )

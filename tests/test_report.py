@@ -36,8 +36,13 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
     assert "| 2048 | lfu | lfu | 63.3% | 0.0% | 50.0% | 93.3% |" in md
     # evidence quoted verbatim, sources side by side with the disagreement flagged
     assert prefill(T0 + 2, 20, 80) in md
-    assert "| server | point | usage | server timings | log prefill lines | counters |" in md
-    assert "| gpu | groups=4 | 58.8% [50.0%–67.5%] | n/a | 58.8% | 50.0% | 8.75 | disagree | ok |" in md
+    assert "| server | point | usage | server timings | log | counters | block |" in md
+    # the fixture's group 1 opens with 40 of 100 tokens cached: more than one page, so not a cold cache
+    assert (
+        "| gpu | groups=4 | 58.8% [50.0%–67.5%] | n/a | 58.8% | 50.0% | n/a | 8.75 | disagree, cache-not-cold | ok |"
+        in md
+    )
+    assert "- ⚠ cache-not-cold: gpu groups=4: seed 0: 1 of 1 first requests found more than 16 tokens cached" in md
     assert "requests.jsonl`: 1 unreadable lines skipped" in md
     pngs = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pngs] == ["l4-gsp-sm-clock.png", "l4-gsp-ttft.png", "l4-mt-hit-rate-per-turn.png"]

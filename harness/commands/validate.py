@@ -1,7 +1,8 @@
 """`harness validate summaries/<node>.json`: clock-floor and throttle verdicts per point and per A/B pair.
 
 Exit 0 when nothing is flagged, 1 when anything is (a no-telemetry point counts only when the status
-does not say the server had no GPU, e.g. the sim), 2 on bad input. A threshold not given is the
+does not say the server had no GPU, e.g. the sim; a point measured on a cache that was not cold,
+`warm-start` or `cache-not-cold`, always counts), 2 on bad input. A threshold not given is the
 summary's own, so plain `harness validate` shows the verdicts the summary (and its report) holds.
 """
 
@@ -77,6 +78,13 @@ def _verdict(r: dict[str, Any]) -> str:
     return f"[{style}]{r['verdict']}[/]"
 
 
+def _cache(state: Any) -> str:
+    """cold in green, warm-start / cache-not-cold in red (they flag the point), `-` when not judged."""
+    if state is None:
+        return "-"
+    return f"[{'green' if state == 'cold' else 'red'}]{state}[/]"
+
+
 def print_tables(result: dict[str, Any], title: str, width: int | None = None) -> None:
     """Point verdicts, then pair verdicts, then one summary line, as rich tables."""
     from rich.console import Console
@@ -95,6 +103,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
         "temp °C",
     ):
         t.add_column(col, justify="right" if "MHz" in col or col in ("thermal", "temp °C") else "left")
+    t.add_column("cache")
     t.add_column("verdict")
     t.add_column("reasons", overflow="fold")
     for r in result["points"]:
@@ -108,6 +117,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None) -
             _mhz(r["max_sm_clock_mhz"]),
             "-" if tf is None else f"{tf:.0%}",
             "-" if r["temp_max_c"] is None else str(r["temp_max_c"]),
+            _cache(r.get("cache_state")),
             _verdict(r),
             "; ".join(r["reasons"]),
         )

@@ -48,6 +48,12 @@ def status_note(p: dict[str, Any]) -> str:
     return "" if p.get("status") == "ok" else f" ({p.get('status')})"
 
 
+def cache_note(p: dict[str, Any]) -> str:
+    """` ⚠ warm-start` / ` ⚠ cache-not-cold` beside a point measured on a cache that was not cold."""
+    state = p.get("cache_state")
+    return f" ⚠ {state}" if state not in (None, "cold") else ""
+
+
 def status_text(p: dict[str, Any]) -> str:
     """`ok`, or e.g. `partial: 2/3 seeds ok, median over those`."""
     if p.get("status") == "ok":

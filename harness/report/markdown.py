@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.common import (
+    cache_note,
     clock,
     point_order,
     server_card,
@@ -152,9 +153,14 @@ def ab_table(
             cell(lambda p: _num(p["median"].get("output_tok_s"))),
             cell(lambda p: _num(clock(p), ".0f")),
             verdict,
-            "ok"
-            if all(per[s].get("status") == "ok" for s in per) and len(per) == len(servers)
-            else "; ".join(f"{s}: {status_text(per[s])}" if s in per else f"{s}: not run" for s in servers),
+            (
+                "ok"
+                if all(per[s].get("status") == "ok" for s in per) and len(per) == len(servers)
+                else "; ".join(
+                    f"{s}: {status_text(per[s])}" if s in per else f"{s}: not run" for s in servers
+                )
+            )
+            + "".join(f"; {s}:{cache_note(per[s])}" for s in servers if s in per and cache_note(per[s])),
         ]
         if modelled:
 
@@ -198,7 +204,9 @@ def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]
             whole = m.get("hit_rate_counters", m.get("hit_rate_log"))
         flag = " ⚠ sources disagree" if m.get("hit_rate_disagree") else ""
         row = [server_pool(entry), server_policy(entry), p["server"]] + ([p["point_key"]] if multi else [])
-        row += [_pct(whole) + flag + status_note(p)] + [_pct(by_turn.get(str(t))) for t in turns]
+        row += [_pct(whole) + flag + status_note(p) + cache_note(p)] + [
+            _pct(by_turn.get(str(t))) for t in turns
+        ]
         row += [_num(clock(p), ".0f"), verdict_word(p.get("verdict")), status_text(p)]
         rows.append(row)
     return _table(header, rows)
@@ -222,7 +230,7 @@ def generic_table(points: list[dict[str, Any]]) -> list[str]:
         rows.append(
             [
                 p["server"],
-                p["point_key"] + status_note(p),
+                p["point_key"] + status_note(p) + cache_note(p),
                 _num(m.get("requests"), ".0f"),
                 _num(m.get("failures"), ".0f"),
                 _ms(m.get("ttft_median_s")),
@@ -244,8 +252,9 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
         "point",
         "usage",
         "server timings",
-        "log prefill lines",
+        "log",
         "counters",
+        "block",
         "spread (points)",
         "flag",
         "status",
@@ -257,20 +266,57 @@ def sources_table(points: list[dict[str, Any]]) -> list[str]:
         usage = _pct(m.get("hit_rate_usage")) + (
             f" [{_pct(sp[0])}–{_pct(sp[1])}]" if sp and sp[0] != sp[1] else ""
         )
+        log = _pct(m.get("hit_rate_log"))
+        if m.get("log_coarse"):
+            log = f"coarse ({_pct(m.get('hit_rate_log_coarse'))})"
+        flags = ["disagree"] if m.get("hit_rate_disagree") else []
+        flags += list(p.get("cache_flags") or {})
         rows.append(
             [
                 p["server"],
                 p["point_key"],
                 usage,
                 _pct(m.get("hit_rate_timings")),
-                _pct(m.get("hit_rate_log")),
+                log,
                 _pct(m.get("hit_rate_counters")),
+                _num(p.get("block_size"), "d"),
                 _num(m.get("hit_rate_spread_points"), ".2f"),
-                "disagree" if m.get("hit_rate_disagree") else "",
+                ", ".join(flags),
                 p.get("status", "?"),
             ]
         )
     return _table(header, rows)
+
+
+def cache_lines(points: list[dict[str, Any]]) -> list[str]:
+    """Why a point is flagged warm-start or cache-not-cold: its hit rate is not a cold-cache figure."""
+    out = []
+    for p in sorted(points, key=point_order):
+        for flag, why in (p.get("cache_flags") or {}).items():
+            out.append(f"- ⚠ {flag}: {p['server']} {p['point_key']}: {why}")
+    return out
+
+
+def sources_note(points: list[dict[str, Any]]) -> str:
+    """What each source is, for the engines these points ran on, and why a cell is n/a."""
+    engines = {p["median"].get("counter_engine") for p in points} - {None}
+    counters = []
+    if "sglang" in engines or not engines:
+        counters.append("Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total (SGLang)")
+    if "vllm" in engines:
+        counters.append("Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total (vLLM)")
+    whys = sorted({w for p in points if (w := p["median"].get("hit_rate_counters_why"))})
+    text = (
+        "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
+        "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "
+        "#new-token) of prefill lines in the point's window (SGLang), or vLLM's cumulative `Prefix cache "
+        "hit rate` line after the point (since its reset, or differenced between the lines at its edges; "
+        "coarse when the log's rounding moves it by more than 2 points); counters = "
+        + "; ".join(counters)
+        + "; block = the server's block (page) size, which caps what can be cached. n/a: no such figure "
+        "for that point"
+    )
+    return text + (f" ({'; '.join(whys)})." if whys else ".")
 
 
 def render(
@@ -304,13 +350,10 @@ def render(
             lines += ["", *scale_note]
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
-        lines += [
-            "",
-            "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
-            "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "
-            "#new-token) of prefill lines in the point's window; counters = Δ sglang:cached_tokens_total / "
-            "Δ sglang:prompt_tokens_total. n/a: the server does not give that source.",
-        ]
+        lines += ["", sources_note(pts)]
+        flagged = cache_lines(pts)
+        if flagged:
+            lines += ["", "Not measured on a cold cache:", "", *flagged]
         for png in (charts or {}).get(exp, []):
             rel = png.relative_to(base) if base and png.is_relative_to(base) else png
             lines += ["", f"![{png.stem}]({rel.as_posix()})"]

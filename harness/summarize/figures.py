@@ -221,14 +221,19 @@ def log_figures(
     sliced: tuple[list[serverlog.LogRecord], str] | None,
     end: float | None,
     shift: float,
+    window: tuple[float, float] | None = None,
+    flushed: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Hit rate from the point's prefill lines, the pool sizes logged by then, and evidence lines."""
+    """Hit rate from the point's prefill lines (SGLang) or stats lines (vLLM), the pool sizes logged by then,
+    and evidence lines."""
     fig: dict[str, Any] = {"hit_rate_log": None}
     if log is None or sliced is None:
         fig["log_slice"] = (
             "no server log" if log is None else "no time window (no point.json, no request times)"
         )
         return fig, []
+    if window is not None and log.of("vllm_stats"):
+        return _vllm_log_figures(log, window, shift, flushed)
     records, how = sliced
     prefill = _one_tp_rank([r for r in records if r.kind == "prefill"])
     tot = serverlog.prefill_totals(prefill)
@@ -248,6 +253,52 @@ def log_figures(
     return fig, evidence
 
 
+def vllm_log_interval(log: serverlog.ParsedLog) -> float:
+    """VLLM_LOG_STATS_INTERVAL as the log shows it: the usual gap between stats lines (idle ones are silent)."""
+    walls = [r.wall for r in log.of("vllm_stats") if r.wall is not None]
+    gaps = sorted(b - a for a, b in zip(walls, walls[1:], strict=False) if b - a >= 1.0)
+    if not gaps:
+        return 10.0  # vLLM's default
+    near = [g for g in gaps if g <= 1.5 * gaps[0]]
+    return float(np.median(near))
+
+
+def _vllm_log_figures(
+    log: serverlog.ParsedLog, window: tuple[float, float], shift: float, flushed: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """The point's hit rate from vLLM's cumulative stats lines (serverlog.vllm_point_hit_rate)."""
+    start, end = window[0] - shift, window[1] - shift
+    resets = [r for r in log.of("flush") if r.wall is not None]
+    own = next((r for r in resets if start - 1.0 <= r.wall <= end + 1.0), None) if flushed else None  # type: ignore[operator]
+    later = [r for r in resets if (r.lineno > own.lineno if own else r.wall >= end)]  # type: ignore[operator]
+    engine = log.of("vllm_engine")
+    interval = vllm_log_interval(log)
+    res = serverlog.vllm_point_hit_rate(
+        log.records,
+        start,
+        end,
+        reset_lineno=own.lineno if own else None,
+        next_reset_lineno=later[0].lineno if later else None,
+        interval_s=interval,
+        throughput_counts=serverlog.vllm_throughput_counts(engine[-1].fields["version"] if engine else None),
+    )
+    fig: dict[str, Any] = {
+        "hit_rate_log": None if res.coarse else res.hit_rate,
+        "log_slice": f"vLLM stats lines every {interval:g} s ({res.method})",
+        "log_hit_rate_method": res.method,
+        "log_hit_rate_uncertainty": res.uncertainty,
+        "log_coarse": res.coarse,
+    }
+    if res.coarse:
+        fig["hit_rate_log_coarse"] = res.hit_rate
+        fig["log_coarse_why"] = res.why
+    pools = serverlog.pool_sizes(r for r in log.records if r.wall is None or r.wall <= end + 1.0)
+    fig["pool_device_tokens"] = pools["device_tokens"]
+    by_line = {r.lineno: r.line for r in log.records}
+    evidence = [by_line[n] for n in (res.start_line, res.end_line) if n is not None and n in by_line]
+    return fig, evidence
+
+
 def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord]:
     """Tensor-parallel ranks may each print the same batch: keep the lowest TP rank's lines only."""
     tps = {r.ranks.get("TP") for r in records} - {None}
@@ -260,6 +311,7 @@ def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord
 def counter_figures(sc: SeedCapture) -> dict[str, Any]:
     fig: dict[str, Any] = {"hit_rate_counters": None}
     if sc.before is None or sc.after is None:
+        fig["hit_rate_counters_why"] = "no /metrics scrape before and after the point"
         return fig
     d = metrics.counter_deltas(sc.before, sc.after)
     cf = metrics.cache_figures(d)
@@ -271,6 +323,11 @@ def counter_figures(sc: SeedCapture) -> dict[str, Any]:
     for k in ("evicted_tokens", "load_back_tokens"):
         fig[f"counter_{k}"] = cf[k]
     fig["counter_reset"] = cf["reset"]
+    fig["counter_engine"] = cf["engine"]
+    if cf["engine"] is None:
+        fig["hit_rate_counters_why"] = (
+            "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"
+        )
     if d.went_down or d.vanished:
         fig["counter_reset_series"] = d.went_down + d.vanished
     return fig

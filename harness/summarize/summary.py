@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from harness import __version__, capture, serverlog, validate
+from harness import __version__, capture, metrics, serverlog, validate
 from harness.errors import HarnessError
+from harness.summarize.cold import cache_state, worst_state
 from harness.summarize.figures import (
     clock_series,
     counter_figures,
@@ -105,6 +106,20 @@ def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: di
     return None
 
 
+def server_cache_facts(srv: Any) -> dict[str, Any]:
+    """Block (page) size and pool of a server: vLLM's cache_config_info gauge, else SGLang's server info."""
+    for sc in srv.seeds.values():
+        for scrape in (sc.before, sc.after):
+            cfg = metrics.vllm_cache_config(scrape) if scrape is not None else {}
+            if cfg:
+                return {**cfg, "source": metrics.VLLM_CACHE_CONFIG}
+    info = srv.info if isinstance(srv.info, dict) else {}
+    page = info.get("page_size")
+    if isinstance(page, int) and not isinstance(page, bool):
+        return {"block_size": page, "pool_tokens": info.get("max_total_num_tokens"), "source": "server_info"}
+    return {"block_size": None, "pool_tokens": None, "source": None}
+
+
 def summarize_experiment(
     exp: ExperimentCapture, problems: Problems, thresholds: validate.Thresholds | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -123,7 +138,9 @@ def summarize_experiment(
                 (s.get("args", s) for s in man_servers if isinstance(s, dict) and s.get("name") == sname),
                 None,
             )
+        facts = server_cache_facts(srv)
         servers[sname] = {
+            "cache": facts,
             "args": args,
             "server_info": srv.info,
             "time_scale": _time_scale(srv.info, args, man_servers, sname, exp.manifest),
@@ -144,9 +161,11 @@ def summarize_experiment(
         for sc in srv.seeds.values():
             groups.setdefault(_point_key(sc.sweep), []).append(sc)
         for key, seeds in groups.items():
-            points.append(
-                _summarize_point(exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th)
+            point = _summarize_point(
+                exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th
             )
+            _add_cache_state(point, seeds, facts.get("block_size"))
+            points.append(point)
     entry = {"path": str(exp.path), "manifest": exp.manifest, "servers": servers}
     return entry, points
 
@@ -172,7 +191,8 @@ def _summarize_point(
         fig = request_figures(sc.requests)
         sliced, shift = slices.get(sc.path, (None, 0.0))
         window = point_window(sc)
-        log_fig, ev = log_figures(sc.log, sliced, window[1] if window else None, shift)
+        flushed = bool(sc.point and sc.point.get("flushed"))
+        log_fig, ev = log_figures(sc.log, sliced, window[1] if window else None, shift, window, flushed)
         fig.update(log_fig)
         fig.update(counter_figures(sc))
         hit_rate_agreement(fig)
@@ -227,6 +247,22 @@ def _summarize_point(
         "clock_series": series,
         "evidence": evidence,
     }
+
+
+def _add_cache_state(point: dict[str, Any], seeds: list[SeedCapture], block_size: Any) -> None:
+    """Per seed and for the point: cold, warm-start or cache-not-cold, and why (harness.summarize.cold)."""
+    block = block_size if isinstance(block_size, int) and not isinstance(block_size, bool) else None
+    states = []
+    flags: dict[str, str] = {}
+    for sc in seeds:
+        cs = cache_state(sc.point, sc.requests, block)
+        point["seeds"][str(sc.seed)]["cache"] = cs
+        states.append(cs["state"])
+        for k, why in cs["flags"].items():
+            flags.setdefault(k, f"seed {sc.seed}: {why}")
+    point["block_size"] = block
+    point["cache_state"] = worst_state(states)
+    point["cache_flags"] = flags
 
 
 def summarize(

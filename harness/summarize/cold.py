@@ -1,0 +1,101 @@
+"""Was the cache cold when a point began? From the reset the runner did and from the point's own requests.
+
+A point measured on a cache left warm by earlier points reads a hit rate that is not the workload's
+(issue 20: 91.8 % instead of 76.5 % on vLLM, whose reset endpoint the harness did not call). Two checks:
+- the reset: a point is `warm-start` when its cache could not be reset (no endpoint, refused after
+  retries, the request failed) and its server was not started fresh for it;
+- the first request of each group or session: on a cold cache it shares at most one block or page with
+  anything sent before it (the chat template's head and the seed tags every prompt of a seed opens with
+  fit in HEAD_SLACK tokens); finding more is `cache-not-cold`, with the numbers: a reset that answered
+  success but did not take shows up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HEAD_SLACK = 16  # tokens any two prompts of a run may share: template head + seed tags
+STATES = ("cold", "cache-not-cold", "warm-start")  # worst last
+
+
+@dataclass
+class FirstRequests:
+    """The first request of every group/session and what it found cached."""
+
+    checked: int
+    allowance: int  # tokens a first request may find cached on a cold cache
+    block_tokens: int | None  # the server's block/page size when known
+    over: list[dict[str, Any]] = field(default_factory=list)  # {index, unit, cached, prompt} above allowance
+    unknown: int = 0  # first requests whose server did not report cached tokens
+
+    @property
+    def cold(self) -> bool:
+        return not self.over
+
+    def describe(self) -> str:
+        if not self.over:
+            return f"{self.checked} first requests found at most {self.allowance} tokens cached"
+        worst = max(self.over, key=lambda o: o["cached"])
+        return (
+            f"{len(self.over)} of {self.checked} first requests found more than {self.allowance} tokens "
+            f"cached (up to {worst['cached']} of {worst['prompt']}, request {worst['index']})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cold"] = self.cold
+        return d
+
+
+def first_requests(rows: Iterable[dict[str, Any]], block_tokens: int | None = None) -> FirstRequests:
+    """Position-0 requests (a group's first prompt, a session's first turn) held to one block of cache."""
+    allowance = max(int(block_tokens or 0), HEAD_SLACK)
+    res = FirstRequests(0, allowance, block_tokens)
+    for r in rows:
+        if not r.get("ok") or r.get("position") != 0:
+            continue
+        cached = r.get("cached_tokens")
+        if not isinstance(cached, int) or isinstance(cached, bool):
+            res.unknown += 1
+            continue
+        res.checked += 1
+        if cached > allowance:
+            unit = r.get("group") if r.get("group") is not None else r.get("session")
+            res.over.append(
+                {"index": r.get("index"), "unit": unit, "cached": cached, "prompt": r.get("prompt_tokens")}
+            )
+    return res
+
+
+def reset_state(point: dict[str, Any] | None) -> tuple[bool, str | None]:
+    """(the point began on a reset or fresh cache, why not) from point.json's flush fields."""
+    if not point:
+        return True, None  # never finished: its status says so; nothing to say about its cache
+    if point.get("flushed") is True or point.get("fresh_server") is True:
+        return True, None
+    note = point.get("flush_note") or (
+        "no reset endpoint" if point.get("flushed") is None else "reset failed"
+    )
+    return False, f"cache not reset: {note}"
+
+
+def cache_state(
+    point: dict[str, Any] | None, rows: list[dict[str, Any]], block_tokens: int | None
+) -> dict[str, Any]:
+    """`state` (cold / warm-start / cache-not-cold), the flags raised with their reasons, and the first-request check."""
+    reset_ok, why = reset_state(point)
+    check = first_requests(rows, block_tokens)
+    flags: dict[str, str] = {}
+    if not reset_ok:
+        flags["warm-start"] = why or "cache not reset"
+    if not check.cold:
+        flags["cache-not-cold"] = check.describe()
+    state = "warm-start" if "warm-start" in flags else ("cache-not-cold" if flags else "cold")
+    return {"state": state, "flags": flags, "first_requests": check.to_dict()}
+
+
+def worst_state(states: Iterable[str]) -> str:
+    """The least trustworthy of several seeds' states."""
+    return max(states, key=lambda s: STATES.index(s) if s in STATES else len(STATES), default="cold")
