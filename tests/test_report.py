@@ -42,7 +42,10 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
         "| gpu | groups=4 | 58.8% [50.0%–67.5%] | n/a | 58.8% | 50.0% | n/a | 8.75 | disagree, cache-not-cold | ok |"
         in md
     )
-    assert "- ⚠ cache-not-cold: gpu groups=4: seed 0: 1 of 1 first requests found more than 16 tokens cached" in md
+    assert (
+        "- ⚠ cache-not-cold: gpu groups=4: seed 0: 1 of 1 first requests found more than 16 tokens cached"
+        in md
+    )
     assert "requests.jsonl`: 1 unreadable lines skipped" in md
     pngs = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pngs] == ["l4-gsp-sm-clock.png", "l4-gsp-ttft.png", "l4-mt-hit-rate-per-turn.png"]

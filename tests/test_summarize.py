@@ -234,7 +234,8 @@ def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
     assert p["spread"]["hit_rate_timings"] == pytest.approx([0.375, 0.5])
     table = "\n".join(markdown.sources_table(s["points"]))
     assert (
-        "| llama-cpu | default | 53.8% [40.0%–67.5%] | 43.8% | n/a | n/a | n/a | 20.00 | disagree | ok |" in table
+        "| llama-cpu | default | 53.8% [40.0%–67.5%] | 43.8% | n/a | n/a | n/a | 20.00 | disagree | ok |"
+        in table
     )
 
 
