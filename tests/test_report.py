@@ -43,7 +43,7 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
         in md
     )
     assert (
-        "- ⚠ cache-not-cold: gpu groups=4: seed 0: 1 of 1 first requests found more than 16 tokens cached"
+        "- ⚠ cache-not-cold: gpu groups=4: seed 0: 1 of 2 groups/sessions found more than 16 tokens cached"
         in md
     )
     assert "requests.jsonl`: 1 unreadable lines skipped" in md

@@ -4,10 +4,11 @@ A point measured on a cache left warm by earlier points reads a hit rate that is
 (issue 20: 91.8 % instead of 76.5 % on vLLM, whose reset endpoint the harness did not call). Two checks:
 - the reset: a point is `warm-start` when its cache could not be reset (no endpoint, refused after
   retries, the request failed) and its server was not started fresh for it;
-- the first request of each group or session: on a cold cache it shares at most one block or page with
-  anything sent before it (the chat template's head and the seed tags every prompt of a seed opens with
-  fit in HEAD_SLACK tokens); finding more is `cache-not-cold`, with the numbers: a reset that answered
-  success but did not take shows up here.
+- the first request of each group or session: on a cold cache the one the server serves first shares at
+  most one block or page with anything sent before it (the chat template's head and the seed tags every
+  prompt of a seed opens with fit in HEAD_SLACK tokens), so the group's least-cached request is held to
+  that; finding more is `cache-not-cold`, with the numbers: a reset that answered success but did not
+  take shows up here.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ STATES = ("cold", "cache-not-cold", "warm-start")  # worst last
 
 @dataclass
 class FirstRequests:
-    """The first request of every group/session and what it found cached."""
+    """Per group/session, the least cached of its requests: on a cold cache the one served first found
+    (almost) nothing. Served first, not scheduled first: at concurrency > 1 a later prompt of a group can
+    reach the server before its position-0 prompt and warm the cache for it."""
 
-    checked: int
+    checked: int  # groups/sessions judged
     allowance: int  # tokens a first request may find cached on a cold cache
     block_tokens: int | None  # the server's block/page size when known
-    over: list[dict[str, Any]] = field(default_factory=list)  # {index, unit, cached, prompt} above allowance
-    unknown: int = 0  # first requests whose server did not report cached tokens
+    over: list[dict[str, Any]] = field(default_factory=list)  # {unit, index, cached, prompt} above allowance
+    unknown: int = 0  # requests whose server did not report cached tokens
 
     @property
     def cold(self) -> bool:
@@ -36,11 +39,11 @@ class FirstRequests:
 
     def describe(self) -> str:
         if not self.over:
-            return f"{self.checked} first requests found at most {self.allowance} tokens cached"
+            return f"the first request of each of {self.checked} groups/sessions found at most {self.allowance} tokens cached"
         worst = max(self.over, key=lambda o: o["cached"])
         return (
-            f"{len(self.over)} of {self.checked} first requests found more than {self.allowance} tokens "
-            f"cached (up to {worst['cached']} of {worst['prompt']}, request {worst['index']})"
+            f"{len(self.over)} of {self.checked} groups/sessions found more than {self.allowance} tokens cached "
+            f"even on their first request (up to {worst['cached']} of {worst['prompt']}, request {worst['index']})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,22 +53,34 @@ class FirstRequests:
 
 
 def first_requests(rows: Iterable[dict[str, Any]], block_tokens: int | None = None) -> FirstRequests:
-    """Position-0 requests (a group's first prompt, a session's first turn) held to one block of cache."""
+    """Each group's (session's) least-cached ok request, held to one block of cache."""
     allowance = max(int(block_tokens or 0), HEAD_SLACK)
     res = FirstRequests(0, allowance, block_tokens)
+    least: dict[tuple[str, Any], dict[str, Any]] = {}
+    rows = [r for r in rows if r.get("ok")]
+    # SGLang reports null for zero cached tokens: null counts as 0 once any request reported a number
+    says = any(
+        isinstance(r.get("cached_tokens"), int) and not isinstance(r.get("cached_tokens"), bool) for r in rows
+    )
     for r in rows:
-        if not r.get("ok") or r.get("position") != 0:
+        if says and r.get("cached_tokens") is None:
+            r = {**r, "cached_tokens": 0}
+        unit = ("group", r["group"]) if r.get("group") is not None else ("session", r.get("session"))
+        if unit[1] is None:
             continue
         cached = r.get("cached_tokens")
         if not isinstance(cached, int) or isinstance(cached, bool):
             res.unknown += 1
             continue
-        res.checked += 1
-        if cached > allowance:
-            unit = r.get("group") if r.get("group") is not None else r.get("session")
-            res.over.append(
-                {"index": r.get("index"), "unit": unit, "cached": cached, "prompt": r.get("prompt_tokens")}
-            )
+        if unit not in least or cached < least[unit]["cached"]:
+            least[unit] = {
+                "unit": f"{unit[0]} {unit[1]}",
+                "index": r.get("index"),
+                "cached": cached,
+                "prompt": r.get("prompt_tokens"),
+            }
+    res.checked = len(least)
+    res.over = [v for _, v in sorted(least.items(), key=lambda kv: str(kv[0])) if v["cached"] > allowance]
     return res
 
 
