@@ -8,7 +8,7 @@ SUITE  ?= default
 MODEL  ?=
 SERVER_KIND ?= auto
 
-.PHONY: test bench bench-smoke bench-real lint faults clean
+.PHONY: test check bench bench-smoke bench-real lint faults clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,real]'
 	touch $(STAMP)
 
+# the full suite, as CI runs it
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the edit-test loop (~1 min): lint, then every test that starts no process (tests/conftest.py enforces `slow`)
+check: lint
+	$(PY) -m pytest -q -m "not slow and not oracle and not real_server"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check harness tests scripts

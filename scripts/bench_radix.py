@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "oracle"))
+ORACLE = REPO / "tests" / "oracle"  # run as scripts: oracle_env.py finds the venv, driver.py runs in it
 
 from harness.sim.radix import RadixCache, serve_request  # noqa: E402
 
@@ -50,14 +50,15 @@ def ours(keys: list[list[int]], policy: str, pool: int) -> dict:
 
 
 def theirs(keys: list[list[int]], configs: list[tuple[str, int]]) -> list[dict] | None:
-    import oracle_env
-
-    if not oracle_env.is_built():
+    found = subprocess.run(
+        [sys.executable, str(ORACLE / "oracle_env.py"), "--if-built"], capture_output=True, text=True
+    )
+    if found.returncode != 0:
         print("SGLang oracle venv not built (python tests/oracle/oracle_env.py builds it): timing ours only")
         return None
     specs = [{"policy": pol, "page_size": 1, "bench": keys, "pool": pool} for pol, pool in configs]
     r = subprocess.run(
-        [str(oracle_env.python_path()), str(REPO / "tests" / "oracle" / "driver.py")],
+        [found.stdout.strip(), str(ORACLE / "driver.py")],
         input=json.dumps(specs),
         capture_output=True,
         text=True,

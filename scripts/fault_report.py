@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,14 +23,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from sim_server_proc import SimProc  # noqa: E402 - the tests' serve-sim helper, one copy
-
+_PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
+# a server command whose first launch crashes after N requests and whose relaunch (the marker file
+# exists by then) runs clean: what `harness bench` must recover from
+CRASH_ONCE = (
+    "import os, sys; marker, n, *args = sys.argv[1:]; first = not os.path.exists(marker); "
+    "first and open(marker, 'w').close(); crash = ['--fault-crash-after', n] if first else []; "
+    "os.execv(sys.executable, [sys.executable, '-m', 'harness', 'serve-sim', *args, *crash])"
+)
 FAST = ["--card-profile", "tiny-test", "--time-scale", "0.05"]
 SLOW = ["--card-profile", "tiny-test", "--time-scale", "1.0"]  # long enough to interrupt mid-point
 NODE, EXP = "n", "faults"
@@ -53,12 +60,44 @@ class Row:
 # ------------------------------------------------------------------ processes
 
 
-class Sim(SimProc):
-    """The tests' serve-sim process (tests/sim_server_proc.py), plus the sim's own request counters."""
+class Sim:
+    """A `harness serve-sim` on a port the OS picks (read back from its --log-file); stopped by its pid."""
 
-    def __init__(self, folder: Path, *args: str, wait_ready: bool = True) -> None:
+    def __init__(self, folder: Path, *args: str, wait_ready: bool = True, timeout: float = 30.0) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        super().__init__(folder, *args, wait_ready=wait_ready, timeout=30.0)
+        log, self.err_path = folder / "sim.log", folder / "sim.stderr"
+        cmd = [sys.executable, "-m", "harness", "serve-sim", "--port", "0", "--log-file", str(log), *args]
+        with self.err_path.open("w") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        port = self._until(lambda: log.exists() and _PORT_RE.search(log.read_text()), "listening", timeout)
+        self.url = f"http://127.0.0.1:{port.group(1)}"
+        if wait_ready:
+            self._until(self._healthy, "ready", timeout)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.url + "/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _until(self, cond: Callable[[], Any], what: str, timeout: float) -> Any:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve-sim exited {self.proc.returncode}: {self.err_path.read_text()}")
+            if got := cond():
+                return got
+            time.sleep(0.05)
+        raise TimeoutError(f"serve-sim not {what} within {timeout:g} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
 
     def counts(self) -> tuple[int, int]:
         """Generation requests the server took in, and those it finished sending (its own counters)."""
@@ -248,8 +287,7 @@ def crash_restart(tmp: Path) -> Row:
     row = Row(
         "server crash after 12 requests", "harness bench: point failed, server restarted, point retried"
     )
-    wrapper = ROOT / "tests" / "servers_crash_once.py"
-    cmd = [sys.executable, str(wrapper), str(tmp / "launched-once"), "12", "--", "--port", "{port}",
+    cmd = [sys.executable, "-c", CRASH_ONCE, str(tmp / "launched-once"), "12", "--port", "{port}",
            "--model-path", "default", *FAST]  # fmt: skip
     spec = write_spec(tmp, servers=[{"name": "sim", "launch": "command", "engine": "sim", "command": cmd}],
                       timeouts={"connect": 2, "first_token": 10, "total": 20})  # fmt: skip

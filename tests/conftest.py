@@ -1,60 +1,16 @@
-"""Shared fixtures: a real streaming HTTP server (tests/fakeserver.py) in its own process on a free port."""
+"""Shared fixtures: a real streaming HTTP server (tests/helpers/fakeserver.py) in its own process on a free port."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKESERVER = Path(__file__).resolve().parent / "fakeserver.py"
-
-
-class FakeServerProcess:
-    """A fakeserver subprocess; stopped by its own pid."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(FAKESERVER), "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            self.stop()
-            raise RuntimeError(f"fake server did not start: {line!r}")
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
-            return json.loads(r.read())
-
-    def stats(self) -> dict:
-        return self.get("/stats")
-
-    def reset(self) -> None:
-        req = urllib.request.Request(self.url + "/reset", method="POST", data=b"")
-        urllib.request.urlopen(req, timeout=10).close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+from tests.helpers.procs import FakeServerProcess
+from tests.helpers.procs import free_port as _free_port
 
 
 @pytest.fixture
@@ -83,8 +39,67 @@ def fake_server() -> Iterator[FakeServerProcess]:
 @pytest.fixture
 def free_port() -> int:
     """A port nothing listens on (bound then released) for refused-connection tests."""
-    import socket
+    return _free_port()
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+
+# ------------------------------------------------------------------ the `slow` mark, enforced
+# A test that starts a process (directly or through a fixture, even one set up by an earlier test)
+# must carry `slow`, so `make check` stays a quick in-process loop. Allowed: the host facts the harness's
+# manifest gathers itself (`git rev-parse HEAD`, `uname -p` behind platform.processor()), a few ms each.
+_ALLOWED = ("git", "uname")
+_spawning: set[int] = set()  # id() of fixture definitions whose setup started a process
+_setting_up: list[Any] = []  # fixture definitions being set up now, innermost last
+_unmarked: list[pytest.Item] = []  # the item running now when it is not marked slow
+_execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+
+def _guarded_execute_child(self: subprocess.Popen, args: Any, *rest: Any, **kw: Any) -> Any:
+    argv = [args] if isinstance(args, str | bytes) else list(args)
+    if Path(str(argv[0])).name not in _ALLOWED:
+        if _setting_up:
+            _spawning.add(id(_setting_up[-1]))
+        if _unmarked:
+            pytest.fail(f"{_unmarked[0].nodeid} starts a process ({argv[:4]}) but is not marked slow")
+    return _execute_child(self, args, *rest, **kw)
+
+
+subprocess.Popen._execute_child = _guarded_execute_child  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Any:
+    _setting_up.append(fixturedef)
+    try:
+        return (yield)
+    finally:
+        _setting_up.pop()
+
+
+def _fixturedefs(item: pytest.Item) -> list[Any]:
+    info = getattr(item, "_fixtureinfo", None)
+    return [d for defs in (info.name2fixturedefs.values() if info else ()) for d in defs]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    if item.get_closest_marker("slow"):
+        return (yield)
+    for d in _fixturedefs(item):
+        if id(d) in _spawning:
+            pytest.fail(f"{item.nodeid} uses fixture {d.argname!r}, which starts a process: mark it slow")
+    _unmarked.append(item)
+    try:
+        return (yield)
+    finally:
+        _unmarked.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    if item.get_closest_marker("slow"):
+        return (yield)
+    _unmarked.append(item)
+    try:
+        return (yield)
+    finally:
+        _unmarked.clear()

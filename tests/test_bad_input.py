@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = {
     "kind": "shared-prefix",

@@ -28,7 +28,7 @@ from harness.sweep.bench import write_bench_manifest
 from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment
 
 REPO = Path(__file__).resolve().parents[1]
-CRASH_ONCE = str(Path(__file__).with_name("servers_crash_once.py"))
+CRASH_ONCE = str(Path(__file__).parent / "helpers" / "servers_crash_once.py")
 SIM_FAST = ["--card-profile", "tiny-test", "--time-scale", "0.05"]
 
 
@@ -138,6 +138,7 @@ def test_smoke_suite_end_to_end(tmp_path: Path) -> None:
     print(f"smoke suite: {time.monotonic() - t0:.1f}s")
 
 
+@pytest.mark.slow
 def test_dry_run_prints_plan_and_launch_lines_and_writes_nothing(tmp_path: Path, mark: str) -> None:
     spec = write_spec(tmp_path, mark)
     r = run_bench(tmp_path, "--spec", str(spec), "--dry-run")
@@ -225,6 +226,7 @@ def test_server_crash_mid_point_is_restarted_and_the_point_retried(tmp_path: Pat
     assert no_survivors(mark)
 
 
+@pytest.mark.slow
 def test_server_that_never_becomes_ready_fails_with_its_log_tail(tmp_path: Path, mark: str) -> None:
     servers = [
         {
@@ -272,6 +274,7 @@ def test_sigint_stops_the_server_and_leaves_the_capture_resumable(tmp_path: Path
     assert "1 points already ok, skipped" in r.stdout or "points already ok" in r.stdout
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server(tmp_path: Path, mark: str) -> None:
     servers = [{"name": "s", "launch": "sim", "args": ["--card-profile", "tiny-test", "--time-scale", "1"]}]
     spec = write_spec(tmp_path, mark, seeds=[0, 1, 2], servers=servers)
@@ -290,6 +293,7 @@ def test_sigterm_stops_the_server(tmp_path: Path, mark: str) -> None:
     assert no_survivors(mark, within=2)
 
 
+@pytest.mark.slow
 def test_api_keys_never_reach_the_capture(tmp_path: Path, mark: str) -> None:
     key = "sk-test-" + uuid.uuid4().hex
     servers = [{"name": "s", "launch": "sim", "args": [*SIM_FAST, "--api-key", "{env:BENCH_TEST_API_KEY}"]}]
@@ -313,6 +317,7 @@ def test_api_keys_never_reach_the_capture(tmp_path: Path, mark: str) -> None:
     assert no_survivors(mark)
 
 
+@pytest.mark.slow
 def test_unwritable_capture_stops_before_any_server_is_launched(tmp_path: Path, mark: str) -> None:
     spec = write_spec(tmp_path, mark)
     blocker = tmp_path / "not-a-folder"
@@ -324,6 +329,7 @@ def test_unwritable_capture_stops_before_any_server_is_launched(tmp_path: Path, 
     assert not marked_pids(mark)
 
 
+@pytest.mark.slow
 def test_bad_server_profile_is_one_line_exit_2(tmp_path: Path, mark: str) -> None:
     spec = write_spec(
         tmp_path, mark, servers=[{"name": "x", "launch": "command", "command": "serve --port {port}"}]
@@ -381,6 +387,7 @@ def test_sim_settings_come_from_cli_then_spec(tmp_path: Path) -> None:
     assert real.launch == "sglang" and real.args == ("--served-model-name", "default")
 
 
+@pytest.mark.slow
 def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Path) -> None:
     path = write_spec(tmp_path, "m")
     spec = load_spec(path)
@@ -454,6 +461,7 @@ def test_suites_exist_and_are_valid() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_too_little_free_disk_stops_before_launch(tmp_path: Path, mark: str) -> None:
     spec = write_spec(tmp_path, mark)
     r = run_bench(tmp_path, "--spec", str(spec), "--min-free-mb", str(10**12))
@@ -461,6 +469,7 @@ def test_too_little_free_disk_stops_before_launch(tmp_path: Path, mark: str) -> 
     assert not marked_pids(mark)
 
 
+@pytest.mark.slow
 def test_server_kind_sglang_without_sglang_is_one_line(tmp_path: Path, mark: str) -> None:
     pytest.importorskip("harness.telemetry.gpus")
     spec = write_spec(tmp_path, mark)

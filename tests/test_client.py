@@ -100,6 +100,7 @@ async def _one(
     return rec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("api", ["openai-chat", "openai-completions", "sglang-generate"])
 def test_ttft_and_gaps_match_server_delays(fake_server_factory, api, engine):
@@ -126,6 +127,7 @@ def test_ttft_and_gaps_match_server_delays(fake_server_factory, api, engine):
     assert all(c == pytest.approx(s, abs=0.010) for c, s in zip(client_gaps, server_gaps, strict=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_cached_tokens_and_llama_timings(fake_server_factory, engine):
     srv = fake_server_factory("--timings")
@@ -135,6 +137,7 @@ def test_cached_tokens_and_llama_timings(fake_server_factory, engine):
     assert b.server_timings and b.server_timings["cache_n"] == b.cached_tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("marker", "kind"),
     [
@@ -154,6 +157,7 @@ def test_faults_become_error_kinds(fake_server_factory, marker, kind, engine):
         assert rec.http_status == 500
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_timeouts_first_token_and_total(fake_server_factory, engine):
     srv = fake_server_factory("--itl-ms", "200")

@@ -1,7 +1,7 @@
 """The harness's answer to each fault of a real `harness serve-sim` (issue 8, item 2), on loopback, bounded.
 
 tests/test_sim_faults.py checks that the sim misbehaves as asked; tests/test_client.py, test_loadgen.py and
-test_run.py check the client, load generator and runner against tests/fakeserver.py. Here the runner meets
+test_run.py check the client, load generator and runner against tests/helpers/fakeserver.py. Here the runner meets
 the sim's faults: records kept for every request, failures counted by kind in point.json, the failed-fraction
 threshold, flush retries, slow readiness, crashes with resume, signals and kill -9, and secrets in headers.
 """
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sim_server_proc import SimProc
 
 from harness.capture import read_jsonl
 from harness.errors import HarnessError
 from harness.servers.control import check_server, flush_cache
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
+from tests.helpers.procs import SimProc
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")
@@ -111,6 +111,7 @@ def harness(*args: str, env: dict | None = None, timeout: float = 60) -> subproc
 # ------------------------------------------------------------------ failed requests and the threshold
 
 
+@pytest.mark.slow
 def test_http_500_503_are_recorded_by_kind_and_the_threshold_decides(sim, tmp_path):
     s = sim("--fault-http-500", "0.25", "--fault-http-503", "0.15", "--fault-seed", "3")
     rec, rows, pdir = run_one(write_spec(tmp_path, max_failed_fraction=0.9), s.url, tmp_path / "a")
@@ -125,6 +126,7 @@ def test_http_500_503_are_recorded_by_kind_and_the_threshold_decides(sim, tmp_pa
     assert rec2.requests_failed > 0 and rec2.status == "failed"
 
 
+@pytest.mark.slow
 def test_stalled_streams_end_at_the_total_timeout_with_their_tokens_kept(sim, tmp_path):
     s = sim("--fault-stall", "0.4", "--fault-stall-seconds", "4", "--fault-seed", "1")
     spec = write_spec(tmp_path, timeouts={"connect": 5, "first_token": 1.0, "total": 1.5})
@@ -139,6 +141,7 @@ def test_stalled_streams_end_at_the_total_timeout_with_their_tokens_kept(sim, tm
             assert 1.4 <= r["done_mono"] - r["sent_mono"] < 3.0
 
 
+@pytest.mark.slow
 def test_a_stall_before_the_first_token_is_a_first_token_timeout(sim, tmp_path):
     s = sim("--fault-stall", "1.0", "--fault-stall-seconds", "4")
     spec = write_spec(
@@ -152,6 +155,7 @@ def test_a_stall_before_the_first_token_is_a_first_token_timeout(sim, tmp_path):
     assert all(r["first_token_mono"] is None and r["error"] == "no token within 0.8 s" for r in rows)
 
 
+@pytest.mark.slow
 def test_malformed_events_and_dropped_connections_are_errors_of_their_kind(sim, tmp_path):
     s = sim("--fault-malformed-sse", "0.3", "--fault-drop", "0.3", "--fault-seed", "5")
     rec, rows, pdir = run_one(write_spec(tmp_path, max_failed_fraction=1.0), s.url, tmp_path / "cap")
@@ -166,6 +170,7 @@ def test_malformed_events_and_dropped_connections_are_errors_of_their_kind(sim, 
 # ------------------------------------------------------------------ server crash, then resume
 
 
+@pytest.mark.slow
 def test_crash_mid_point_keeps_a_record_per_request_and_resume_reruns_the_point(sim, tmp_path):
     s = sim("--fault-crash-after", "5")
     spec = write_spec(tmp_path, timeouts={"connect": 2, "first_token": 10, "total": 20})
@@ -186,6 +191,7 @@ def test_crash_mid_point_keeps_a_record_per_request_and_resume_reruns_the_point(
 # ------------------------------------------------------------------ flush, readiness, health
 
 
+@pytest.mark.slow
 def test_refused_flush_is_retried_and_noted(sim, tmp_path):
     s = sim("--fault-refuse-flush", "2")
     rec, rows, pdir = run_one(write_spec(tmp_path), s.url, tmp_path / "cap")
@@ -195,6 +201,7 @@ def test_refused_flush_is_retried_and_noted(sim, tmp_path):
     assert ok is False and note.startswith("not flushed after 3 tries (HTTP 400")
 
 
+@pytest.mark.slow
 def test_slow_readiness_is_waited_for_before_the_first_request(sim, tmp_path):
     s = sim("--fault-ready-delay", "2", wait_ready=False)
     cap = tmp_path / "cap"
@@ -208,6 +215,7 @@ def test_slow_readiness_is_waited_for_before_the_first_request(sim, tmp_path):
         check_server(never.url, ready_wait_s=0.5)
 
 
+@pytest.mark.slow
 def test_health_that_never_answers_stops_harness_run_with_one_line(sim, tmp_path):
     s = sim("--fault-health-stop-after", "0", wait_ready=False)
     t0 = time.monotonic()
@@ -313,6 +321,7 @@ def _metric(url: str, name: str) -> int:
 # ------------------------------------------------------------------ secrets (item 4)
 
 
+@pytest.mark.slow
 def test_api_key_in_headers_is_sent_but_written_nowhere(sim, tmp_path):
     key = "sk-fault-" + uuid.uuid4().hex
     s = sim("--api-key", key, "--enable-metrics")

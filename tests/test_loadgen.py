@@ -55,6 +55,7 @@ def overlap_max(rows) -> int:
     return best
 
 
+@pytest.mark.slow
 def test_concurrency_cap_exact(fake_server_factory, tmp_path):
     srv = fake_server_factory("--ttft-ms", "30", "--itl-ms", "5")
     s = build_schedule(spec(), None, 0)
@@ -70,6 +71,7 @@ def test_concurrency_cap_exact(fake_server_factory, tmp_path):
     assert r0["prompt_sha"] and r0["answer"] and r0["expected_prompt_tokens"] == r0["prompt_tokens"]
 
 
+@pytest.mark.slow
 def test_multi_turn_order_and_history(fake_server_factory, tmp_path):
     srv = fake_server_factory("--ttft-ms", "5", "--itl-ms", "1", "--record-prompts")
     sp = parse_spec(
@@ -124,6 +126,7 @@ def _fault_schedule(markers: list[str | None]) -> Schedule:
     return Schedule(kind="shared-prefix", seed=0, tokenizer="word", conversations=convs)
 
 
+@pytest.mark.slow
 def test_faults_recorded_while_others_complete(fake_server_factory, tmp_path):
     srv = fake_server_factory("--itl-ms", "2")
     markers = [None, "FAULT_500", None, "FAULT_MALFORMED", None, "FAULT_DROP", None, None]
@@ -147,6 +150,7 @@ def test_refused_connection_every_request_recorded(free_port, tmp_path):
     assert res.failed == 4 and {r["error_kind"] for r in rows} == {"connect"}
 
 
+@pytest.mark.slow
 def test_poisson_arrivals_on_absolute_times(fake_server_factory, tmp_path):
     srv = fake_server_factory("--itl-ms", "1")
     offs = arrival_offsets(40, 50.0, 7)
@@ -164,6 +168,7 @@ def test_poisson_arrivals_on_absolute_times(fake_server_factory, tmp_path):
     assert max(lag) < 0.05  # sent on time, well under the cap
 
 
+@pytest.mark.slow
 def test_cancel_records_in_flight_and_keeps_file_valid(fake_server_factory, tmp_path):
     srv = fake_server_factory("--ttft-ms", "10", "--itl-ms", "100")
     s = build_schedule(spec(), None, 0)
@@ -194,6 +199,7 @@ def test_cancel_records_in_flight_and_keeps_file_valid(fake_server_factory, tmp_
     assert all(r["done_mono"] and r["first_byte_mono"] for r in cancelled)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai-completions", "sglang-generate"])
 def test_other_apis_through_loadgen(fake_server, tmp_path, api):
     s = build_schedule(spec(api=api, groups=2, prompts_per_group=3), None, 1)
@@ -202,6 +208,7 @@ def test_other_apis_through_loadgen(fake_server, tmp_path, api):
     assert res.ok == 6 and all(r["api"] == api and r["completion_tokens"] == 4 for r in rows)
 
 
+@pytest.mark.slow
 def test_both_engines_record_the_same_facts(fake_server_factory, tmp_path):
     s = build_schedule(spec(groups=3, prompts_per_group=2), None, 3)
     got = {}
@@ -224,6 +231,7 @@ def test_both_engines_record_the_same_facts(fake_server_factory, tmp_path):
     assert got["http1"] == got["aiohttp"]
 
 
+@pytest.mark.slow
 def test_unknown_engine_is_one_clear_error(fake_server, tmp_path, monkeypatch):
     from harness.errors import HarnessError
 
@@ -253,6 +261,7 @@ def test_record_writer_hands_each_record_to_the_os_at_once(tmp_path):
     assert [r["index"] for r in rows] == [0, 1] and rows[0]["token_mono"] == [1.5, 2.25]
 
 
+@pytest.mark.slow
 def test_interrupt_raised_inside_a_worker_stops_cleanly(fake_server_factory, tmp_path, monkeypatch, caplog):
     """A signal handler's KeyboardInterrupt can land in a worker: records stay whole, no stray traceback."""
     import harness.loadgen as lg

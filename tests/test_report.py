@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from summary_capture import T0, build, prefill
 
 from harness.cli import main
 from harness.report import common, markdown
 from harness.summarize import summary
+from tests.helpers.summary_capture import T0, build, prefill
 
 
 @pytest.fixture(scope="module")

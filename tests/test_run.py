@@ -57,6 +57,7 @@ def harness(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
     )
 
 
+@pytest.mark.slow
 def test_run_writes_capture_and_resumes(fake_server, tmp_path):
     spec = spec_file(tmp_path)
     cap = tmp_path / "cap"
@@ -96,6 +97,7 @@ def test_run_writes_capture_and_resumes(fake_server, tmp_path):
     assert "already ok" in r2.stderr
 
 
+@pytest.mark.slow
 def test_only_and_seeds_select_points(fake_server, tmp_path):
     cap = tmp_path / "cap"
     r = harness(
@@ -119,6 +121,7 @@ def test_only_and_seeds_select_points(fake_server, tmp_path):
     assert bad.returncode == 2 and "not a sweep key" in bad.stderr
 
 
+@pytest.mark.slow
 def test_refused_url_is_one_line_exit_2(tmp_path, free_port):
     r = harness(
         "run",
@@ -133,6 +136,7 @@ def test_refused_url_is_one_line_exit_2(tmp_path, free_port):
     assert not (tmp_path / "cap").exists() or not list((tmp_path / "cap").rglob("point.json"))
 
 
+@pytest.mark.slow
 def test_unparsable_url_is_one_line_exit_2(tmp_path):
     r = harness(
         "run", str(spec_file(tmp_path)), "--server-url", "http://[::1", "--capture", str(tmp_path / "c")
@@ -140,6 +144,7 @@ def test_unparsable_url_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cannot reach" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_flush_retries_and_missing_endpoint(fake_server_factory):
     busy = fake_server_factory("--flush-busy", "2")
     ok, note = flush_cache(busy.url, wait_s=0.01)
@@ -152,6 +157,7 @@ def test_flush_retries_and_missing_endpoint(fake_server_factory):
     assert ok is None and "no flush endpoint" in note
 
 
+@pytest.mark.slow
 def test_failed_point_is_rerun_with_old_records_kept(fake_server_factory, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_TEST_TOKEN", "x")
     srv = fake_server_factory("--no-flush")

@@ -20,7 +20,7 @@ from harness.servers.process import ServerError, ServerProcess, live_servers
 from harness.servers.profiles import parse_servers
 from harness.servers.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
 
-FAKE = str(Path(__file__).with_name("servers_stub.py"))
+FAKE = str(Path(__file__).parent / "helpers" / "servers_stub.py")
 
 
 def _pid_gone(pid: int, within: float = 5.0) -> bool:
@@ -215,6 +215,7 @@ def test_home_and_cache_paths_are_expanded(tmp_path: Path, monkeypatch) -> None:
     assert cached.command[0] == str(cache / "bin" / "server") and cached.model == str(cache / "m.gguf")
 
 
+@pytest.mark.slow
 def test_server_launched_from_a_home_relative_path(tmp_path: Path, monkeypatch) -> None:
     home = tmp_path / "home"
     (home / "bin").mkdir(parents=True)
@@ -273,6 +274,7 @@ def _cmd_profile(*extra: str, engine: str | None = "sglang", timeout: float = 20
     return parse_servers([item], None, "t.yaml")[0]
 
 
+@pytest.mark.slow
 def test_server_starts_saves_info_and_stops_its_whole_group(tmp_path: Path) -> None:
     prof = _cmd_profile("--child", "--api-key", "sk-live-0123456789")
     sp = ServerProcess(prof, tmp_path / "fake", redactor=Redactor({"sk-live-0123456789"}))
@@ -291,6 +293,7 @@ def test_server_starts_saves_info_and_stops_its_whole_group(tmp_path: Path) -> N
     assert "ready to roll" in log and "sk-live-0123456789" not in log and REDACTED in log
 
 
+@pytest.mark.slow
 def test_server_that_exits_fails_fast_with_the_log_tail(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile("--exit-at-start", "3", timeout=60), tmp_path / "s")
     t0 = time.monotonic()
@@ -301,6 +304,7 @@ def test_server_that_exits_fails_fast_with_the_log_tail(tmp_path: Path) -> None:
     assert "exited with code 3" in msg and "cannot load the model" in msg and "\n" not in msg
 
 
+@pytest.mark.slow
 def test_server_never_ready_times_out_with_the_log_tail(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile("--never-ready", timeout=2), tmp_path / "s")
     t0 = time.monotonic()
@@ -311,6 +315,7 @@ def test_server_never_ready_times_out_with_the_log_tail(tmp_path: Path) -> None:
     assert _pid_gone(sp.pid)
 
 
+@pytest.mark.slow
 def test_readiness_by_url_only_for_generic_commands(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile("--ready-after", "0.5", engine=None), tmp_path / "s")
     with sp:
@@ -318,6 +323,7 @@ def test_readiness_by_url_only_for_generic_commands(tmp_path: Path) -> None:
     assert _pid_gone(sp.pid)
 
 
+@pytest.mark.slow
 def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile("--ignore-term"), tmp_path / "s", stop_grace_s=0.5)
     sp.start()
@@ -327,6 +333,7 @@ def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
     assert _pid_gone(pid) and time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 def test_restart_gives_a_new_process_and_keeps_the_log(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile(), tmp_path / "s")
     with sp:
@@ -344,6 +351,7 @@ def test_restart_gives_a_new_process_and_keeps_the_log(tmp_path: Path) -> None:
     assert (tmp_path / "s" / "server.log").read_text().count("ready to roll") == 2
 
 
+@pytest.mark.slow
 def test_env_and_env_placeholders_reach_the_server_but_not_the_log(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_TOKEN_SRC", "tok-abcdef-98765")
     prof = _cmd_profile(env={"SECRET_TOKEN": "{env:FAKE_TOKEN_SRC}"})
@@ -355,6 +363,7 @@ def test_env_and_env_placeholders_reach_the_server_but_not_the_log(tmp_path: Pat
     assert _pid_gone(pid)
 
 
+@pytest.mark.slow
 def test_attach_uses_a_running_server(tmp_path: Path) -> None:
     with ServerProcess(_cmd_profile(), tmp_path / "own") as own:
         prof = parse_servers(
@@ -366,6 +375,7 @@ def test_attach_uses_a_running_server(tmp_path: Path) -> None:
         assert own.alive()  # stopping an attached server leaves it alone
 
 
+@pytest.mark.slow
 def test_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""

@@ -43,6 +43,7 @@ def test_unknown_other_flag_is_an_error(capsys):
     assert "--no-such-flag" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "policy,config,needle",
     [

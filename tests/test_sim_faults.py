@@ -7,7 +7,10 @@ import time
 
 import httpx
 import pytest
-from sim_server_proc import SimProc
+
+from tests.helpers.procs import SimProc
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")
 BODY = {"text": "baba dada fafa gaga", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}

@@ -224,12 +224,14 @@ def test_random_workloads_always_finish_with_consistent_pools(w):
         assert r.first_token_time is not None and r.first_token_time <= r.finish_time
 
 
+@pytest.mark.slow
 def test_server_keeps_serving_the_others_when_one_client_disconnects(tmp_path):
     """Over HTTP: a client that goes away mid-stream must not strand the requests batched with it."""
     import threading
 
     import httpx
-    from sim_server_proc import SimProc
+
+    from tests.helpers.procs import SimProc
 
     sim = SimProc(tmp_path, "--card-profile", "tiny-test", "--max-total-tokens", "4096", "--time-scale", "1")
     try:

@@ -6,9 +6,12 @@ import random
 import re
 
 import httpx
-from sim_server_proc import SimProc
+import pytest
 
 from harness.tokenizer import WordTokenizer
+from tests.helpers.procs import SimProc
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 TOK = WordTokenizer()
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from sim_server_proc import SimProc
 
 from harness.capture import read_jsonl
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
 from harness.tokenizer import drop_reasoning
+from tests.helpers.procs import SimProc
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,11 @@ import time
 
 import httpx
 import pytest
-from sim_server_proc import SimProc
 
 from harness.tokenizer import WordTokenizer, render_chat
+from tests.helpers.procs import SimProc
+
+pytestmark = pytest.mark.slow  # every test here talks to one serve-sim process
 
 TOK = WordTokenizer()
 BASE_ARGS = (

@@ -41,6 +41,7 @@ def test_serve_sim_tlru_needs_the_unified_tree(capsys):
     assert "--sim-radix-tree radix" in err and "tlru" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_whatif_tree_flag(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "hash_ids": [1, 2]}\n{"timestamp": 1, "hash_ids": [1, 3]}\n')

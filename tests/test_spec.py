@@ -190,6 +190,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
         load_spec(p)
 
 
+@pytest.mark.slow
 def test_cli_prints_one_line_and_exits_2(tmp_path):
     p = write(tmp_path, with_(BASE, "workload.groups", 0))
     r = subprocess.run(

@@ -1,4 +1,4 @@
-"""Summaries from a capture built by hand (tests/summary_capture.py), figures worked out here."""
+"""Summaries from a capture built by hand (tests/helpers/summary_capture.py), figures worked out here."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from summary_capture import T0, build, prefill, request, stamp, write_point
 
 from harness.cli import main
 from harness.summarize.summary import SCHEMA_VERSION, merge_seeds, summarize
+from tests.helpers.summary_capture import T0, build, prefill, request, stamp, write_point
 
 
 @pytest.fixture(scope="module")

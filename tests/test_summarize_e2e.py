@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.report import write_report
 from harness.summarize.summary import summarize, write_summaries
+from tests.helpers.procs import SimProc
 
 pytestmark = pytest.mark.slow
 
@@ -47,59 +45,26 @@ timeouts: {{connect: 5, first_token: 60, total: 120}}
 MIN_HIT_RATE = (PROMPTS_PER_GROUP - CONCURRENCY) * 200 / (PROMPTS_PER_GROUP * 230)
 
 
-def _wait_port(log: Path, proc: subprocess.Popen, timeout: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"serve-sim exited with {proc.returncode}")
-        text = log.read_text(errors="replace") if log.exists() else ""
-        m = re.search(r"running on http://127\.0\.0\.1:(\d+)", text)
-        if m and "ready to roll" in text:
-            return int(m.group(1))
-        time.sleep(0.1)
-    raise AssertionError(f"serve-sim not ready after {timeout} s; log: {log}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-
-
 def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
     spec = tmp_path / "e2e.yaml"
     spec.write_text(SPEC)
     cap = tmp_path / "capture"
     log = cap / "e2e" / "e2e-gsp" / "sim" / "server.log"
     log.parent.mkdir(parents=True)
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "serve-sim",
-            "--port",
-            "0",
-            "--log-file",
-            str(log),
-            "--time-scale",
-            "0.02",
-            "--card-profile",
-            "tiny-test",
-            "--enable-metrics",
-            "--enable-cache-report",
-            "--max-total-tokens",
-            "20000",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    server = SimProc(
+        tmp_path,
+        "--time-scale",
+        "0.02",
+        "--card-profile",
+        "tiny-test",
+        "--enable-metrics",
+        "--enable-cache-report",
+        "--max-total-tokens",
+        "20000",
+        log_path=log,
+        timeout=60.0,
     )
     try:
-        port = _wait_port(log, server)
         run = subprocess.run(
             [
                 sys.executable,
@@ -108,7 +73,7 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
                 "run",
                 str(spec),
                 "--server-url",
-                f"http://127.0.0.1:{port}",
+                server.url,
                 "--server",
                 "sim",
                 "--node",
@@ -123,7 +88,7 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
         )
         assert run.returncode == 0, run.stdout + run.stderr
     finally:
-        _stop(server)
+        server.stop()
 
     summaries = summarize([cap])
     s = summaries["e2e"]

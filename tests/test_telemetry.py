@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import fake_nvml
 import pytest
 
 from harness.capture import TELEMETRY, read_jsonl
 from harness.errors import HarnessError
+from harness.telemetry import fake_nvml
 from harness.telemetry import gpus as gpus_mod
 from harness.telemetry.clocks import locked_clocks
 from harness.telemetry.sampler import FIELDS, open_sampler
@@ -404,6 +404,7 @@ def test_harness_gpu_lists_what_nvml_sees(install, capsys) -> None:
     assert "NVIDIA L4" in out and "SwThermalSlowdown" in out
 
 
+@pytest.mark.slow
 def test_harness_gpu_without_nvml_says_why_and_exits_0() -> None:
     r = subprocess.run(
         [sys.executable, "-m", "harness", "gpu"], cwd=ROOT, capture_output=True, text=True, timeout=60
@@ -423,6 +424,7 @@ def _load_probe():
     return mod
 
 
+@pytest.mark.slow
 def test_gpu_probe_without_gpu_says_so(tmp_path: Path) -> None:
     env = {**os.environ, "OUT": str(tmp_path)}
     r = subprocess.run(
@@ -439,6 +441,7 @@ def test_gpu_probe_without_gpu_says_so(tmp_path: Path) -> None:
     assert len(rows) == 1 and rows[0]["status"].startswith("no GPU: ")
 
 
+@pytest.mark.slow
 def test_gpu_probe_pipeline_on_fake_nvml_and_stub_torch(tmp_path: Path, install, monkeypatch) -> None:
     """The GPU path (sampler, phases, summary, validate) with the load itself stubbed out."""
     import types

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import asdict
@@ -15,6 +14,7 @@ import pytest
 
 from harness.telemetry.stats import point_stats
 from harness.validate import Thresholds, pair_verdicts, point_verdict, validate_summary
+from tests.helpers.procs import SimProc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,6 +168,7 @@ def _write(path: Path, points: list[dict[str, Any]], version: Any = 1) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_exit_0_when_everything_is_ok(tmp_path: Path) -> None:
     sim = point_stats([{"kind": "header", "status": "sim server: no GPU to sample"}])
     f = _write(
@@ -183,6 +184,7 @@ def test_cli_exit_0_when_everything_is_ok(tmp_path: Path) -> None:
     assert "no-telemetry" in r.stdout and "timings trustworthy" in r.stdout
 
 
+@pytest.mark.slow
 def test_cli_exit_1_when_flagged_table_and_json(tmp_path: Path) -> None:
     f = _write(
         tmp_path / "bad.json",
@@ -203,6 +205,7 @@ def test_cli_exit_1_when_flagged_table_and_json(tmp_path: Path) -> None:
     assert r.returncode == 0 and json.loads(r.stdout)["thresholds"]["clock_floor_mhz"] == 400
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -247,6 +250,7 @@ def test_cli_exit_2_on_bad_input_with_one_line(tmp_path: Path, content: str | No
     assert len(lines) == 1 and message in lines[0] and str(f) in lines[0], r.stderr
 
 
+@pytest.mark.slow
 def test_cli_rejects_negative_threshold(tmp_path: Path) -> None:
     f = _write(tmp_path / "s.json", [])
     r = _cli(str(f), "--max-thermal-fraction", "-1")
@@ -332,6 +336,7 @@ def test_cli_uses_the_summarys_thresholds_unless_told_otherwise(tmp_path: Path) 
     )
 
 
+@pytest.mark.slow
 def test_fake_nvml_scenario_script_reports_the_confounded_pair(tmp_path: Path) -> None:
     """scripts/validate_example.py drives the real sampler on fake NVML; it produces docs/validate-example.md."""
     out = tmp_path / "example.md"
@@ -349,17 +354,10 @@ def test_fake_nvml_scenario_script_reports_the_confounded_pair(tmp_path: Path) -
 # ----------------------------------------------------------------- end to end against the sim
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     from harness.capture import experiment_dir
     from harness.capture.manifest import write_manifest
-    from harness.servers.control import wait_ready
     from harness.servers.redact import spec_redactor
     from harness.spec import parse_spec
     from harness.summarize.summary import summarize
@@ -367,21 +365,9 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     from harness.telemetry.gpus import SIM_REASON, sampling_plan
     from harness.telemetry.sampler import open_sampler
 
-    port = _free_port()
-    log = open(tmp_path / "sim.log", "w")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "serve-sim", "--port", str(port), "--time-scale", "0.01"],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    sim = SimProc(tmp_path, "--time-scale", "0.01", timeout=60.0)
     try:
-        base = f"http://127.0.0.1:{port}"
-
-        def still_running() -> None:
-            assert proc.poll() is None, (tmp_path / "sim.log").read_text()
-
-        wait_ready(base + "/health", within_s=60, poll_s=0.2, request_timeout_s=1, gate=still_running)
+        base = sim.url
         spec = parse_spec(
             {
                 "name": "tel-e2e",
@@ -413,9 +399,7 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
             telemetry=lambda d: open_sampler(d, gpus=gpus, null_reason=why),
         )
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        sim.stop()
     assert recs and all(getattr(r, "telemetry_status", None) == SIM_REASON for r in recs)
     tel = list((tmp_path / "capture").rglob("telemetry.jsonl"))
     assert tel and all(json.loads(p.read_text().splitlines()[0])["status"] == SIM_REASON for p in tel)

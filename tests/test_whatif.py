@@ -132,6 +132,7 @@ def test_sweep_runs_configurations_in_processes():
     assert got[-1].host_hit_tokens >= 0 and got[-1].config.host_ratio == 4
 
 
+@pytest.mark.slow
 def test_command_prints_table_json_and_chart(tmp_path):
     p = write(
         tmp_path,
@@ -247,11 +248,10 @@ def _live_cached(
     tmp_path: Path, spec_path: Path, policy: str, pool: int, time_scale: float = 0.05
 ) -> dict[int, int]:
     """Cached tokens per schedule index from a real `harness serve-sim` run through harness.sweep."""
-    from sim_server_proc import SimProc
-
     from harness.capture import read_jsonl
     from harness.spec import load_spec
     from harness.sweep.bench import run_points
+    from tests.helpers.procs import SimProc
 
     spec = load_spec(spec_path)
     srv = SimProc(

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from . import oracle_env
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
-
-import oracle_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")

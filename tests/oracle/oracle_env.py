@@ -1,6 +1,7 @@
 """Build and cache a venv holding SGLang 0.5.23's own radix cache, so tests can diff against real code.
 
-Run as a script to build it ahead of time: `python tests/oracle/oracle_env.py` (idempotent).
+Run as a script to build it ahead of time: `python tests/oracle/oracle_env.py` (idempotent); with
+`--if-built` it only prints the venv's python when it is there (exit 1 otherwise), building nothing.
 The venv lives under $HARNESS_CACHE (default ~/.cache/harness)/sglang-oracle-0.5.23 and is marked
 complete by a stamp file written only after the import check passes, so an interrupted build is
 rebuilt rather than trusted. The main venv never imports torch: tests talk to it through
@@ -137,6 +138,9 @@ def ensure_oracle_python() -> Path:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--if-built"]:
+        print(python_path() if is_built() else "")
+        raise SystemExit(0 if is_built() else 1)
     try:
         print(ensure_oracle_python())
     except OracleUnavailable as e:

@@ -7,10 +7,7 @@ llama-real specs through the harness's own bench path and checks the records and
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,46 +17,26 @@ import pytest
 
 from harness.realserver.model import render_chatml
 from harness.workloads.tokenizers import TokenizerJson
+from tests.helpers.procs import free_port, stop, wait_ready
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow, pytest.mark.timeout(2400)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(llama, tmp_path):
     """llama-server on a free loopback port; stopped by its own pid."""
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
     argv = [str(llama.binary), "-m", str(llama.gguf), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["-c", "8192", "-np", "2", "-t", "2", "--cache-ram", "256", "--metrics"]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "llama-server not ready within 60 s"
-            time.sleep(0.1)
+        wait_ready(base, proc, timeout=60.0, what="llama-server", log=tmp_path / "server.log")
         yield base
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        stop(proc, grace=15.0, group=True)
         log.close()
 
 

@@ -14,10 +14,9 @@ import pytest
 import yaml
 
 from harness.realserver import suite
+from tests.helpers.procs import FAKESERVER
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]  # no build needed
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _spec(tmp_path: Path, name: str, workload: dict) -> Path:
@@ -33,7 +32,7 @@ def _spec(tmp_path: Path, name: str, workload: dict) -> Path:
                 "name": "fake-llama",
                 "launch": "command",
                 "engine": "llama.cpp",
-                "command": [sys.executable, str(REPO / "tests" / "fakeserver.py"), "--port", "{port}"]
+                "command": [sys.executable, str(FAKESERVER), "--port", "{port}"]
                 + ["--timings", "--ttft-ms", "5"],
                 "ready_timeout_s": 60,
             }

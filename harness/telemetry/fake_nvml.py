@@ -1,4 +1,7 @@
-"""A scripted stand-in for the `pynvml` module (nvidia-ml-py), injected via sys.modules in tests.
+"""A scripted stand-in for the `pynvml` module (nvidia-ml-py), to drive the real sampler with no GPU.
+
+The harness never installs it by itself: tests and scripts/validate_example.py put it into sys.modules
+on purpose, so it lives in the package those scripts may import (they import only `harness`).
 
 Each query has a script key; call i of that query on a GPU returns script[key][i] (the last value
 repeats). The sampler's probe makes call 0, so sample k sees index k + 1. Keys in `unsupported`

@@ -3,7 +3,7 @@
 Speaks OpenAI chat/completions and SGLang /generate with known delays, usage and cached tokens
 (longest common word prefix with an earlier prompt), plus fault modes triggered by a marker in
 the prompt: FAULT_500, FAULT_MALFORMED, FAULT_DROP, FAULT_HANG, FAULT_ERROR_EVENT.
-Run: python tests/fakeserver.py --port 0 [--ttft-ms 20 --itl-ms 5]  -> prints "PORT <n>".
+Run: python tests/helpers/fakeserver.py --port 0 [--ttft-ms 20 --itl-ms 5]  -> prints "PORT <n>".
 """
 
 from __future__ import annotations

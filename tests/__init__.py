@@ -1,0 +1,1 @@
+"""The test suite; `tests.helpers` holds what tests share (processes, hand-built captures), none a test."""

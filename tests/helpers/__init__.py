@@ -1,0 +1,2 @@
+"""What tests share and none of it a test: servers started as processes (procs), scripted servers run
+as scripts (fakeserver, servers_stub, servers_crash_once), and a capture built by hand (summary_capture)."""

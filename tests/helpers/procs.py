@@ -1,0 +1,160 @@
+"""Servers that tests start as child processes on 127.0.0.1: one readiness poll, one stop, by pid.
+
+`wait_ready` is the only loop in the tests that waits for a server to answer; `stop` the only way a
+test ends one (SIGTERM, then SIGKILL after a grace period). Ports are chosen at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKESERVER = Path(__file__).resolve().with_name("fakeserver.py")
+_PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
+
+
+def free_port() -> int:
+    """A port nothing listens on now (bound then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(
+    url: str,
+    proc: subprocess.Popen | None = None,
+    *,
+    timeout: float = 20.0,
+    path: str = "/health",
+    what: str = "server",
+    log: Path | None = None,
+) -> None:
+    """Poll GET url+path until it answers 200; fail at once if `proc` exits, quoting the end of `log`."""
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited {proc.returncode}: {tail()}")
+        try:
+            if httpx.get(url + path, timeout=2.0, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} not ready within {timeout:g} s: {tail()}")
+
+
+def stop(proc: subprocess.Popen, *, grace: float = 10.0, group: bool = False) -> int:
+    """SIGTERM the process (or its process group), SIGKILL it after `grace` seconds; its exit code."""
+    if proc.poll() is None:
+        kill = os.killpg if group else os.kill
+        kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+    return proc.returncode
+
+
+class FakeServerProcess:
+    """tests/helpers/fakeserver.py in its own process; ready once it prints its port."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(FAKESERVER), "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"fake server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def stats(self) -> dict:
+        return self.get("/stats")
+
+    def reset(self) -> None:
+        req = urllib.request.Request(self.url + "/reset", method="POST", data=b"")
+        urllib.request.urlopen(req, timeout=10).close()
+
+    def stop(self) -> None:
+        stop(self.proc, grace=5.0)
+
+
+class SimProc:
+    """A `harness serve-sim` subprocess on a port the OS picks (read back from its --log-file)."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        *args: str,
+        wait_ready: bool = True,
+        timeout: float = 20.0,
+        log_path: Path | None = None,
+    ) -> None:
+        self.log_path = log_path or tmp / "sim.log"
+        self.err_path = tmp / "sim.stderr"
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness",
+            "serve-sim",
+            "--port",
+            "0",
+            "--log-file",
+            str(self.log_path),
+            *args,
+        ]
+        self.err = open(self.err_path, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err, cwd=os.getcwd())
+        self.port = self._wait_port(timeout)
+        self.url = f"http://127.0.0.1:{self.port}"
+        if wait_ready:
+            self.wait_ready(timeout)
+
+    def _wait_port(self, timeout: float) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve-sim exited {self.proc.returncode}: {self.err_path.read_text()}")
+            if self.log_path.exists():
+                m = _PORT_RE.search(self.log_path.read_text())
+                if m:
+                    return int(m.group(1))
+            time.sleep(0.05)
+        raise TimeoutError("serve-sim did not start listening")
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        wait_ready(self.url, self.proc, timeout=timeout, what="serve-sim", log=self.err_path)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        code = stop(self.proc)
+        self.err.close()
+        return code
