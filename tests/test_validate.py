@@ -311,6 +311,7 @@ def test_other_thresholds_recompute_and_say_so() -> None:
     assert [p["verdict"] for p in out["points"]] == ["below-floor", "below-floor"]
 
 
+@pytest.mark.slow
 def test_cli_uses_the_summarys_thresholds_unless_told_otherwise(tmp_path: Path) -> None:
     f = tmp_path / "s.json"
     f.write_text(json.dumps(_summarized(_a_b())))
