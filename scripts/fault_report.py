@@ -28,6 +28,8 @@ from typing import Any
 import httpx
 import yaml
 
+from harness.servers import control
+
 ROOT = Path(__file__).resolve().parents[1]
 _PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 # a server command whose first launch crashes after N requests and whose relaunch (the marker file
@@ -71,20 +73,17 @@ class Sim:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
         port = self._until(lambda: log.exists() and _PORT_RE.search(log.read_text()), "listening", timeout)
         self.url = f"http://127.0.0.1:{port.group(1)}"
-        if wait_ready:
-            self._until(self._healthy, "ready", timeout)
+        if wait_ready:  # the harness's own readiness poll
+            control.wait_ready(self.url + "/health", within_s=timeout, poll_s=0.05, gate=self._alive)
 
-    def _healthy(self) -> bool:
-        try:
-            return httpx.get(self.url + "/health", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
-            return False
+    def _alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"serve-sim exited {self.proc.returncode}: {self.err_path.read_text()}")
 
     def _until(self, cond: Callable[[], Any], what: str, timeout: float) -> Any:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve-sim exited {self.proc.returncode}: {self.err_path.read_text()}")
+            self._alive()
             if got := cond():
                 return got
             time.sleep(0.05)

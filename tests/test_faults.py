@@ -25,7 +25,7 @@ from harness.errors import HarnessError
 from harness.servers.control import check_server, flush_cache
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
-from tests.helpers.procs import SimProc
+from tests.helpers.procs import SimProc, wait_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")
@@ -241,15 +241,6 @@ def _start_run(spec: Path, url: str, cap: Path, env: dict | None = None) -> subp
     )
 
 
-def _wait_lines(path: Path, n: int, within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_bytes().count(b"\n") >= n:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path}: fewer than {n} records after {within}s")
-
-
 SLOW_WL = {"groups": 4, "prompts_per_group": 10, "output_tokens": 16}
 
 
@@ -261,7 +252,7 @@ def test_sigterm_to_harness_run_writes_point_json_and_resume_completes(sim, tmp_
     pdir = cap / "n" / "faults" / "attached" / POINT
     proc = _start_run(spec, s.url, cap)
     try:
-        _wait_lines(pdir / "requests.jsonl", 3)
+        wait_lines(pdir / "requests.jsonl", 3)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -286,7 +277,7 @@ def test_kill_9_mid_point_loses_at_most_the_requests_in_flight(sim, tmp_path):
     pdir = cap / "n" / "faults" / "attached" / POINT
     proc = _start_run(spec, s.url, cap)
     try:
-        _wait_lines(pdir / "requests.jsonl", 5)
+        wait_lines(pdir / "requests.jsonl", 5)
         proc.kill()
         proc.wait(10)
         received = _metric(s.url, "sglang:num_requests_total")  # at once, before orphans can finish

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from harness.capture import read_jsonl
 from harness.servers.control import flush_cache
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
+from tests.helpers.procs import wait_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -227,12 +227,7 @@ def test_sigint_leaves_valid_requests_jsonl(fake_server_factory, tmp_path):
         text=True,
     )
     pdir = cap / "n" / "exp" / "attached" / "groups=1,seed=0"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # wait until some records are on disk
-        req = pdir / "requests.jsonl"
-        if req.exists() and req.read_text().count("\n") >= 3:
-            break
-        time.sleep(0.05)
+    wait_lines(pdir / "requests.jsonl", 3)  # some records on disk
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

@@ -1,7 +1,8 @@
 """Servers that tests start as child processes on 127.0.0.1: one readiness poll, one stop, by pid.
 
-`wait_ready` is the only loop in the tests that waits for a server to answer; `stop` the only way a
-test ends one (SIGTERM, then SIGKILL after a grace period). Ports are chosen at run time.
+`wait_ready` is how every test waits for a server to answer (it polls through the harness's own
+`servers.control.wait_ready`); `stop` the only way a test ends one (SIGTERM, then SIGKILL after a
+grace period). Ports are chosen at run time.
 """
 
 from __future__ import annotations
@@ -10,25 +11,20 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-import httpx
+from harness.servers.control import NotReady
+from harness.servers.control import wait_ready as poll_ready
+from harness.servers.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKESERVER = Path(__file__).resolve().with_name("fakeserver.py")
+__all__ = ["FAKESERVER", "FakeServerProcess", "SimProc", "free_port", "stop", "wait_lines", "wait_ready"]
 _PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
-
-
-def free_port() -> int:
-    """A port nothing listens on now (bound then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_ready(
@@ -40,22 +36,30 @@ def wait_ready(
     what: str = "server",
     log: Path | None = None,
 ) -> None:
-    """Poll GET url+path until it answers 200; fail at once if `proc` exits, quoting the end of `log`."""
+    """GET url+path until it answers 200, through the harness's own readiness poll; fail at once if
+    `proc` exits, quoting the end of `log`."""
 
     def tail() -> str:
         return log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
 
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    def alive() -> None:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{what} exited {proc.returncode}: {tail()}")
-        try:
-            if httpx.get(url + path, timeout=2.0, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not ready within {timeout:g} s: {tail()}")
+
+    try:
+        poll_ready(url + path, within_s=timeout, poll_s=0.05, gate=alive)
+    except NotReady as e:
+        raise TimeoutError(f"{what} not ready within {timeout:g} s ({e.why}): {tail()}") from None
+
+
+def wait_lines(path: Path, n: int, within: float = 30) -> None:
+    """Wait until a process under test has written n lines (records) to path."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path}: fewer than {n} records after {within}s")
 
 
 def stop(proc: subprocess.Popen, *, grace: float = 10.0, group: bool = False) -> int:
