@@ -154,7 +154,7 @@ def physics_profile(hw: Card, shape: ModelShape, sm_clock_mhz: float) -> Physics
         kv_bytes_per_token=kv,
         default_pool_tokens=default_pool_tokens(hw, shape),
         chunked_prefill_size=chunk,
-        max_running_requests=max(max_bs, 1) * 4 if hw.visible_gib < 60 else 1024,
+        max_running_requests=256 if hw.visible_gib < 60 else 1024,  # the sim's earlier profiles
         context_length=shape.context_length,
         gpu_mem_gb=hw.mem_gb,
         num_layers=shape.layers,
