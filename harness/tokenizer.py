@@ -88,14 +88,25 @@ THINK_START = "<think>"
 THINK_END = "</think>"
 
 
+def strip_reasoning(text: str) -> str:
+    """What Qwen3's chat template keeps of an earlier answer: the text after its LAST `</think>`, leading
+    newlines dropped (`content.split('</think>')[-1].lstrip('\\n')`); text without one is kept whole.
+
+    The one rule for both sides: the sim's template (`drop_reasoning`) and the client building a
+    drop-reasoning history (`workloads.prompts`), so the history a client sends renders as the server
+    would render the full answer.
+    """
+    return text.rsplit(THINK_END, 1)[1].lstrip("\n") if THINK_END in text else text
+
+
 def drop_reasoning(messages: Sequence[dict]) -> list[dict]:
-    """A Qwen3-style template's history rewrite: assistant messages before the last user message lose
-    everything up to their last `</think>`; a trailing assistant turn (being generated) keeps its span."""
+    """A Qwen3-style template's history rewrite: assistant messages before the last user message keep only
+    what `strip_reasoning` keeps; a trailing assistant turn (being generated) keeps its span."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     out: list[dict] = []
     for i, m in enumerate(messages):
         text = _content_text(m.get("content"))
         if i < last_user and m.get("role") == "assistant" and THINK_END in text:
-            m = {**m, "content": text.rsplit(THINK_END, 1)[1].lstrip()}
+            m = {**m, "content": strip_reasoning(text)}
         out.append(m)
     return out

@@ -102,8 +102,10 @@ def test_template_drop_reasoning_unit():
         {"role": "assistant", "content": "<think> z </think> e"},
     ]
     out = drop_reasoning(msgs)
-    assert [m["content"] for m in out] == ["a", "b c", "d", "<think> z </think> e"]
+    assert [m["content"] for m in out] == ["a", " b c", "d", "<think> z </think> e"]
     assert msgs[1]["content"] == "<think> x y </think> b c"  # the caller's messages are not changed
+    msgs[1]["content"] = "<think> x </think> quoted </think>\n\nb c"  # the last </think> counts
+    assert drop_reasoning(msgs)[1]["content"] == "b c"
 
 
 def test_answers_carry_the_reasoning_span_and_flags_are_reported(sim):

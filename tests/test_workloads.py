@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from harness.errors import HarnessError, SpecError
 from harness.spec import parse_spec
-from harness.tokenizer import WordTokenizer, render_chat
-from harness.workloads import PromptBuilder, build_schedule, load_prompt_maker, strip_reasoning
+from harness.tokenizer import WordTokenizer, render_chat, strip_reasoning
+from harness.workloads import PromptBuilder, build_schedule, load_prompt_maker
 from harness.workloads.prompts import Turnout
 
 WT = WordTokenizer()
@@ -278,8 +278,12 @@ def test_prompt_builder_history_and_expected_tokens():
 
 def test_drop_reasoning_history():
     assert strip_reasoning("<think>long thoughts</think>\n\nthe answer") == "the answer"
-    assert strip_reasoning("thoughts only closed</think> answer") == "answer"
+    # Qwen3's template keeps what follows the LAST </think> (an answer that quotes the tag loses the
+    # quote too) and strips leading newlines only, not spaces
+    assert strip_reasoning("<think>a</think>\nsaid </think> once\n</think>\n\nfinal") == "final"
+    assert strip_reasoning("thoughts only closed</think> answer") == " answer"
     assert strip_reasoning("plain") == "plain"
+    assert strip_reasoning("<think>cut off before the end") == "<think>cut off before the end"
     s = build_schedule(mt_spec(history="drop-reasoning"), None, 0)
     c = s.conversations[0]
     p = PromptBuilder(s, "openai-chat").build(c, c.turns[1], [Turnout(answer="<think>hmm hmm</think>yes")])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.spec import ExperimentSpec, MultiTurnWorkload, Workload
 from harness.tokenizer import Tokenizer
 from harness.workloads.generators import multi_turn, shared_prefix
-from harness.workloads.prompts import PromptBuilder, strip_reasoning
+from harness.workloads.prompts import PromptBuilder
 from harness.workloads.schedule import Conversation, Prompt, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker, load_prompt_maker
 
@@ -18,7 +18,6 @@ __all__ = [
     "Schedule",
     "build_schedule",
     "load_prompt_maker",
-    "strip_reasoning",
 ]
 
 

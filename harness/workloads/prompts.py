@@ -7,23 +7,12 @@ prompt carries the answers the server actually returned for turns 0..t-1.
 from __future__ import annotations
 
 import hashlib
-import re
 from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from harness.tokenizer import render_chat
+from harness.tokenizer import render_chat, strip_reasoning
 from harness.workloads.schedule import Conversation, Request, Schedule
-
-_THINK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
-
-
-def strip_reasoning(answer: str) -> str:
-    """Drop a <think>...</think> span (or everything up to a lone </think>) from an earlier answer."""
-    out = _THINK.sub("", answer)
-    if "</think>" in out:
-        out = out.split("</think>", 1)[1].lstrip()
-    return out
 
 
 @dataclass
