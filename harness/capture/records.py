@@ -83,6 +83,9 @@ class PointRecord:
     attempt: int = 1
     failure: str | None = None  # why the point failed (e.g. server log tail)
     telemetry_status: str | None = None  # "ok", or why there are no GPU samples
+    fresh_server: bool = False  # the harness started the server for this point: nothing cached yet
+    cache_state: str | None = None  # cold | warm-start | cache-not-cold (harness.summarize.cold)
+    cache_flags: dict[str, str] = field(default_factory=dict)  # flag -> why
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

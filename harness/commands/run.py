@@ -31,6 +31,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="run only sweep points where KEY equals VALUE (repeatable)",
     )
+    p.add_argument(
+        "--wait-ready",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="wait this long for the server to answer (a vLLM port opens only once it is ready; "
+        "default 5, 0 = fail at once); a 503 from /health is waited for at least 300 s",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--gpus",
@@ -66,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if why:
         raise HarnessError(f"--only: {spec.source_path}: {why}")
     check_writable(Path(args.capture), "capture", min_free_mb=100)  # one line, before the server is touched
-    check_server(args.server_url)
+    if args.wait_ready < 0:
+        raise HarnessError(f"--wait-ready: expected seconds >= 0, got {args.wait_ready:g}")
+    check_server(args.server_url, wait_ready_s=args.wait_ready)
     install_signal_handlers()  # SIGTERM/SIGHUP act as Ctrl-C: in-flight requests recorded, point.json written
     capture = Path(args.capture)
 

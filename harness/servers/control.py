@@ -75,11 +75,36 @@ def wait_ready(
             time.sleep(poll_s)
 
 
-def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READY_WAIT_S) -> None:
-    """Fail fast with one line when nothing listens at the URL; wait while /health says 503 (loading)."""
+WAIT_READY_S = 5.0  # `harness run --wait-ready` default: how long a closed port is waited for
+
+
+def check_server(
+    base_url: str,
+    timeout: float = 5.0,
+    ready_wait_s: float = READY_WAIT_S,
+    wait_ready_s: float = WAIT_READY_S,
+) -> None:
+    """Wait until the server answers, then while /health says 503 (loading); one line when it never does.
+
+    A closed port is waited for `wait_ready_s` (vLLM opens its port only once its engine is ready;
+    0 fails at once); then a 503 (SGLang loading its weights) up to `ready_wait_s`.
+    """
     url = normalize_base_url(base_url)
     if not url.startswith(("http://", "https://")):
         raise HarnessError(f"--server-url: expected http://HOST:PORT, got {base_url!r}")
+    try:
+        wait_ready(
+            url + "/health",
+            within_s=wait_ready_s,
+            poll_s=0.25,
+            request_timeout_s=timeout,
+            trust_env=True,
+            ready=lambda status: True,  # any answer: something listens there
+            fail_when_unreachable=wait_ready_s <= 0,
+        )
+    except NotReady as e:
+        waited = f" (waited {wait_ready_s:g}s, --wait-ready)" if wait_ready_s > 0 else ""
+        raise HarnessError(f"--server-url: cannot reach {base_url} ({e.why}){waited}") from None
     try:
         wait_ready(
             url + "/health",
@@ -100,15 +125,36 @@ def check_server(base_url: str, timeout: float = 5.0, ready_wait_s: float = READ
         ) from None
 
 
+RESET_PATHS = ("/flush_cache", "/reset_prefix_cache")  # SGLang's, vLLM's (VLLM_SERVER_DEV_MODE=1)
+
+
 def flush_cache(
     base_url: str,
     *,
     tries: int = FLUSH_TRIES,
     wait_s: float = FLUSH_WAIT_S,
     headers: dict[str, str] | None = None,
+    paths: tuple[str, ...] = RESET_PATHS,
 ) -> tuple[bool | None, str | None]:
-    """POST /flush_cache until it succeeds; (None, note) when the server has no such endpoint."""
-    url = normalize_base_url(base_url) + "/flush_cache"
+    """POST the first reset endpoint that exists until it succeeds; (None, note) when none exists.
+
+    Refusals are retried: SGLang's 400 while requests are pending, vLLM's 200 `{"success": false}`
+    while blocks are still held. Anything but a success leaves the point's cache warm (summarize.cold).
+    """
+    missing = []
+    for path in paths:
+        flushed, note = _reset_one(normalize_base_url(base_url) + path, tries, wait_s, headers)
+        if flushed is not None:
+            return flushed, note
+        missing.append(f"{path} {note}")
+    if not missing:
+        return None, "no flush endpoint known for this server"
+    return None, "no flush endpoint (" + "; ".join(missing) + ")"
+
+
+def _reset_one(
+    url: str, tries: int, wait_s: float, headers: dict[str, str] | None
+) -> tuple[bool | None, str | None]:
     last = ""
     for i in range(tries):
         try:
@@ -117,15 +163,27 @@ def flush_cache(
         except httpx.HTTPError as e:
             return False, f"flush failed: {type(e).__name__}: {e}"
         if r.status_code in (404, 405):
-            return None, f"no flush endpoint (HTTP {r.status_code})"
-        if r.status_code == 200:
+            return None, f"HTTP {r.status_code}"
+        refused_200 = r.status_code == 200 and _says_failure(r)
+        if r.status_code == 200 and not refused_200:
             return True, None if i == 0 else f"flushed after {i + 1} tries"
         last = f"HTTP {r.status_code}: {r.text.strip()[:200]}"
         # SGLang answers 400 with a generic text (the "pending requests" reason is only in its log)
-        if "pending" not in r.text.lower() and r.status_code not in (400, 503):
+        if not refused_200 and "pending" not in r.text.lower() and r.status_code not in (400, 503):
             return False, f"flush refused: {last}"
         time.sleep(wait_s)
     return False, f"not flushed after {tries} tries ({last})"
+
+
+def _says_failure(r: httpx.Response) -> bool:
+    """vLLM's reset answers 200 `{"success": false}` when blocks are still held."""
+    if "json" not in r.headers.get("content-type", ""):
+        return False
+    try:
+        body = r.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("success") is False
 
 
 def fetch_metrics(base_url: str, dest: Path, headers: dict[str, str] | None = None) -> bool:

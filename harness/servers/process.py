@@ -95,6 +95,7 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.launches = 0
+        self.points_run = 0  # points run on the current process: the first one finds nothing cached
         self.info: dict[str, Any] | None = None
         self._launch: Launch | None = None
         self._log_start = 0
@@ -152,7 +153,18 @@ class ServerProcess:
         self._save_info()
         return self
 
+    @property
+    def fresh(self) -> bool:
+        """Started and no point run on it yet: its cache is empty without a reset."""
+        return self.launches > 0 and self.points_run == 0 and not self.attached
+
+    @property
+    def reset_paths(self) -> tuple[str, ...]:
+        """The adapter's cache reset endpoint, if the engine has one."""
+        return (self.adapter.flush_path,) if self.adapter.flush_path else ()
+
     def _launch_once(self) -> None:
+        self.points_run = 0
         self.server_dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(self.profile.host)
         self._launch = Launch(
@@ -160,6 +172,7 @@ class ServerProcess:
         )
         argv = self.adapter.argv(self.profile, self._launch)
         env = dict(os.environ)
+        env.update(self.adapter.env)  # e.g. vLLM's VLLM_SERVER_DEV_MODE=1 for its reset endpoint
         env.update({k: self._fill_env(v) for k, v in self.profile.env.items()})
         env.setdefault("PYTHONUNBUFFERED", "1")
         log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - handed to the child / the pump

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 from harness.errors import SpecError
 from harness.paths import expand_path, fill_cache
 
-LAUNCH_KINDS = ("sglang", "sim", "command", "attach")
-ENGINES = ("sglang", "sim", "llama.cpp", "generic")
+LAUNCH_KINDS = ("sglang", "sim", "vllm", "command", "attach")
+ENGINES = ("sglang", "sim", "vllm", "llama.cpp", "generic")
 RUNTIME_KEYS = ("port", "host", "model")
 PROFILE_KEYS = {
     "name",
@@ -45,7 +45,8 @@ PROFILE_KEYS = {
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
 _RESERVED_FLAGS = {"--port": "the port is chosen at run time", "--host": "set `host:` in the profile"}
-DEFAULT_READY_TIMEOUT_S = {"sglang": 900.0, "sim": 60.0, "command": 300.0, "attach": 30.0}
+# vLLM on CPU compiles its model on first start: minutes on 2 cores
+DEFAULT_READY_TIMEOUT_S = {"sglang": 900.0, "sim": 60.0, "vllm": 900.0, "command": 300.0, "attach": 30.0}
 DEFAULT_HOST = "127.0.0.1"
 
 
@@ -73,7 +74,9 @@ class ServerProfile:
     def engine_name(self) -> str:
         if self.engine:
             return self.engine
-        return {"sglang": "sglang", "sim": "sim", "command": "generic", "attach": "sglang"}[self.launch]
+        return {"sglang": "sglang", "sim": "sim", "vllm": "vllm", "command": "generic", "attach": "sglang"}[
+            self.launch
+        ]
 
     @property
     def timeout_s(self) -> float:
@@ -82,7 +85,7 @@ class ServerProfile:
     def with_launch(self, launch: str) -> ServerProfile:
         """The same profile on another engine (e.g. an SGLang profile run on the sim)."""
         return dataclasses.replace(
-            self, launch=launch, engine=None if launch in ("sglang", "sim") else self.engine
+            self, launch=launch, engine=None if launch in ("sglang", "sim", "vllm") else self.engine
         )
 
 
@@ -202,7 +205,7 @@ def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], l
     """`args` (sglang/sim flags, never --port/--host/--model-path) or `command` (launch: command, with {port})."""
     args = _str_list(item.get("args", []), f, f"{key}.args")
     command = _str_list(item.get("command", []), f, f"{key}.command")
-    if launch in ("sglang", "sim"):
+    if launch in ("sglang", "sim", "vllm"):
         if command:
             raise SpecError(
                 f, f"{key}.command", f"only for launch: command (this profile is launch: {launch}; use args)"
@@ -211,7 +214,7 @@ def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], l
             flag = a.split("=", 1)[0]
             if flag in _RESERVED_FLAGS:
                 raise SpecError(f, f"{key}.args[{j}]", f"{flag} is not allowed here: {_RESERVED_FLAGS[flag]}")
-            if flag == "--model-path":
+            if flag == "--model-path" or (launch == "vllm" and flag == "--model"):
                 raise SpecError(
                     f, f"{key}.args[{j}]", "--model-path is not allowed here: set `model:` or use --model"
                 )

@@ -27,6 +27,7 @@ from harness.capture.manifest import (
 from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
 from harness.errors import HarnessError
+from harness.servers.control import RESET_PATHS
 from harness.servers.process import ServerError, ServerProcess
 from harness.servers.profiles import ServerProfile
 from harness.servers.redact import Redactor, spec_redactor
@@ -80,6 +81,10 @@ class _Attached:
 
     def quoted_tail(self) -> str:
         return "(the attached server's log is not ours)"
+
+    fresh = False  # someone else's server: what it holds is not known
+    reset_paths = RESET_PATHS  # SGLang's, then vLLM's
+    points_run = 0
 
 
 @dataclass
@@ -145,7 +150,10 @@ def _run_with_retries(
             telemetry=sw.telemetry,
             attempt=attempt,
             prompt_maker=sw.prompt_maker,
+            reset_paths=server.reset_paths,
+            fresh_server=server.fresh,
         )
+        server.points_run += 1
         status = rec.status
         if status != "ok" and isinstance(server, ServerProcess):
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
-from harness.capture.files import write_json_atomic
+from harness.capture.files import read_jsonl, write_json_atomic
 from harness.capture.points import count_requests, move_aside
 from harness.capture.records import PointRecord
 from harness.loadgen import RunIds, run_schedule
-from harness.servers.control import fetch_metrics, flush_cache
+from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
+from harness.summarize.cold import cache_state
 from harness.workloads import PromptMaker, build_schedule
 
 Telemetry = Callable[[Path], Any]  # (point_dir) -> context manager whose __enter__ has .status
@@ -47,8 +48,14 @@ def run_point(
     telemetry: Telemetry | None = None,
     attempt: int = 1,
     prompt_maker: PromptMaker | None = None,
+    reset_paths: tuple[str, ...] = RESET_PATHS,
+    fresh_server: bool = False,
 ) -> PointRecord:
-    """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C)."""
+    """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
+
+    The cache is reset first through the server's reset endpoint (`reset_paths`, the first that exists);
+    point.json says whether the point began cold (`cache_state`, harness.summarize.cold): a point on a
+    server started for it (`fresh_server`) is cold without a reset."""
     pname = point_name(point.sweep, seed)
     pdir = point_dir(Path(capture_root), node, spec.name, server_name, pname)
     pdir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +65,7 @@ def run_point(
     )  # tokenizing happens here, not mid-run
     start_mono, start_wall = time.monotonic(), time.time()
     headers = spec.resolved_headers()
-    flushed, note = flush_cache(base_url, headers=headers)
+    flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
     fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
     status: str = "failed"
     failure: str | None = None
@@ -113,7 +120,11 @@ def run_point(
         attempt=attempt,
         failure=failure,
         telemetry_status=telemetry_status,
+        fresh_server=fresh_server,
     )
+    rows = read_jsonl(pdir / REQUESTS)[0] if (pdir / REQUESTS).exists() else []
+    cold = cache_state(rec.to_dict(), rows, None)  # the summary judges again with the block size
+    rec.cache_state, rec.cache_flags = cold["state"], cold["flags"]
     write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
         raise KeyboardInterrupt
