@@ -1,4 +1,4 @@
-"""Verdicts and wire leniency against an independent standard-library server (tests/stdlib_server.py).
+"""Verdicts and wire leniency against an independent standard-library server (tests/helpers/stdlib_server.py).
 
 Every request asks for max_tokens with ignore_eos, so only a "length" finish with all tokens is ok:
 SGLang's abort, other finishes, short counts and streams without a finish are `truncated`; a clean
@@ -9,11 +9,7 @@ non-SSE 200 is `protocol`. Also: bare-LF response heads, a kept-alive connection
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -22,28 +18,18 @@ from harness.capture.records import RequestRecord
 from harness.client import SSEParser, get_dialect, stream_request
 from harness.client.http1 import H1Pool
 from harness.workloads.prompts import BuiltPrompt
+from tests.helpers.procs import STDLIB_SERVER, ScriptServer
 
 pytestmark = pytest.mark.slow
-SERVER = Path(__file__).resolve().parent / "stdlib_server.py"
 ENGINES = ["http1", "aiohttp"]
 ASKED = 16
 
 
 @pytest.fixture(scope="module")
 def stdlib_url():
-    proc = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    try:
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    server = ScriptServer(STDLIB_SERVER)
+    yield server.url
+    server.stop()
 
 
 def _session(engine: str, base: str, traced: bool = True):

@@ -1,6 +1,6 @@
 """Cold-cache honesty: a point whose cache was not reset, or whose reset did not take, is flagged everywhere.
 
-The integration tests run `harness run` against tests/stdlib_cache_server.py (standard library only),
+The integration tests run `harness run` against tests/helpers/stdlib_cache_server.py (standard library only),
 whose /flush_cache either empties the cache (control), answers success and does nothing, or is absent.
 """
 
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from harness.summarize.cold import HEAD_SLACK, cache_state, first_requests, worst_state
+from tests.helpers.procs import STDLIB_CACHE_SERVER, ScriptServer
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = Path(__file__).with_name("stdlib_cache_server.py")
 
 
 def row(i: int, pos: int, cached: int | None, prompt: int = 558, group: int = 0) -> dict:
@@ -88,18 +88,9 @@ def test_no_reset_is_warm_start_unless_the_server_was_fresh() -> None:
 @pytest.fixture
 def stdlib_server(request):
     mode = request.param
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", "--reset", mode],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        assert line.startswith("PORT "), line
-        yield mode, f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    server = ScriptServer(STDLIB_CACHE_SERVER, "--port", "0", "--reset", mode)
+    yield mode, server.url
+    server.stop()
 
 
 def _spec(tmp_path: Path) -> Path:

@@ -22,8 +22,22 @@ from harness.servers.control import wait_ready as poll_ready
 from harness.servers.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKESERVER = Path(__file__).resolve().with_name("fakeserver.py")
-__all__ = ["FAKESERVER", "FakeServerProcess", "SimProc", "free_port", "stop", "wait_lines", "wait_ready"]
+HERE = Path(__file__).resolve().parent
+FAKESERVER = HERE / "fakeserver.py"
+STDLIB_SERVER = HERE / "stdlib_server.py"
+STDLIB_CACHE_SERVER = HERE / "stdlib_cache_server.py"
+__all__ = [
+    "FAKESERVER",
+    "STDLIB_CACHE_SERVER",
+    "STDLIB_SERVER",
+    "FakeServerProcess",
+    "ScriptServer",
+    "SimProc",
+    "free_port",
+    "stop",
+    "wait_lines",
+    "wait_ready",
+]
 _PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 
 
@@ -75,24 +89,32 @@ def stop(proc: subprocess.Popen, *, grace: float = 10.0, group: bool = False) ->
     return proc.returncode
 
 
-class FakeServerProcess:
-    """tests/helpers/fakeserver.py in its own process; ready once it prints its port."""
+class ScriptServer:
+    """One of the scripted servers here (fakeserver, stdlib_server, ...) in its own process: ready once
+    it prints `PORT <n>`; stopped by its pid."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, script: Path, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, str(FAKESERVER), "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
+            [sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True, env=env
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):
             self.stop()
-            raise RuntimeError(f"fake server did not start: {line!r}")
+            raise RuntimeError(f"{script.name} did not start: {line!r}")
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop(self.proc, grace=5.0)
+
+
+class FakeServerProcess(ScriptServer):
+    """tests/helpers/fakeserver.py, plus its /stats and /reset."""
+
+    def __init__(self, *args: str) -> None:
+        super().__init__(FAKESERVER, "--port", "0", *args)
 
     def get(self, path: str) -> dict:
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
@@ -104,9 +126,6 @@ class FakeServerProcess:
     def reset(self) -> None:
         req = urllib.request.Request(self.url + "/reset", method="POST", data=b"")
         urllib.request.urlopen(req, timeout=10).close()
-
-    def stop(self) -> None:
-        stop(self.proc, grace=5.0)
 
 
 class SimProc:

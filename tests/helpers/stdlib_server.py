@@ -5,7 +5,7 @@ send: `/ok/v1/chat/completions` a clean stream; `/abort/...` SGLang's abort afte
 `/short/`, `/nofinish/`, `/eof/` other endings; `/json/` a non-SSE 200; `/barelf/` a head with bare LF
 line ends; `/reuse-close/` closes a kept-alive connection, unanswered, when a second request arrives on
 it; `/interval/` 4 tokens per event with per-event usage (SGLang --stream-interval 4 with continuous
-usage). Paths ending in /generate get SGLang's native shape. Run: python tests/stdlib_server.py -> PORT n.
+usage). Paths ending in /generate get SGLang's native shape. Run: python tests/helpers/stdlib_server.py -> PORT n.
 """
 
 from __future__ import annotations

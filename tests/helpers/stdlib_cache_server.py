@@ -8,7 +8,7 @@ It answers /v1/chat/completions (streaming, usage with prompt_tokens_details.cac
   none  no reset endpoint at all (404)
 Tokens are whitespace-separated words of the rendered chat; a prompt finds cached the longest prefix it
 shares with any earlier prompt, in whole blocks of `--block` words, as a paged cache does.
-Run: python tests/stdlib_cache_server.py --port 0 --reset noop  -> prints "PORT <n>".
+Run: python tests/helpers/stdlib_cache_server.py --port 0 --reset noop  -> prints "PORT <n>".
 """
 
 from __future__ import annotations
