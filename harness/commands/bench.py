@@ -7,11 +7,11 @@ otherwise on the embedded sim with a card profile; the choice is printed first, 
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import time
 from pathlib import Path
 
+from harness.commands import options
 from harness.errors import HarnessError
 from harness.sweep.suites import SUITES
 
@@ -22,9 +22,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Launch servers from profiles, sweep servers x points x seeds (resumable), "
         "then summarize, report and validate.",
     )
-    p.add_argument(
-        "--node", default=socket.gethostname().split(".")[0], help="node name (default: this host)"
-    )
+    options.add_node(p)
     p.add_argument(
         "--suite", choices=sorted(SUITES), default="default", help="experiments to run (default: default)"
     )
@@ -40,13 +38,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--summaries", type=Path, default=Path("summaries"), help="summaries folder (default: summaries)"
     )
-    p.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="run only sweep points where KEY equals VALUE (repeatable)",
-    )
+    options.add_only(p)
     p.add_argument(
         "--server",
         action="append",

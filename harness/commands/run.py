@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from pathlib import Path
 
+from harness.commands import options
 from harness.errors import HarnessError
 
 
@@ -19,18 +19,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--server", default="attached", help="server name for the capture folder (default: attached)"
     )
-    p.add_argument(
-        "--node", default=socket.gethostname().split(".")[0], help="node name (default: this host)"
-    )
+    options.add_node(p)
     p.add_argument("--capture", default="capture", help="capture root folder (default: capture)")
     p.add_argument("--seeds", help="comma-separated seeds to run instead of the spec's, e.g. 0,1")
-    p.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="run only sweep points where KEY equals VALUE (repeatable)",
-    )
+    options.add_only(p)
     p.add_argument(
         "--wait-ready",
         type=float,

@@ -1,6 +1,6 @@
 """A tiny random-weight Llama in HuggingFace format for vLLM: the same shape and tokenizer as the GGUF one.
 
-The tokenizer is trained here (harness.realserver.model.train_tokenizer, the standard library's sources);
+The tokenizer is trained here (harness.realserver.model.make_tokenizer, the standard library's sources);
 the weights are written by the vLLM venv's own torch + transformers (hf_weights.py), since the harness
 never imports torch. No download. Marked complete by `model.json` only after every file is written.
 """
@@ -20,8 +20,7 @@ from harness.realserver.model import (
     SPECIAL_TOKENS,
     TOKENIZER_FILE,
     ModelShape,
-    _write_tokenizer_config,
-    train_tokenizer,
+    make_tokenizer,
 )
 from harness.realserver.prepare import PrepareError, locked
 
@@ -60,16 +59,7 @@ def make_hf_model(python: Path, shape: ModelShape = HF_SHAPE, log=print) -> HfMo
             say(f"[hf-model] reuse {folder}")
             return HfModel(folder, folder / TOKENIZER_FILE, True, info.get("seconds", {}))
         seconds: dict[str, float] = {}
-        t0 = time.monotonic()
-        tok_path = folder / TOKENIZER_FILE
-        try:
-            train_tokenizer(shape.vocab, tok_path)
-        except PrepareError:
-            raise
-        except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception types
-            raise PrepareError("tokenizer", f"training failed: {type(e).__name__}: {e}") from e
-        _write_tokenizer_config(folder)
-        seconds["tokenizer"] = round(time.monotonic() - t0, 2)
+        tok_path, seconds["tokenizer"] = make_tokenizer(shape.vocab, folder)
         vocab = json.loads(tok_path.read_text())
         ids = {t["content"]: t["id"] for t in vocab.get("added_tokens", [])}
         if not all(s in ids for s in SPECIAL_TOKENS):

@@ -195,6 +195,21 @@ def make_model(shape: ModelShape = ModelShape(), log=print) -> TinyModel:  # noq
         return _make_model(shape, folder, log)
 
 
+def make_tokenizer(vocab: int, folder: Path) -> tuple[Path, float]:
+    """Train the tokenizer into `folder` (tokenizer.json and tokenizer_config.json), for the GGUF model
+    and the HF one alike; returns its path and the seconds it took."""
+    t0 = time.monotonic()
+    tok_path = folder / TOKENIZER_FILE
+    try:
+        train_tokenizer(vocab, tok_path)
+    except PrepareError:
+        raise
+    except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception types
+        raise PrepareError("tokenizer", f"training failed: {type(e).__name__}: {e}") from e
+    _write_tokenizer_config(folder)
+    return tok_path, round(time.monotonic() - t0, 2)
+
+
 def _make_model(shape: ModelShape, folder: Path, log) -> TinyModel:  # noqa: ANN001 - print-like
     say = log or (lambda _m: None)
     done = folder / "model.json"
@@ -204,16 +219,8 @@ def _make_model(shape: ModelShape, folder: Path, log) -> TinyModel:  # noqa: ANN
         say(f"[model] reuse: {gguf_path}")
         return TinyModel(folder, gguf_path, tok_path, True, info.get("seconds", {}))
     seconds: dict[str, float] = {}
-    t0 = time.monotonic()
     say("[model] tokenizer ...")
-    try:
-        train_tokenizer(shape.vocab, tok_path)
-    except PrepareError:
-        raise
-    except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception types
-        raise PrepareError("tokenizer", f"training failed: {type(e).__name__}: {e}") from e
-    _write_tokenizer_config(folder)
-    seconds["tokenizer"] = round(time.monotonic() - t0, 2)
+    tok_path, seconds["tokenizer"] = make_tokenizer(shape.vocab, folder)
     say(f"[model] tokenizer: {tok_path} ({seconds['tokenizer']:.1f} s)")
     t1 = time.monotonic()
     say("[model] gguf ...")

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
 from harness.servers.profiles import ServerProfile, fill_placeholders
@@ -123,14 +123,7 @@ SGLANG = Adapter(
     flush_path="/flush_cache",
     metric_names=SGLANG_METRICS,
 )
-SIM = Adapter(
-    name="sim",
-    argv=_sim_argv,
-    ready_line=SGLANG_READY_LINE,
-    info_paths=("/get_server_info", "/server_info"),
-    flush_path="/flush_cache",
-    metric_names=SGLANG_METRICS,
-)
+SIM = replace(SGLANG, name="sim", argv=_sim_argv)  # SGLang's surface, launched as `harness serve-sim`
 LLAMACPP = Adapter(
     name="llama.cpp",
     argv=_command_argv,
