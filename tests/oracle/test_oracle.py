@@ -17,7 +17,8 @@ from .hostops import random_host_ops
 from .local import run_local
 
 # the first run builds the oracle venv (~2.5 GB of packages, minutes on 2 cores) inside the fixture
-pytestmark = [pytest.mark.oracle, pytest.mark.timeout(2400)]
+# every oracle test starts the oracle venv's python: slow as well as oracle
+pytestmark = [pytest.mark.oracle, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 POLICIES = ["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"]
 TRACE = Path(__file__).resolve().parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
