@@ -3,7 +3,9 @@
 `concurrency` workers share one aiohttp session; each takes the ready request with the lowest schedule
 index (a session's next turn becomes ready only when its previous turn finished). With a request rate,
 arrival k is due at start + the k-th seeded exponential offset (absolute times, so nothing drifts);
-TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
+TTFT starts at that due time, so queueing behind the cap is measured, not hidden. Every request
+carries the X-Harness-Lockstep header (harness.sim.lockstep: this loop's state), with which serve-sim
+holds its virtual clock for requests the loop owes it; other servers ignore the header.
 
 Plain http:// servers are spoken to by the lean HTTP/1.1 client (harness.client.http1); https://, or
 engine="aiohttp" (env HARNESS_HTTP_ENGINE=aiohttp), uses one shared aiohttp session instead.
@@ -16,6 +18,7 @@ import heapq
 import os
 import statistics
 import time
+import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,8 @@ from harness.capture.records import RequestRecord
 from harness.client import get_dialect, stream_request
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
+from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
+from harness.sim.lockstep import ClientHint
 from harness.spec import Timeouts
 from harness.workloads import PromptBuilder, Schedule
 from harness.workloads.arrivals import arrival_offsets
@@ -96,7 +101,8 @@ async def run_schedule(
     ready: list[tuple[int, int]] = [(c.turns[0].index, c.id) for c in schedule.conversations if c.turns]
     heapq.heapify(ready)
     changed = asyncio.Event()
-    state = {"taken": 0, "in_flight": 0, "arrival": 0}
+    state = {"taken": 0, "in_flight": 0, "arrival": 0, "seq": 0, "followed": 0}
+    run_id = uuid.uuid4().hex[:12]
     offsets = arrival_offsets(total, request_rate, schedule.seed) if request_rate else None
     recent_ttft: deque[float] = deque(maxlen=512)
     client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
@@ -120,6 +126,7 @@ async def run_schedule(
     async def worker(session: aiohttp.ClientSession | H1Pool) -> None:
         while state["taken"] < total:
             due = None
+            k = -1
             if offsets is not None:
                 k = state["arrival"]
                 if k >= total:
@@ -155,6 +162,18 @@ async def run_schedule(
                 prompt_sha=prompt.sha,
             )
             body = dialect.body(model, prompt, req.output_tokens)
+            state["seq"] += 1
+            hint = ClientHint(  # the sim's virtual clock waits for what this loop owes it (sim/lockstep.py)
+                concurrency=concurrency,
+                seq=state["seq"],
+                ready=len(ready),
+                followed=state["followed"],
+                follow=len(hist) + 1 < len(conv.turns),
+                index=req.index,
+                offset=offsets[k] if offsets is not None else None,
+                next=offsets[k + 1] if offsets is not None and k + 1 < total else None,
+                run=run_id,
+            )
             state["in_flight"] += 1
             res.sent += 1
             if state["in_flight"] > res.max_in_flight:
@@ -167,6 +186,7 @@ async def run_schedule(
                     body,
                     rec,
                     headers=hdrs,
+                    extra_headers={LOCKSTEP_HEADER: hint.header()},
                     first_token_timeout=timeouts.first_token,
                     total_timeout=timeouts.total,
                     timeout=client_timeout,
@@ -192,6 +212,8 @@ async def run_schedule(
             )
             if len(hist) < len(conv.turns):
                 heapq.heappush(ready, (conv.turns[len(hist)].index, cid))
+                if rec.http_status == 200:  # the server ran it, so it counts the follow-up too
+                    state["followed"] += 1
                 changed.set()
             else:  # finished: its answers are on disk; dropping them keeps memory flat in run length
                 del history[cid]

@@ -55,6 +55,9 @@ class RequestRecord:
     answer: str | None = None  # generated text (needed to replay multi-turn histories offline)
     prompt_sha: str | None = None  # sha1 of the exact prompt sent (text or token ids)
     server_timings: dict[str, Any] | None = None  # e.g. llama.cpp `timings`
+    # serve-sim only: the request's stamps on the sim's virtual clock (arrival_s, first_token_s,
+    # finish_s, in modelled seconds), the source of the summary's `modelled` figures
+    sim_time: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,6 +24,7 @@ class StreamState:
         "output_ids",
         "error",
         "event_tokens",
+        "sim_time",
     )
 
     def __init__(self) -> None:
@@ -37,6 +38,7 @@ class StreamState:
         self.output_ids: list[int] | None = None
         self.error: str | None = None
         self.event_tokens: list[int] | None = None  # tokens per text event, where the server counted them
+        self.sim_time: dict[str, Any] | None = None  # serve-sim's virtual stamps (harness.sim.live)
 
     def answer(self) -> str:
         text = "".join(self.pieces)
@@ -69,6 +71,9 @@ def _openai_common(st: StreamState, obj: dict) -> None:
     e = obj.get("error")
     if e:
         st.error = e.get("message", str(e)) if isinstance(e, dict) else str(e)
+    s = obj.get("sim_time")
+    if isinstance(s, dict):
+        st.sim_time = s
 
 
 def _openai_body(model: str, key: str, payload: Any, max_tokens: int) -> bytes:
@@ -111,7 +116,7 @@ class OpenAIChat(Dialect):
             fr = c.get("finish_reason")
             if fr:
                 st.finish = fr
-        if "usage" in obj or "timings" in obj or "error" in obj:
+        if "usage" in obj or "timings" in obj or "error" in obj or "sim_time" in obj:
             _openai_common(st, obj)
         return tok
 
@@ -135,7 +140,7 @@ class OpenAICompletions(Dialect):
             fr = c.get("finish_reason")
             if fr:
                 st.finish = fr
-        if "usage" in obj or "timings" in obj or "error" in obj:
+        if "usage" in obj or "timings" in obj or "error" in obj or "sim_time" in obj:
             _openai_common(st, obj)
         return tok
 
@@ -178,6 +183,8 @@ class SGLangGenerate(Dialect):
         meta = obj.get("meta_info")
         if meta:
             st.usage = meta
+            if isinstance(meta.get("sim_time"), dict):
+                st.sim_time = meta["sim_time"]
             fr = meta.get("finish_reason")
             if fr:
                 st.finish = fr.get("type", str(fr)) if isinstance(fr, dict) else str(fr)

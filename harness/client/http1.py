@@ -401,13 +401,19 @@ class H1Pool:
         self._watchdog: asyncio.Task | None = None
         self.opened = 0
 
-    def request_bytes(self, url: str, body: bytes) -> bytes:
-        """The whole POST (head + body) for url, whose origin must be this pool's."""
+    def request_bytes(self, url: str, body: bytes, extra: dict[str, str] | None = None) -> bytes:
+        """The whole POST (head + body) for url, whose origin must be this pool's; `extra` headers are
+        this request's own (the sim's lockstep header)."""
         pre = self._prefix.get(url)
         if pre is None:
             u = urlsplit(url)
             target = (u.path or "/") + (f"?{u.query}" if u.query else "")
             pre = self._prefix[url] = f"POST {target} HTTP/1.1\r\n{self._headers}".encode("latin-1")
+        if extra:
+            for k, v in extra.items():
+                if any(c in str(k) + str(v) for c in "\r\n\0") or ":" in str(k):
+                    raise ValueError(f"header {k!r} cannot be sent as is")
+            pre += "".join(f"{k}: {v}\r\n" for k, v in extra.items()).encode("latin-1")
         return pre + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
     async def acquire(self) -> tuple[H1Conn, bool]:

@@ -32,13 +32,15 @@ async def stream_request(
     rec: RequestRecord,
     *,
     headers: dict[str, str] | None = None,
+    extra_headers: dict[str, str] | None = None,
     first_token_timeout: float = 300.0,
     total_timeout: float = 600.0,
     timeout: aiohttp.ClientTimeout | None = None,
 ) -> StreamState:
     """Send one request and fill rec's stamps, usage and verdict; never raises except CancelledError.
 
-    With an H1Pool, its own headers are sent (`headers` is for the aiohttp session only).
+    With an H1Pool, its own headers are sent (`headers` is for the aiohttp session only);
+    `extra_headers` go with this request on either engine (e.g. the sim's lockstep header).
     """
     st = StreamState()
     rec.sent_mono = sent = _mono()
@@ -47,11 +49,10 @@ async def stream_request(
     first_at = sent + min(first_token_timeout, total_timeout)
     try:
         if isinstance(session, H1Pool):
-            sink = await _via_h1(session, url, body, rec, dialect, st, first_at, total_at)
+            sink = await _via_h1(session, url, body, rec, dialect, st, first_at, total_at, extra_headers)
         else:
-            sink = await _via_aiohttp(
-                session, url, body, headers, timeout, rec, dialect, st, first_at, total_at
-            )
+            hdrs = {**(headers or {}), **extra_headers} if extra_headers else headers
+            sink = await _via_aiohttp(session, url, body, hdrs, timeout, rec, dialect, st, first_at, total_at)
         if sink is not None:  # the body ended cleanly with a 200
             take_usage(rec, st)
             st.event_tokens = sink.event_tokens()
@@ -75,13 +76,14 @@ async def _via_h1(
     st: StreamState,
     first_at: float,
     total_at: float | None,
+    extra: dict[str, str] | None = None,
 ) -> EventSink | None:
     """The exchange on the lean engine; the sink when a 200 body ended cleanly, else None (recorded).
 
     Deadlines are kept by the pool's watchdog, not a timer per request.
     """
     sink = EventSink(rec, dialect, st, None, total_at)
-    if not await _h1_exchange(pool, url, body, sink, loop_time_at(first_at)):
+    if not await _h1_exchange(pool, url, body, sink, loop_time_at(first_at), extra):
         return None
     if sink.status != 200:
         fail(rec, "http", sink.error_text())
@@ -89,13 +91,15 @@ async def _via_h1(
     return sink
 
 
-async def _h1_exchange(pool: H1Pool, url: str, body: bytes, sink: EventSink, deadline: float) -> bool:
+async def _h1_exchange(
+    pool: H1Pool, url: str, body: bytes, sink: EventSink, deadline: float, extra: dict[str, str] | None = None
+) -> bool:
     """One exchange on a pooled connection; False when the sink stopped it (failure recorded).
 
     A reused connection the server had already closed (keep-alive timeout) fails before any byte
     arrives; that one case is retried once on a fresh connection.
     """
-    request = pool.request_bytes(url, body)
+    request = pool.request_bytes(url, body, extra)
     conn = None
     try:
         for attempt in (0, 1):

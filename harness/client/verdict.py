@@ -39,6 +39,8 @@ def take_usage(rec: RequestRecord, st: StreamState) -> None:
         if isinstance(split, dict):
             rec.cached_device = split.get("device")
             rec.cached_host = split.get("host")
+    if isinstance(st.sim_time, dict):
+        rec.sim_time = st.sim_time
     if isinstance(st.timings, dict) and st.timings:
         rec.server_timings = st.timings
         if rec.cached_tokens is None and isinstance(st.timings.get("cache_n"), int):
