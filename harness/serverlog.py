@@ -33,6 +33,8 @@ KINDS = (
     "hicache_prefetch",
     "vllm_engine",
     "vllm_stats",
+    "sim_request",
+    "sim_overhead",
 )
 
 _PREFIX = re.compile(
@@ -54,6 +56,8 @@ _KEYVAL = re.compile(r"(\w+)=([^,\s]+)")
 _FLUSH_REFUSED = re.compile(r"Cache not flushed because there are pending requests\.?(?P<rest>.*)$")
 _PREFETCH = re.compile(r"HiCache prefetch (?P<outcome>\w+)\b(?P<rest>.*)$")
 _SIZE_GB = re.compile(r"^([\d.]+)\s*GB$")
+_SIM_OVERHEAD = re.compile(r"^serve-sim: wall-clock overhead (?P<pct>[\d.]+)% of the modelled step time")
+_SIM_REQUEST = "Sim request finished, "
 
 # Canonical names of the batch-line fields; anything else becomes a slug of its label.
 _KEYS = {
@@ -153,6 +157,11 @@ def _message(msg: str) -> tuple[str, dict[str, Any], int | None] | None:
     if m:
         it = int(m.group("iter")) if m.group("iter") else None
         return m.group("kind").lower(), _pairs(m.group("rest")), it
+    if msg.startswith(_SIM_REQUEST):  # serve-sim: one finished request's virtual stamps
+        return "sim_request", _pairs(msg[len(_SIM_REQUEST) :]), None
+    m = _SIM_OVERHEAD.match(msg)
+    if m:  # serve-sim: wall-clock overhead beyond what --time-scale gives the forwards
+        return "sim_overhead", {"fraction": float(m.group("pct")) / 100}, None
     if "KV" in msg and ("ache" in msg):
         m = _KV_POOL.match(msg)
         if m:

@@ -95,8 +95,9 @@ def test_compare_ratios(summary_file: Path, tmp_path: Path, capsys) -> None:
     assert "gsp | hicache | groups=4 | partial/partial | 2.000 | 1.000" in out
 
 
-def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
-    """A sim server's wall-clock TTFT is X times its card's: the report says so and divides it back."""
+def test_sim_modelled_columns_come_from_the_modelled_block_never_wall_over_scale() -> None:
+    """A sim point's modelled TTFT and tok/s are the summary's `modelled` block (the sim's virtual
+    clock), not its wall-clock TTFT ÷ --time-scale; the note says what the scale did."""
     servers = {
         "sim": {"args": ["--time-scale", "0.05"], "server_info": {"card": {"name": "l4-8b"}}},
         "real": {"args": ["--max-total-tokens", "2048"], "server_info": {"version": "0.5.23"}},
@@ -108,6 +109,14 @@ def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
         }
     }
     assert entry["servers"]["sim"]["time_scale"] == 0.05 and entry["servers"]["real"]["time_scale"] is None
+    modelled = {
+        "ttft_ms": {"p50": 363.0, "p90": 700.0, "p99": 900.0},
+        "tpot_ms": {"p50": 30.0, "p90": 31.0, "p99": 32.0},
+        "output_tok_s": 250.0,
+        "source": "sim virtual clock (request stamps)",
+        "wall_overhead_max": 0.4,
+        "notes": ["serve-sim warned 2 time(s) that wall-clock overhead passed 5% of the modelled step time"],
+    }
     points = [
         {
             "experiment": "ab",
@@ -116,16 +125,21 @@ def test_sim_time_scale_is_stated_and_modelled_ttft_shown() -> None:
             "sweep": {"groups": 4},
             "status": "ok",
             "median": {"ttft_median_s": ttft, "output_tok_s": 10.0},
+            "modelled": modelled if name == "sim" else None,
         }
         for name, ttft in (("sim", 0.040), ("real", 0.500))
     ]
     md = markdown.render({"node": "n", "points": points, "experiments": {"ab": entry}})
-    assert "| median TTFT ms (real / sim) | modelled median TTFT ms (real / sim) |" in md
-    assert "| 500 / 40 | 500 / 800 |" in md  # 40 ms wall at 0.05 = 800 ms on the modelled card
+    head = "| median TTFT ms (real / sim) | modelled median TTFT ms, l4-8b (real / sim) | output tok/s (real / sim) "
+    assert head + "| modelled output tok/s, l4-8b (real / sim) |" in md
+    assert "| 500 / 40 | n/a / 363 | 10.0 / 10.0 | n/a / 250.0 |" in md  # not 40 ms ÷ 0.05 = 800
     assert (
-        "_Sim server sim: timings are wall-clock at --time-scale 0.05 (the sim ran 20x faster than the "
-        "modelled l4-8b card), so modelled card time = wall ÷ 0.05" in md
+        "_Sim server sim: modelled columns are the modelled l4-8b card's time from the sim's own clock "
+        "(sim virtual clock (request stamps)); --time-scale 0.05 only paced the run (20x faster than the card)"
+        in md
     )
+    assert "_On 1 of 1 sim points serve-sim warned that its wall-clock overhead passed 5% of the" in md
+    assert "(up to 40%)" in md
     assert "real:" not in md.split("_Sim server")[1].split("\n")[0]
 
 

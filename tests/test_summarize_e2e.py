@@ -104,7 +104,13 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
             assert max(rates) - min(rates) <= 0.02
             assert f["requests"] == f["ok"] == p["sweep"]["groups"] * PROMPTS_PER_GROUP
             assert f["log_prefill_lines"] >= 1
+            # the sim's virtual stamps reached the records: modelled figures for every ok request
+            assert f["modelled"]["requests"] == f["ok"]
         assert p["evidence"] and "Prefill batch" in p["evidence"][0]
+        m = p["modelled"]
+        assert m["source"] == "sim virtual clock (request stamps)"
+        assert 0 < m["ttft_ms"]["p50"] <= m["ttft_ms"]["p90"] <= m["ttft_ms"]["p99"]
+        assert m["tpot_ms"]["p50"] > 0 and m["output_tok_s"] > 0
     assert s["experiments"]["e2e-gsp"]["servers"]["sim"]["pool"]["device_tokens"] == 20000
     out = tmp_path / "summaries"
     write_summaries(summaries, out)

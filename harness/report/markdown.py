@@ -49,7 +49,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
-    """Under a table with sim servers: their timings are wall-clock at --time-scale X, not card time."""
+    """Under a table with sim servers: where their modelled figures come from, what --time-scale did."""
     by_scale: dict[float, list[str]] = {}
     for name in sorted({p["server"] for p in points}):
         x = server_time_scale(servers.get(name, {}))
@@ -60,12 +60,33 @@ def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> l
         cards = sorted({c for n in names if (c := server_card(servers.get(n, {})))})
         card = f"modelled {', '.join(cards)} card" if cards else "modelled card"
         speed = f"{1 / x:g}x faster than" if x < 1 else (f"{x:g}x slower than" if x > 1 else "as fast as")
+        sources = sorted({str(m["source"]) for p in points if (m := p.get("modelled")) and m.get("source")})
+        src = (
+            f"modelled columns are the {card}'s time from the sim's own clock ({'; '.join(sources)})"
+            if sources
+            else "no modelled figures (the records carry no sim stamps: an older capture)"
+        )
         lines.append(
-            f"_Sim server{'s' if len(names) > 1 else ''} {', '.join(names)}: timings are wall-clock at "
-            f"--time-scale {x:g} (the sim ran {speed} the {card}), so modelled card time = "
-            f"wall ÷ {x:g} and modelled throughput = wall tok/s × {x:g}._"
+            f"_Sim server{'s' if len(names) > 1 else ''} {', '.join(names)}: {src}; --time-scale {x:g} "
+            f"only paced the run ({speed} the card), and the other timings are this machine's wall clock._"
+        )
+    sims = [p for p in points if p.get("modelled")]
+    over = [m for p in sims if (m := p["modelled"].get("wall_overhead_max")) is not None]
+    if over:
+        lines.append(
+            f"_On {len(over)} of {len(sims)} sim points serve-sim warned that its wall-clock overhead passed "
+            f"5% of the modelled step time (up to {max(over):.0%}): those runs took longer than "
+            "--time-scale says; the modelled columns are unaffected._"
         )
     return lines
+
+
+def _modelled(p: dict[str, Any], key: str) -> Any:
+    """A point's modelled figure: `ttft_p50_ms`, `output_tok_s`; None without a modelled block."""
+    m = p.get("modelled") or {}
+    if key == "ttft_p50_ms":
+        return (m.get("ttft_ms") or {}).get("p50")
+    return m.get(key)
 
 
 # ---------------------------------------------------------------- layouts
@@ -114,7 +135,6 @@ def ab_table(
     entries: dict[str, Any] | None = None,
 ) -> list[str]:
     servers = sorted({p["server"] for p in points})
-    scales = {s: server_time_scale((entries or {}).get(s, {})) for s in servers}
     by_key: dict[str, dict[str, dict[str, Any]]] = {}
     for p in points:
         by_key.setdefault(p["point_key"], {})[p["server"]] = p
@@ -128,9 +148,12 @@ def ab_table(
         "verdict",
         "status",
     ]
-    modelled = any(x is not None for x in scales.values())
-    if modelled:  # sim servers: wall-clock TTFT ÷ time scale = the modelled card's TTFT
-        header.insert(3, f"modelled median TTFT ms ({names})")
+    modelled = any(p.get("modelled") for p in points)
+    if modelled:  # sim servers: the modelled card's figures, from the sim's virtual clock
+        cards = sorted({c for s in servers if (c := server_card((entries or {}).get(s, {})))})
+        on = f", {', '.join(cards)}" if cards else ""
+        header.insert(3, f"modelled median TTFT ms{on} ({names})")
+        header.insert(5, f"modelled output tok/s{on} ({names})")
     extra_keys = sorted({k for p in points for k in p["sweep"] if k != "groups"})
     if extra_keys:
         header.insert(1, "point")
@@ -163,13 +186,8 @@ def ab_table(
             + "".join(f"; {s}:{cache_note(per[s])}" for s in servers if s in per and cache_note(per[s])),
         ]
         if modelled:
-
-            def card_ms(s: str, per: dict[str, dict[str, Any]] = per) -> str:
-                v, x = per[s]["median"].get("ttft_median_s"), scales[s]
-                card_v = v / x if x is not None and isinstance(v, int | float) else v
-                return _ms(card_v) + status_note(per[s])
-
-            row.insert(3, " / ".join(card_ms(s) if s in per else "—" for s in servers))
+            row.insert(3, cell(lambda p: _num(_modelled(p, "ttft_p50_ms"), ".0f")))
+            row.insert(5, cell(lambda p: _num(_modelled(p, "output_tok_s"))))
         if extra_keys:
             row.insert(1, ",".join(f"{k}={any_p['sweep'].get(k)}" for k in extra_keys))
         rows.append(row)
@@ -182,9 +200,11 @@ def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]
     )
     multi = len({p["point_key"] for p in points}) > 1
     header = ["pool (tokens)", "policy", "server"] + (["point"] if multi else [])
+    modelled = any(p.get("modelled") for p in points)
     header += (
         ["whole-run hit rate"]
         + [f"turn {t + 1}" for t in turns]
+        + (["modelled median TTFT ms", "modelled output tok/s"] if modelled else [])
         + ["median SM clock MHz", "verdict", "status"]
     )
     rows = []
@@ -207,6 +227,8 @@ def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]
         row += [_pct(whole) + flag + status_note(p) + cache_note(p)] + [
             _pct(by_turn.get(str(t))) for t in turns
         ]
+        if modelled:
+            row += [_num(_modelled(p, "ttft_p50_ms"), ".0f"), _num(_modelled(p, "output_tok_s"))]
         row += [_num(clock(p), ".0f"), verdict_word(p.get("verdict")), status_text(p)]
         rows.append(row)
     return _table(header, rows)

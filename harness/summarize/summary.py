@@ -31,6 +31,7 @@ from harness.summarize.figures import (
     telemetry_stats,
     tz_shift,
 )
+from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
 
 SCHEMA_VERSION = 1
@@ -187,9 +188,16 @@ def _summarize_point(
     any_samples = False
     statuses: dict[str, str] = {}
     series: dict[str, Any] = {}
+    sources: list[str] = []
+    warned: list[float] = []
     for sc in seeds:
         fig = request_figures(sc.requests)
         sliced, shift = slices.get(sc.path, (None, 0.0))
+        mfig, msource, mwarned = seed_modelled(sc.requests, sliced[0] if sliced else None)
+        if mfig is not None and msource is not None:
+            fig["modelled"] = mfig
+            sources.append(msource)
+        warned += mwarned
         window = point_window(sc)
         flushed = bool(sc.point and sc.point.get("flushed"))
         log_fig, ev = log_figures(sc.log, sliced, window[1] if window else None, shift, window, flushed)
@@ -243,6 +251,7 @@ def _summarize_point(
         "median": median,
         "spread": spread,
         "telemetry": tel,
+        "modelled": point_modelled(median.get("modelled"), sources, warned),
         "verdict": validate.point_verdict(tel, thresholds),
         "clock_series": series,
         "evidence": evidence,

@@ -90,9 +90,10 @@ def read_mooncake(path: Path, block_size: int = 512) -> Trace:
     return Trace(path.stem, [reqs[i] for i in order], unit=block_size, kind="blocks")
 
 
-def read_spec(path: Path, seed: int = 0, answer_seed: int = 0) -> Trace:
-    """An experiment spec's workload (its first sweep point) in send order, with the sim's deterministic
-    answers as history. `answer_seed` is serve-sim's `--random-seed` (default 0), not the schedule seed."""
+def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int = 0) -> Trace:
+    """An experiment spec's workload (its first sweep point, or `point_index`) in send order, with the
+    sim's deterministic answers as history. `answer_seed` is serve-sim's `--random-seed` (default 0), not
+    the schedule seed."""
     from harness.sim.answers import answer_ids
     from harness.spec import load_spec
     from harness.tokenizer import WordTokenizer
@@ -100,7 +101,7 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0) -> Trace:
     from harness.workloads.prompts import PromptBuilder, Turnout
 
     spec = load_spec(path)
-    point = spec.points()[0]
+    point = spec.points()[point_index]
     schedule = build_schedule(spec, point.workload, seed, "word")
     builder = PromptBuilder(schedule, "completions")
     tok = WordTokenizer()
@@ -117,7 +118,8 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0) -> Trace:
         reqs.append(_request(ids, ans, conv, r))
     notes = []
     if len(spec.points()) > 1:
-        notes.append(f"{path.name}: replaying the first of {len(spec.points())} sweep points ({point.sweep})")
+        which = "the first" if point_index == 0 else f"point {point_index + 1}"
+        notes.append(f"{path.name}: replaying {which} of {len(spec.points())} sweep points ({point.sweep})")
     return Trace(
         path.stem,
         reqs,

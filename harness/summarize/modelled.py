@@ -1,0 +1,115 @@
+"""A sim point's modelled figures: TTFT, time per output token and output tok/s on the sim's virtual clock.
+
+serve-sim stamps each request's arrival, first token and finish on its own virtual clock (the modelled
+card's time, harness.sim.live) and hands them over twice: in the answer (`sim_time`, kept in the
+request record) and as one `Sim request finished` log line. These figures come from those stamps,
+never from wall-clock time divided by --time-scale (which would count the machine's HTTP and event-loop
+work as modelled milliseconds). Records first; the point's log slice when the records lack stamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from harness import serverlog
+
+SOURCE_RECORDS = "sim virtual clock (request stamps)"
+SOURCE_LOG = "sim virtual clock (server log)"
+
+
+def _pcts(s: pd.Series) -> dict[str, float | None]:
+    s = s.dropna()
+    if s.empty:
+        return {"p50": None, "p90": None, "p99": None}
+    return {f"p{int(q * 100)}": float(s.quantile(q)) for q in (0.5, 0.9, 0.99)}
+
+
+def figures(stamps: pd.DataFrame) -> dict[str, Any] | None:
+    """From columns arrival, first_token, finish (modelled s) and completion_tokens, one row a request."""
+    df = stamps.apply(pd.to_numeric, errors="coerce").dropna(subset=["arrival", "first_token", "finish"])
+    if df.empty:
+        return None
+    ttft = (df["first_token"] - df["arrival"]) * 1000
+    many = df[df["completion_tokens"] > 1]
+    tpot = (many["finish"] - many["first_token"]) / (many["completion_tokens"] - 1) * 1000
+    span = float(df["finish"].max() - df["arrival"].min())
+    out_tok = float(df["completion_tokens"].fillna(0).sum())
+    return {
+        "ttft_ms": _pcts(ttft),
+        "tpot_ms": _pcts(tpot),
+        "output_tok_s": out_tok / span if span > 0 else None,
+        "requests": len(df),
+    }
+
+
+def from_records(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ok records' `sim_time` stamps; None when no record carries them (not a sim, or an old capture)."""
+    out = []
+    for r in rows:
+        st = r.get("sim_time")
+        if r.get("ok") and isinstance(st, dict):
+            out.append(
+                {
+                    "arrival": st.get("arrival_s"),
+                    "first_token": st.get("first_token_s"),
+                    "finish": st.get("finish_s"),
+                    "completion_tokens": r.get("completion_tokens"),
+                }
+            )
+    return figures(pd.DataFrame(out)) if out else None
+
+
+def from_log(records: Iterable[serverlog.LogRecord]) -> dict[str, Any] | None:
+    """The point's `Sim request finished` lines (requests that finished normally)."""
+    out = [
+        {
+            "arrival": r.fields.get("arrival"),
+            "first_token": r.fields.get("first_token"),
+            "finish": r.fields.get("finish"),
+            "completion_tokens": r.fields.get("completion_token"),
+        }
+        for r in records
+        if r.kind == "sim_request" and r.fields.get("finish_reason") != "abort"
+    ]
+    return figures(pd.DataFrame(out)) if out else None
+
+
+def overheads(records: Iterable[serverlog.LogRecord]) -> list[float]:
+    """The fractions of the sim's warnings that wall-clock overhead passed 5 % of the paced step time."""
+    return [float(r.fields["fraction"]) for r in records if r.kind == "sim_overhead"]
+
+
+def seed_modelled(
+    rows: Iterable[dict[str, Any]], log_records: list[serverlog.LogRecord] | None
+) -> tuple[dict[str, Any] | None, str | None, list[float]]:
+    """One seed's modelled figures, where they came from, and the overhead warnings of its log slice."""
+    warned = overheads(log_records or [])
+    fig = from_records(rows)
+    if fig is not None:
+        return fig, SOURCE_RECORDS, warned
+    fig = from_log(log_records or [])
+    return fig, (SOURCE_LOG if fig is not None else None), warned
+
+
+def point_modelled(
+    median: dict[str, Any] | None, sources: list[str], warned: list[float]
+) -> dict[str, Any] | None:
+    """The point's `modelled` block: the seeds' median figures, their source, and a note when the sim
+    warned that the machine could not keep the pace --time-scale asks for."""
+    if not median:
+        return None
+    block = {k: median.get(k) for k in ("ttft_ms", "tpot_ms", "output_tok_s", "requests")}
+    block["source"] = " + ".join(sorted(set(sources))) or None
+    block["wall_overhead_max"] = max(warned) if warned else None
+    block["notes"] = []
+    if warned:
+        block["notes"].append(
+            f"serve-sim warned {len(warned)} time(s) that wall-clock overhead passed 5% of the modelled "
+            f"step time (up to {max(warned):.0%}): the run took longer than --time-scale says and its "
+            "wall-clock figures are not modelled time x --time-scale; modelled figures come from the "
+            "virtual clock and are unaffected"
+        )
+    return block
