@@ -20,6 +20,7 @@ from harness.sim.live import LiveEngine, Pace, overhead_line
 from harness.sim.lockstep import BadHint, ClientHint, Lockstep, parse_hint
 from harness.whatif.inputs import Trace, TraceRequest, read_spec
 from harness.whatif.replay import Config, closed_loop, engine_config
+from harness.workloads.arrivals import arrival_offsets
 
 Send = Callable[[TraceRequest, ClientHint], Awaitable[dict]]
 
@@ -49,9 +50,11 @@ def _spec(tmp_path: Path, kind: str, concurrency: int) -> Path:
     return path
 
 
-async def drive(trace: Trace, concurrency: int, send: Send) -> dict[int, dict]:
-    """The load generator's closed loop (harness.loadgen): `concurrency` workers, each taking the ready
-    request with the lowest schedule index, a session's next turn ready when its turn finished."""
+async def drive(trace: Trace, concurrency: int, send: Send, wall_per_s: float = 0.0) -> dict[int, dict]:
+    """The load generator's loop (harness.loadgen): `concurrency` workers, each taking the ready request
+    with the lowest schedule index, a session's next turn ready when its turn finished; with the
+    trace's request rate, a worker first claims the next arrival and waits for it (its offset x
+    `wall_per_s` wall seconds after the start: any wall pace, the sim places it at its offset)."""
     convs: dict[int, list[int]] = {}
     for i, r in enumerate(trace.requests):
         convs.setdefault(r.conversation if r.conversation is not None else -1 - i, []).append(i)
@@ -59,12 +62,23 @@ async def drive(trace: Trace, concurrency: int, send: Send) -> dict[int, dict]:
     ready = [(trace.requests[t[0]].index, cid) for cid, t in convs.items()]
     heapq.heapify(ready)
     changed = asyncio.Event()
-    state = {"taken": 0, "seq": 0, "followed": 0}
+    state = {"taken": 0, "seq": 0, "followed": 0, "arrival": 0}
     run = f"{random.getrandbits(32):08x}"
     out: dict[int, dict] = {}
+    total = len(trace.requests)
+    offsets = arrival_offsets(total, trace.request_rate, trace.seed) if trace.request_rate else None
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
 
     async def worker() -> None:
         while True:
+            k = -1
+            if offsets is not None:
+                k = state["arrival"]
+                if k >= total:
+                    return
+                state["arrival"] += 1
+                await asyncio.sleep(max(0.0, t0 + offsets[k] * wall_per_s - loop.time()))
             while not ready:
                 if state["taken"] >= len(trace.requests):
                     return
@@ -78,8 +92,10 @@ async def drive(trace: Trace, concurrency: int, send: Send) -> dict[int, dict]:
             more = nxt[cid] < len(convs[cid])
             r = trace.requests[i]
             hint = ClientHint(
-                concurrency, state["seq"], len(ready), state["followed"], follow=more, index=r.index, run=run
-            )
+                concurrency, state["seq"], len(ready), state["followed"], follow=more, index=r.index, run=run,
+                offset=offsets[k] if offsets else None,
+                next=offsets[k + 1] if offsets and k + 1 < total else None,
+            )  # fmt: skip
             out[i] = await send(r, hint)
             if more:
                 heapq.heappush(ready, (trace.requests[convs[cid][nxt[cid]]].index, cid))
@@ -139,19 +155,19 @@ def test_lockstep_owes_replacements_closed_loop() -> None:
     ls.arrive(ClientHint(3, 1, 6, run="r"), 0.0)  # not a new run: same name
     ls.arrive(ClientHint(3, 3, 3, run="r"), 0.0)  # the latest send knows best
     assert (ls.in_flight, ls.ready, ls.owed(0.0)) == (3, 3, 0)
-    ls.finish(follow=False)
+    ls.finish(follow=False, at=1.0)
     assert ls.owed(1.0) == 1
     ls.give_up()
     assert ls.owed(1.0) == 0 and ls.timeouts == 1
-    ls.finish(follow=False)  # the loop changed: owe again
+    ls.finish(follow=False, at=1.0)  # the loop changed: owe again
     assert ls.owed(1.0) == 2
     ls.arrive(ClientHint(3, 4, 0, run="r"), 1.0)
     ls.arrive(ClientHint(3, 5, 0, run="r"), 1.0)
-    ls.finish(follow=False)
+    ls.finish(follow=False, at=1.0)
     assert ls.owed(2.0) == 0  # nothing ready: a session waiting on its own turn is not owed
-    ls.finish(follow=True)
+    ls.finish(follow=True, at=2.0)
     assert ls.owed(2.0) == 1  # a finished turn makes its session's next turn ready
-    ls.finish(follow=True)
+    ls.finish(follow=True, at=2.0)
     assert ls.owed(2.0) == 2  # two finishes, two follow-ups: owed both
     ls.arrive(ClientHint(3, 6, 0, followed=1, run="r"), 2.0)  # the client has seen one finish so far
     assert ls.owed(2.0) == 1  # ... the other's follow-up is still owed
@@ -164,8 +180,11 @@ def test_lockstep_open_loop_waits_for_due_arrivals() -> None:
     assert ls.arrive(ClientHint(4, 1, 9, offset=0.0, next=2.0), 10.0) == 10.0
     assert ls.owed(11.0) == 0  # the next arrival is due at 12.0
     assert ls.owed(12.0) == 1
-    assert ls.arrive(ClientHint(4, 2, 8, offset=2.0, next=5.0), 12.5) == 12.5  # late: stamped now
+    assert ls.arrive(ClientHint(4, 2, 8, offset=2.0, next=5.0), 12.5) == 12.0  # landed late: its schedule
     assert ls.arrive(ClientHint(4, 3, 7, offset=5.0, next=6.0), 13.0) == 15.0  # early: at its schedule
+    assert ls.arrive(ClientHint(4, 4, 6, offset=6.0, next=7.0), 16.0) == 16.0
+    ls.finish(False, at=17.5)  # every slot was taken: the next arrival waited for this one
+    assert ls.arrive(ClientHint(4, 5, 5, offset=7.0, next=9.0), 17.5) == 17.5
 
 
 def test_overhead_line_says_what_and_why() -> None:
@@ -186,7 +205,14 @@ def test_lockstep_wait_flag_is_validated(capsys: pytest.CaptureFixture[str]) -> 
 
 # --- in process: the live engine under wall-clock jitter ----------------------------------------------
 async def _live_in_process(
-    trace: Trace, cfg: Config, card: str, concurrency: int, *, jitter_s: float, hold_wait_s: float
+    trace: Trace,
+    cfg: Config,
+    card: str,
+    concurrency: int,
+    *,
+    jitter_s: float,
+    hold_wait_s: float,
+    wall_per_s: float = 0.0,
 ) -> dict[int, dict]:
     rng = random.Random(7)
     live = LiveEngine(
@@ -209,7 +235,7 @@ async def _live_in_process(
         return _stamps(req)
 
     try:
-        return await drive(trace, concurrency, send)
+        return await drive(trace, concurrency, send, wall_per_s)
     finally:
         task.cancel()
 
@@ -225,6 +251,22 @@ def test_live_engine_matches_virtual_time_under_jitter(tmp_path: Path, kind: str
     assert _close(got, want) == []
     hits = sum(v["cached"] for v in want.values())
     assert 0 < hits < sum(r.tokens for r in trace.requests)  # the pool bound: eviction decided hits
+
+
+def test_open_loop_arrivals_land_at_their_scheduled_virtual_time(tmp_path: Path) -> None:
+    """With a request rate the client sends on its own wall schedule (here 1/50 of the modelled
+    offsets, plus jitter); the sim places each arrival at its offset in virtual time and holds its
+    clock for arrivals it has reached, so the result equals the virtual-time replay's."""
+    import dataclasses
+
+    trace = dataclasses.replace(read_spec(_spec(tmp_path, "shared-prefix", 4)), request_rate=40.0)
+    cfg = Config("lru", 500)
+    want = virtual(trace, cfg, "tiny-test")
+    assert len({round(v["arrival"], 9) for v in want.values()}) > len(want) // 2  # arrivals spread out
+    got = asyncio.run(
+        _live_in_process(trace, cfg, "tiny-test", 4, jitter_s=0.002, hold_wait_s=5.0, wall_per_s=0.02)
+    )
+    assert _close(got, want) == []
 
 
 def test_without_lockstep_jitter_leaks_into_virtual_time(tmp_path: Path) -> None:

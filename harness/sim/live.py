@@ -144,7 +144,7 @@ class LiveEngine:
     def _finished(self, req: SimRequest) -> None:
         follow = self._tracked.pop(id(req), None)
         if follow is not None:
-            self.lockstep.finish(follow)
+            self.lockstep.finish(follow, req.finish_time if req.finish_time is not None else self.vnow)
         self.log_info(request_line(req))
 
     def _admit(self) -> None:

@@ -15,6 +15,7 @@ outlasts `wait_s` of wall time gives up (counted and logged): the clock then run
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 HEADER = "X-Harness-Lockstep"
@@ -109,6 +110,7 @@ class Lockstep:
         self.received = 0  # requests of this run that arrived (seq - received are still on the wire)
         self.anchor = 0.0  # virtual time of the run's offset 0 (open loop)
         self.next_due: float | None = None
+        self.free_at: list[float] = []  # open loop: when the client's free slots freed (virtual, a heap)
         self.gave_up = False
         self.timeouts = 0
 
@@ -119,6 +121,7 @@ class Lockstep:
             self.run, self.seq, self.in_flight, self.received = hint.run, 0, 0, 0
             self.ready = self.followed = self.follows = 0
             self.anchor = now - (hint.offset or 0.0)
+            self.free_at = [self.anchor] * hint.concurrency
         self.in_flight += 1
         self.received += 1
         if hint.seq > self.seq:  # requests may land out of send order; the latest send knows best
@@ -126,12 +129,19 @@ class Lockstep:
             self.followed = hint.followed
             self.next_due = self.anchor + hint.next if hint.next is not None else None
         self.gave_up = False
-        return now if hint.offset is None else max(now, self.anchor + hint.offset)
+        slot = heapq.heappop(self.free_at) if self.free_at else now
+        if hint.offset is None:
+            return now
+        # open loop: sent once due and a slot was free (the load generator's worker claims the next
+        # arrival when it frees), whichever came later, however late it landed here
+        return max(slot, self.anchor + hint.offset)
 
-    def finish(self, follow: bool) -> None:
-        """A tracked request finished: a slot is free, and its session's next turn is ready if it has one."""
+    def finish(self, follow: bool, at: float) -> None:
+        """A tracked request finished at virtual time `at`: a slot is free, and its session's next turn
+        is ready if it has one."""
         self.in_flight = max(0, self.in_flight - 1)
         self.follows += int(follow)
+        heapq.heappush(self.free_at, at)
         self.gave_up = False
 
     @property
