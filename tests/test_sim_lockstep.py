@@ -309,7 +309,7 @@ def test_serve_sim_matches_virtual_time_over_http(tmp_path: Path, hog: bool) -> 
     import subprocess
     import sys
 
-    from sim_server_proc import SimProc
+    from tests.helpers.procs import SimProc
 
     trace = read_spec(_spec(tmp_path, "multi-turn", 4))
     cfg = Config("lru", 600)
