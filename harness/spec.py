@@ -21,8 +21,11 @@ from harness.errors import SpecError
 from harness.paths import expand_path
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
-KINDS = ("shared-prefix", "multi-turn")
+KINDS = ("shared-prefix", "multi-turn", "trace")
 HISTORY_MODES = ("verbatim", "drop-reasoning")
+TRACE_FORMATS = ("mooncake", "conversations", "requests")
+TRACE_TIMESTAMPS = ("honor", "ignore")
+TRACE_HISTORY = ("live", "recorded")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 TOP_KEYS = {
@@ -59,6 +62,19 @@ MULTI_TURN_KEYS = {
     "system_prompt_tokens",
     "question_tokens",
     "answer_tokens",
+    "history",
+}
+TRACE_KEYS = {
+    "kind",
+    "path",
+    "format",
+    "block_tokens",
+    "start",
+    "limit",
+    "timestamps",
+    "timestamp_unit",
+    "speedup",
+    "max_output_tokens",
     "history",
 }
 # sweep may also vary these top-level run settings, not only workload keys
@@ -111,7 +127,24 @@ class MultiTurnWorkload:
         return self.answer_tokens
 
 
-Workload = SharedPrefixWorkload | MultiTurnWorkload
+@dataclass(frozen=True)
+class TraceWorkload:
+    """Someone's recorded traffic replayed as it was: a Mooncake trace, conversations, or a request log."""
+
+    kind: str
+    path: Path
+    format: str
+    block_tokens: int = 512  # mooncake: tokens per hash id in the prompt sent (the trace's own: 512)
+    start: int = 0  # first request (0-based) of the file
+    limit: int | None = None  # how many (None: to the end)
+    timestamps: str = "honor"  # honor: send at trace time / speedup; ignore: as fast as concurrency allows
+    timestamp_unit: str = "s"  # requests format: s | ms (mooncake traces are in ms)
+    speedup: float = 1.0
+    max_output_tokens: int | None = None  # cap on the trace's output lengths
+    history: str = "live"  # conversations: live (the server's answers) | recorded (the file's)
+
+
+Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload
 
 
 @dataclass(frozen=True)
@@ -334,6 +367,8 @@ def _parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
     kind = wl.get("kind")
     if kind not in KINDS:
         raise SpecError(f, f"{key}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "trace":
+        return _parse_trace(wl, f, key, base_dir)
     if kind == "shared-prefix":
         _no_unknown(wl, SHARED_PREFIX_KEYS, f, key)
         shuffle = wl.get("shuffle", True)
@@ -366,6 +401,42 @@ def _parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
         question_tokens=_question(_req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir),
         answer_tokens=_pos_int(_req(wl, "answer_tokens", f, key), f, f"{key}.answer_tokens"),
         history=history,
+    )
+
+
+def _parse_trace(wl: dict, f: str, key: str, base_dir: Path) -> TraceWorkload:
+    """The trace's keys; the file itself is read (and each line checked) when the schedule is built."""
+    _no_unknown(wl, TRACE_KEYS, f, key)
+    raw_path = _req(wl, "path", f, key)
+    if not isinstance(raw_path, str) or not raw_path:
+        raise SpecError(f, f"{key}.path", f"expected a path to a trace file, got {raw_path!r}")
+    p = Path(expand_path(raw_path))
+    if not p.is_absolute():
+        p = base_dir / p
+    if not p.is_file():
+        raise SpecError(f, f"{key}.path", f"file not found: {raw_path}")
+    fmt = wl.get("format", "mooncake")
+    if fmt not in TRACE_FORMATS:
+        raise SpecError(f, f"{key}.format", f"expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+    choices = {"timestamps": TRACE_TIMESTAMPS, "timestamp_unit": ("s", "ms"), "history": TRACE_HISTORY}
+    picked = {}
+    for k, allowed in choices.items():
+        v = wl.get(k, TraceWorkload.__dataclass_fields__[k].default)
+        if v not in allowed:
+            raise SpecError(f, f"{key}.{k}", f"expected one of {', '.join(allowed)}, got {v!r}")
+        picked[k] = v
+    limit = wl.get("limit")
+    cap = wl.get("max_output_tokens")
+    return TraceWorkload(
+        kind="trace",
+        path=p,
+        format=fmt,
+        block_tokens=_pos_int(wl.get("block_tokens", 512), f, f"{key}.block_tokens"),
+        start=_nonneg_int(wl.get("start", 0), f, f"{key}.start"),
+        limit=None if limit is None else _pos_int(limit, f, f"{key}.limit"),
+        speedup=_pos_float(wl.get("speedup", 1.0), f, f"{key}.speedup"),
+        max_output_tokens=None if cap is None else _pos_int(cap, f, f"{key}.max_output_tokens"),
+        **picked,
     )
 
 
@@ -424,7 +495,11 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str
         return {}
     if not isinstance(v, dict):
         raise SpecError(f, "sweep", f"expected a mapping of key -> list of values, got {_tname(v)}")
-    allowed = (SHARED_PREFIX_KEYS if workload.kind == "shared-prefix" else MULTI_TURN_KEYS) - {"kind"}
+    allowed = {
+        "shared-prefix": SHARED_PREFIX_KEYS,
+        "multi-turn": MULTI_TURN_KEYS,
+        "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens"},
+    }[workload.kind] - {"kind"}
     out: dict[str, list[Any]] = {}
     for k, vals in v.items():
         if k not in allowed and k not in SWEEPABLE_TOP:
@@ -451,8 +526,10 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str
                 if x not in HISTORY_MODES:
                     raise SpecError(f, key, f"expected one of {', '.join(HISTORY_MODES)}, got {x!r}")
                 checked.append(x)
-            elif k == "system_prompt_tokens":
+            elif k in ("system_prompt_tokens", "start"):
                 checked.append(_nonneg_int(x, f, key))
+            elif k == "speedup":
+                checked.append(_pos_float(x, f, key))
             else:
                 checked.append(_pos_int(x, f, key))
         if len({repr(x) for x in checked}) != len(checked):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.spec import ExperimentSpec, MultiTurnWorkload, Workload
+from harness.spec import ExperimentSpec, MultiTurnWorkload, TraceWorkload, Workload
 from harness.tokenizer import Tokenizer
 from harness.workloads.generators import multi_turn, shared_prefix
 from harness.workloads.prompts import PromptBuilder
@@ -36,6 +36,10 @@ def build_schedule(
     else:  # a harness.tokenizer.Tokenizer object, e.g. WordTokenizer()
         maker = load_prompt_maker(getattr(tokenizer, "name", spec.tokenizer))
     f = str(spec.source_path)
+    if isinstance(wl, TraceWorkload):
+        from harness.workloads.traces import trace_schedule
+
+        return trace_schedule(wl, seed, maker, f, spec.api)
     if isinstance(wl, MultiTurnWorkload):
         return multi_turn(wl, seed, maker, f)
     return shared_prefix(wl, seed, maker, f)

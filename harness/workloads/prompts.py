@@ -43,8 +43,12 @@ class PromptBuilder:
         self.schedule, self.api = schedule, api
         self.word = schedule.tokenizer == "word"
         self.drop_reasoning = schedule.history == "drop-reasoning"
+        self.recorded = schedule.history == "recorded"  # trace conversations: the file's answers
 
     def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        render = getattr(req.question, "render", None)  # a trace's block or logged prompt
+        if render is not None:
+            return render(self.api)
         if self.schedule.ids:
             return self._ids(conv, req, history)
         messages: list[dict[str, str]] = []
@@ -55,12 +59,14 @@ class PromptBuilder:
         exact = True
         for prev_req, out in zip(conv.turns, history, strict=False):
             ans = strip_reasoning(out.answer) if self.drop_reasoning else out.answer
+            if self.recorded:
+                ans = prev_req.answer or ""
             messages.append({"role": "user", "content": prev_req.question})  # type: ignore[dict-item]
             messages.append({"role": "assistant", "content": ans})
             n += prev_req.question_tokens
             if self.word:
                 n += len(ans.split())
-            elif out.completion_tokens is not None and not self.drop_reasoning:
+            elif out.completion_tokens is not None and not (self.drop_reasoning or self.recorded):
                 n += out.completion_tokens
             else:
                 exact = False

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 Prompt = str | tuple[int, ...]  # text, or token ids for SGLang's /generate `input_ids`
+# a trace's question may also be a harness.workloads.trace_prompts.BlockPrompt or ChatPrompt, built at send time
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class Request:
     output_tokens: int
     group: int | None = None
     session: int | None = None
+    arrival: float | None = None  # trace replay (timestamps: honor): due this long after the run start
+    answer: str | None = None  # trace replay (history: recorded): the answer the file recorded
 
 
 @dataclass
@@ -43,12 +46,19 @@ class Schedule:
     conversations: list[Conversation]
     history: str = "verbatim"  # multi-turn: verbatim | drop-reasoning
     ids: bool = False  # prompts are token ids (tokenizer: server)
+    # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many
+    # requests, so a long trace is never held in memory; None: a list, counted
+    total: int | None = None
 
     def requests(self) -> Iterator[Request]:
         """Every request in nominal send order."""
+        if self.total is not None:  # a trace's conversations already come in send order, turns in a row
+            return (r for c in self.conversations for r in c.turns)
         reqs = [r for c in self.conversations for r in c.turns]
         reqs.sort(key=lambda r: r.index)
         return iter(reqs)
 
     def __len__(self) -> int:
+        if self.total is not None:
+            return self.total
         return sum(len(c.turns) for c in self.conversations)
