@@ -51,8 +51,7 @@ def objects(path: Path, start: int = 0, limit: int | None = None) -> Iterator[tu
     """(line number, object) for `limit` non-blank JSONL lines from the `start`-th; a bad line is an error."""
     if limit == 0:
         return
-    n = 0
-    for no, line in raw_lines(path, start):
+    for n, (no, line) in enumerate(raw_lines(path, start), 1):
         try:
             obj = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -61,7 +60,6 @@ def objects(path: Path, start: int = 0, limit: int | None = None) -> Iterator[tu
         if not isinstance(obj, dict):
             raise HarnessError(f"{path}: line {no}: expected a JSON object, got {type(obj).__name__}")
         yield no, obj
-        n += 1
         if limit is not None and n >= limit:
             return
 
@@ -228,7 +226,6 @@ def conversation_items(path: Path, start: int = 0, limit: int | None = None) -> 
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise HarnessError(f"{path}: not JSON ({getattr(e, 'msg', e)})") from None
         end = None if limit is None else start + limit
-        for k, item in enumerate(data[start:end], start + 1):
-            yield k, item
+        yield from enumerate(data[start:end], start + 1)
         return
     yield from objects(path, start, limit)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from harness.errors import SpecError
 from harness.spec import TraceWorkload
 from harness.workloads.schedule import Conversation, Request, Schedule
+from harness.workloads.tokenizers import PromptMaker
 from harness.workloads.trace_files import (
     conversation_item,
     conversation_items,
@@ -27,7 +28,6 @@ from harness.workloads.trace_files import (
     scaled_tokens,
 )
 from harness.workloads.trace_prompts import BlockMaker, BlockPrompt, LoggedPrompt
-from harness.workloads.tokenizers import PromptMaker
 
 DEFAULT_OUTPUT_TOKENS = 256  # when a request log or conversation does not say how much was generated
 
