@@ -105,11 +105,11 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     schedule = build_schedule(spec, point.workload, seed, "word")
     builder = PromptBuilder(schedule, "completions")
     tok = WordTokenizer()
-    conv_of = {id(r): c for c in schedule.conversations for r in c.turns}
+    # one pass over the conversations (a trace's are read from its file on each pass)
+    pairs = sorted(((c, r) for c in schedule.conversations for r in c.turns), key=lambda cr: cr[1].index)
     history: dict[int, list] = {}
     reqs = []
-    for r in schedule.requests():
-        conv = conv_of[id(r)]
+    for conv, r in pairs:
         hist = history.setdefault(conv.id, [])
         prompt = builder.build(conv, r, hist)
         ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)

@@ -230,3 +230,32 @@ def _conversations(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: s
             yield Conversation(id=c, system=conv.system, system_tokens=sys_n, turns=turns, session=c)
 
     return LazyConversations(make, count), "recorded" if wl.history == "recorded" else "verbatim", total
+
+
+def mooncake_ideal(
+    path, start: int, count: int, block_tokens: int, sent: set[int] | None = None
+) -> tuple[int, int, int]:
+    """(requests, hit tokens, prompt tokens) of an unbounded cache over the slice's requests (those in
+    `sent`, by index, when given), in trace order: a request hits the longest block prefix an earlier
+    one had, each block counted as block_tokens tokens and the last as its real length (the trace
+    README's definition, scaled by block_tokens / 512)."""
+    nodes: set[tuple[int, int]] = set()
+    n = hit = total = 0
+    for i, (no, obj) in enumerate(objects(path, start, count)):
+        if sent is not None and i not in sent:
+            continue
+        line = mooncake_line(path, no, obj)
+        tokens = scaled_tokens(line.input_length, block_tokens)
+        parent, m, matched = -1, 0, True
+        for h in line.hash_ids:
+            key = (parent, h)
+            if matched and key in nodes:
+                m += 1
+            else:
+                matched = False
+                nodes.add(key)
+            parent = h
+        n += 1
+        hit += min(m * block_tokens, tokens)
+        total += tokens
+    return n, hit, total
