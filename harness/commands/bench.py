@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     redactor = spec_redactor(specs)
     plan.check_model(plans, opts)
     if args.dry_run:
+        plan.check_traces([p.spec for p in plans if not p.skipped])  # a real run checks them in run_plans
         for line in plan.describe_plan(plans, opts, redactor):
             print(line)
         return 0

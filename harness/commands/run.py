@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.servers.process import install_signal_handlers
     from harness.spec import load_spec
     from harness.sweep.bench import run_attached
-    from harness.sweep.plan import check_writable, select_points
+    from harness.sweep.plan import check_traces, check_writable, select_points
 
     spec = load_spec(args.spec)
     seeds = _parse_seeds(args.seeds)
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if why:
         raise HarnessError(f"--only: {spec.source_path}: {why}")
     check_writable(Path(args.capture), "capture", min_free_mb=100)  # one line, before the server is touched
+    check_traces([spec], points)
     if args.wait_ready < 0:
         raise HarnessError(f"--wait-ready: expected seconds >= 0, got {args.wait_ready:g}")
     check_server(args.server_url, wait_ready_s=args.wait_ready)

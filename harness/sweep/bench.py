@@ -39,6 +39,7 @@ from harness.sweep.plan import (
     ServerPlan,
     check_capture_matches,
     check_model,
+    check_traces,
     check_writable,
     plan_points,
     server_proc,
@@ -299,6 +300,7 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
     check_writable(opts.capture, "capture", opts.min_free_mb)
     check_writable(opts.summaries, "summaries", opts.min_free_mb)
     check_model(plans, opts)
+    check_traces([p.spec for p in plans if not p.skipped])
     for plan in plans:
         if not plan.skipped:
             check_capture_matches(plan, opts, redactor)

@@ -282,6 +282,20 @@ def check_model(plans: list[ExperimentPlan], opts: BenchOptions) -> None:
                 raise HarnessError(f"{where}: {model} does not exist")
 
 
+def check_traces(specs: Sequence[ExperimentSpec], points: Sequence[Point] | None = None) -> None:
+    """Every trace workload's slice read and checked once (bad line → one line, exit 2) before a launch."""
+    from harness.spec import TraceWorkload
+    from harness.workloads import build_schedule
+
+    for spec in specs:
+        seen = set()
+        for pt in points if points is not None else spec.points():
+            wl = pt.workload
+            if isinstance(wl, TraceWorkload) and wl not in seen:
+                seen.add(wl)
+                build_schedule(spec, wl, spec.seeds[0])
+
+
 def check_capture_matches(plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor) -> None:
     """Refuse to mix results of a changed spec or server into a capture folder that already has points."""
     edir = experiment_dir(opts.capture, opts.node, plan.spec.name)

@@ -239,22 +239,23 @@ def mooncake_ideal(
     `sent`, by index, when given), in trace order: a request hits the longest block prefix an earlier
     one had, each block counted as block_tokens tokens and the last as its real length (the trace
     README's definition, scaled by block_tokens / 512)."""
-    nodes: set[tuple[int, int]] = set()
+    nodes: dict[tuple[int, int], int] = {}
     n = hit = total = 0
     for i, (no, obj) in enumerate(objects(path, start, count)):
         if sent is not None and i not in sent:
             continue
         line = mooncake_line(path, no, obj)
         tokens = scaled_tokens(line.input_length, block_tokens)
-        parent, m, matched = -1, 0, True
+        node, m, matched = 0, 0, True
         for h in line.hash_ids:
-            key = (parent, h)
-            if matched and key in nodes:
-                m += 1
-            else:
+            key = (node, h)
+            nxt = nodes.get(key)
+            if nxt is None:
+                nxt = nodes[key] = len(nodes) + 1
                 matched = False
-                nodes.add(key)
-            parent = h
+            elif matched:
+                m += 1
+            node = nxt
         n += 1
         hit += min(m * block_tokens, tokens)
         total += tokens
