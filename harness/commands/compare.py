@@ -1,4 +1,5 @@
-"""`harness compare A.json B.json`: ratios B / A of the figures of points both summaries hold."""
+"""`harness compare A.json B.json ...`: ratios of each summary's figures to A's, for the points both hold;
+`--html OUT.html` also writes one page with the nodes side by side (harness.report.html_page)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,17 @@ FIGURES = (
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description="Ratios (B / A) between the matching points of two summaries."
+        prog=prog, description="Ratios (B / A) between the matching points of summaries; --html: one page."
     )
     p.add_argument("a", type=Path, help="summary A (the baseline)")
-    p.add_argument("b", type=Path, help="summary B")
+    p.add_argument("others", type=Path, nargs="+", metavar="B", help="summaries to hold against A")
+    p.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="OUT.html",
+        help="also write the nodes side by side as a page",
+    )
     p.add_argument(
         "--figures", default=",".join(FIGURES[:7]), help="comma-separated median figures to compare"
     )
@@ -55,14 +63,18 @@ def compare(a: dict[str, Any], b: dict[str, Any], figures: list[str]) -> list[di
     return rows
 
 
-def run(args: argparse.Namespace) -> int:
-    a, b = load_summary(args.a), load_summary(args.b)
-    figures = [f.strip() for f in args.figures.split(",") if f.strip()]
+def _labels(paths: list[Path], summaries: list[dict[str, Any]]) -> list[str]:
+    """Node names, or file stems where two summaries share a node name."""
+    nodes = [str(s.get("node") or p.stem) for p, s in zip(paths, summaries, strict=True)]
+    return nodes if len(set(nodes)) == len(nodes) else [p.stem for p in paths]
+
+
+def _print_ratios(pa: Path, a: dict[str, Any], pb: Path, b: dict[str, Any], figures: list[str]) -> bool:
     rows = compare(a, b, figures)
-    print(f"A = {args.a} (node {a.get('node')}), B = {args.b} (node {b.get('node')}); ratio = B / A")
+    print(f"A = {pa} (node {a.get('node')}), B = {pb} (node {b.get('node')}); ratio = B / A")
     if not rows:
         print("no matching points (experiment, server and sweep must be equal)")
-        return 1
+        return False
     header = ["experiment", "server", "point", "status A/B"] + [f"{f} B/A" for f in figures]
     print(" | ".join(header))
     for r in rows:
@@ -71,4 +83,20 @@ def run(args: argparse.Namespace) -> int:
             ratio = r["figures"][f][2]
             cells.append(f"{ratio:.3f}" if ratio is not None else "n/a")
         print(" | ".join(cells))
-    return 0
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = [args.a, *args.others]
+    summaries = [load_summary(p) for p in paths]
+    figures = [f.strip() for f in args.figures.split(",") if f.strip()]
+    matched = [
+        _print_ratios(paths[0], summaries[0], pb, b, figures)
+        for pb, b in zip(paths[1:], summaries[1:], strict=True)
+    ]
+    if args.html is not None:
+        from harness.report.html_compare import write_compare_html
+
+        labels = _labels(paths, summaries)
+        print(write_compare_html(list(zip(labels, summaries, strict=True)), args.html))
+    return 0 if all(matched) else 1

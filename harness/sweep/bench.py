@@ -429,7 +429,12 @@ def run_stages(opts: BenchOptions, log: Log) -> int:
     flagged = 0
     for node, summary in summaries.items():
         written = write_report(summary, opts.summaries, stem=node)
-        log(f"report: {written[0]} (+{len(written) - 1} charts)")
+        pages = [p for p in written if p.suffix == ".html"]
+        n_png = sum(p.suffix == ".png" for p in written)
+        n_csv = sum(p.suffix == ".csv" for p in written)
+        log(
+            f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
+        )
         res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
         flagged += int(res["flagged"])
         log(

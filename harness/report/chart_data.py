@@ -1,0 +1,207 @@
+"""Chart series for the HTML page, as plain data: x values, and per series median y with seed min/max.
+
+Each node is a list of points; with several nodes (a comparison) every series is named `node · server`,
+so one chart holds one series per node and server. The browser draws them (assets/report.js, uPlot).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from harness.report.tables import layout
+
+
+class Series(TypedDict):
+    label: str
+    y: list[float | None]
+    lo: list[float | None]
+    hi: list[float | None]
+    status: str
+
+
+class Chart(TypedDict):
+    id: str
+    kind: str
+    title: str
+    x_label: str
+    y_label: str
+    x_log: bool
+    x: list[float]
+    series: list[Series]
+
+
+NodePoints = list[tuple[str, list[dict[str, Any]]]]  # (node name, that node's points of one experiment)
+
+
+def _label(node: str, many_nodes: bool, *parts: str) -> str:
+    return " · ".join(([node] if many_nodes else []) + [p for p in parts if p])
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _spread(p: dict[str, Any], fig: str, key: str | None = None) -> tuple[Any, Any]:
+    s = (p.get("spread") or {}).get(fig)
+    if key is not None:
+        s = s.get(key) if isinstance(s, dict) else None
+    return (s[0], s[1]) if isinstance(s, list) and len(s) == 2 else (None, None)
+
+
+def _scaled(v: Any, k: float) -> float | None:
+    x = _num(v)
+    return None if x is None else x * k
+
+
+def ttft_vs_prompts(exp: str, nodes: NodePoints) -> Chart | None:
+    """Median TTFT (wall clock) per groups value, one series per node × server; log x."""
+    many = len(nodes) > 1
+    xs = sorted(
+        {
+            float(p["sweep"]["groups"])
+            for _, pts in nodes
+            for p in pts
+            if isinstance(p.get("sweep", {}).get("groups"), int | float)
+        }
+    )
+    if not xs:
+        return None
+    series: list[Series] = []
+    for node, pts in nodes:
+        for server in sorted({p["server"] for p in pts}):
+            by_x = {
+                float(p["sweep"]["groups"]): p
+                for p in pts
+                if p["server"] == server and isinstance(p.get("sweep", {}).get("groups"), int | float)
+            }
+            if not any(_num(p["median"].get("ttft_median_s")) is not None for p in by_x.values()):
+                continue
+            row: Series = {"label": _label(node, many, server), "y": [], "lo": [], "hi": [], "status": ""}
+            bad = []
+            for x in xs:
+                p = by_x.get(x)
+                lo, hi = _spread(p, "ttft_median_s") if p else (None, None)
+                row["y"].append(_scaled(p["median"].get("ttft_median_s"), 1000) if p else None)
+                row["lo"].append(_scaled(lo, 1000))
+                row["hi"].append(_scaled(hi, 1000))
+                if p and p.get("status") != "ok":
+                    bad.append(f"{x:g}: {p.get('status')}")
+            row["status"] = "; ".join(bad)
+            series.append(row)
+    if not series:
+        return None
+    return {
+        "id": "",
+        "kind": "ttft",
+        "title": f"{exp}: median TTFT vs distinct prompts (whiskers: min–max over seeds)",
+        "x_label": "distinct prompts (shared-prefix groups, log scale)",
+        "y_label": "median TTFT (ms, wall clock)",
+        "x_log": True,
+        "x": xs,
+        "series": series,
+    }
+
+
+def hit_rate_by(exp: str, nodes: NodePoints, by: str) -> Chart | None:
+    """Usage hit rate per turn (`by`="turn") or per prefix use (`by`="position"), one series per point."""
+    fig = f"hit_rate_usage_by_{by}"
+    many = len(nodes) > 1
+    keys = sorted({int(k) for _, pts in nodes for p in pts for k in (p["median"].get(fig) or {})})
+    if len(keys) < 2:
+        return None
+    series: list[Series] = []
+    for node, pts in nodes:
+        multi = len({p["point_key"] for p in pts}) > 1
+        for p in sorted(pts, key=lambda p: (p["server"], _point_rank(p))):
+            vals = p["median"].get(fig) or {}
+            if not any(_num(v) is not None for v in vals.values()):
+                continue
+            los, his = [], []
+            for k in keys:
+                lo, hi = _spread(p, fig, str(k))
+                los.append(_scaled(lo, 100))
+                his.append(_scaled(hi, 100))
+            series.append(
+                {
+                    "label": _label(node, many, p["server"], p["point_key"] if multi else ""),
+                    "y": [_scaled(vals.get(str(k)), 100) for k in keys],
+                    "lo": los,
+                    "hi": his,
+                    "status": "" if p.get("status") == "ok" else str(p.get("status")),
+                }
+            )
+    if not series:
+        return None
+    what = "turn (1 = first request of each session)" if by == "turn" else "use of a prefix (1 = first use)"
+    return {
+        "id": "",
+        "kind": f"hit-rate-{by}",
+        "title": f"{exp}: prefix-cache hit rate (cached / prompt tokens) per {by} (whiskers: min–max over seeds)",
+        "x_label": what,
+        "y_label": "hit rate (%)",
+        "x_log": False,
+        "x": [float(k + 1) for k in keys],
+        "series": series,
+    }
+
+
+def sm_clock(exp: str, nodes: NodePoints) -> Chart | None:
+    """SM clock over each point's run (first seed with samples), one series per point; x = seconds."""
+    many = len(nodes) > 1
+    picked: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    for node, pts in nodes:
+        for p in sorted(pts, key=lambda p: (p["server"], _point_rank(p))):
+            cs = p.get("clock_series") or {}
+            if not cs:
+                continue
+            seed = sorted(cs, key=lambda s: (len(s), s))[0]
+            picked.append((_label(node, many, p["server"], p["point_key"], f"seed {seed}"), p, cs[seed]))
+    if not picked:
+        return None
+    xs = sorted({round(float(t), 3) for _, _, s in picked for t in s.get("t_s", [])})
+    index = {x: i for i, x in enumerate(xs)}
+    series: list[Series] = []
+    for label, p, s in picked:
+        y: list[float | None] = [None] * len(xs)
+        for t, v in zip(s.get("t_s", []), s.get("sm_clock_mhz", []), strict=False):
+            y[index[round(float(t), 3)]] = _num(v)
+        series.append(
+            {
+                "label": label,
+                "y": y,
+                "lo": [None] * len(xs),
+                "hi": [None] * len(xs),
+                "status": "" if p.get("status") == "ok" else str(p.get("status")),
+            }
+        )
+    return {
+        "id": "",
+        "kind": "sm-clock",
+        "title": f"{exp}: SM clock during each point",
+        "x_label": "time since the point's first sample (s)",
+        "y_label": "SM clock (MHz)",
+        "x_log": False,
+        "x": xs,
+        "series": series,
+    }
+
+
+def _point_rank(p: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in p.get("sweep", {}).values())
+
+
+def experiment_charts(exp: str, nodes: NodePoints) -> list[Chart]:
+    """Every chart the data supports: TTFT vs prompts, hit rate per turn (else per position), SM clock."""
+    all_pts = [p for _, pts in nodes for p in pts]
+    made = [ttft_vs_prompts(exp, nodes)]
+    turn = hit_rate_by(exp, nodes, "turn") if layout(all_pts) == "policy" else None
+    made.append(turn or hit_rate_by(exp, nodes, "position"))
+    made.append(sm_clock(exp, nodes))
+    charts = [c for c in made if c is not None]
+    for i, c in enumerate(charts):
+        c["id"] = f"chart-{_safe(exp)}-{c['kind']}-{i}"
+    return charts
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)

@@ -1,0 +1,400 @@
+"""A summary → one self-contained HTML page (tables, verdict badges, interactive charts, prefill evidence).
+
+Everything is inline: styles, the vendored uPlot (MIT, ~51 KB, see assets/uPlot.LICENSE), the
+chart data and the script, so the page opens offline on a GPU node. A Content-Security-Policy meta tag
+forbids any load from the network. Tables are HTML (readable and printable without scripts); charts
+are drawn by assets/report.js. Several nodes side by side: harness.report.html_compare.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.report.chart_data import Chart, experiment_charts
+from harness.report.common import server_time_scale, verdict_word
+from harness.report.tables import (
+    Badge,
+    Table,
+    cache_warnings,
+    experiment_tables,
+    num,
+    sources_note,
+    time_scale_lines,
+)
+from harness.servers.redact import Redactor, collect_secrets, env_secrets
+
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; font-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'"
+)
+BAD_VERDICTS = {
+    "clock-confounded",
+    "below-floor",
+    "thermal",
+    "hw-slowdown",
+    "power-brake",
+    "failed",
+    "missing",
+}
+
+
+def _asset(name: str) -> str:
+    return resources.files("harness.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def esc(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _json_for_script(obj: Any) -> str:
+    """JSON safe inside <script>: no `</script>` or `<!--` can end or confuse the block."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def badge(b: Badge) -> str:
+    word = b.word or "n/a"
+    cls = (
+        "v-ok"
+        if word == "ok"
+        else "v-no-telemetry"
+        if word in ("no-telemetry", "n/a")
+        else "v-bad"
+        if word in BAD_VERDICTS
+        else "v-warn"
+    )
+    reason = f"{b.who}: {b.reason}" if b.who and b.reason else b.reason
+    who = f' <span class="who">{esc(b.who)}</span>' if b.who else ""
+    return (
+        f'<span class="badge {cls}" data-verdict="{esc(word)}" data-reason="{esc(reason)}" '
+        f'title="{esc(reason)}">{esc(word)}{who}</span>'
+    )
+
+
+def table_html(t: Table, extra_class: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
+    body = []
+    for key, row in zip(t.row_keys, t.rows, strict=True):
+        cells = "".join(
+            f"<td>{''.join(badge(b) for b in c.badges)}</td>" if c.badges else f"<td>{esc(c.text)}</td>"
+            for c in row
+        )
+        body.append(f'<tr data-point="{esc(key)}">{cells}</tr>')
+    return (
+        f'<div class="table-wrap"><table class="report-table {extra_class}" data-table="{esc(t.kind)}">'
+        f"<caption>{esc(t.title)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def pairs_table(exp: str, pairs: list[dict[str, Any]]) -> str:
+    """Every A/B pair's clock verdict: were both sides measured at comparable SM clocks?"""
+    rows = sorted(
+        (pr for pr in pairs if pr.get("experiment") == exp),
+        key=lambda pr: (
+            tuple(
+                (0, v) if isinstance(v, int | float) else (1, str(v))
+                for v in (pr.get("sweep") or {}).values()
+            ),
+            str(pr.get("a")),
+            str(pr.get("b")),
+        ),
+    )
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr data-point="{esc(pr.get("point_key"))}|{esc(pr.get("a"))}|{esc(pr.get("b"))}">'
+        f"<td>{esc(pr.get('point_key'))}</td><td>{esc(pr.get('a'))}</td><td>{esc(pr.get('b'))}</td>"
+        f"<td>{esc(num(pr.get('clock_a_mhz'), '.0f'))}</td><td>{esc(num(pr.get('clock_b_mhz'), '.0f'))}</td>"
+        f"<td>{esc(num(pr.get('ratio'), '.3f'))}</td>"
+        f"<td>{badge(Badge(verdict_word(pr.get('verdict', pr)), '; '.join(pr.get('reasons') or [])))}</td></tr>"
+        for pr in rows
+    )
+    return (
+        '<div class="table-wrap"><table class="report-table" data-table="pairs">'
+        "<caption>Clock verdicts of the A/B pairs (SM clock of each side; ratio b / a)</caption>"
+        "<thead><tr><th>point</th><th>a</th><th>b</th><th>clock a MHz</th><th>clock b MHz</th>"
+        f"<th>ratio</th><th>verdict</th></tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def evidence_html(points: list[dict[str, Any]], node: str = "") -> str:
+    blocks = []
+    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
+        ev = p.get("evidence") or []
+        if not ev:
+            continue
+        label = f"{node} · " if node else ""
+        blocks.append(
+            f'<div class="evidence-point"><code>{esc(label)}{esc(p["server"])} {esc(p["point_key"])}</code>'
+            f'<pre class="evidence" data-point="{esc(p["server"])}|{esc(p["point_key"])}">'
+            f"{esc(chr(10).join(str(e) for e in ev))}</pre></div>"
+        )
+    if not blocks:
+        return '<p class="note">No prefill lines from the server log fell in these points\' windows.</p>'
+    return (
+        "<details open><summary>Server prefill lines (verbatim, first seed; <code>#cached-token</code> is "
+        f"the server's own count)</summary>{''.join(blocks)}</details>"
+    )
+
+
+def cache_html(points: list[dict[str, Any]]) -> str:
+    """The points not measured on a cold cache, and why (warm-start, cache-not-cold)."""
+    items = "".join(f"<li>{esc(w)}</li>" for w in cache_warnings(points))
+    return (
+        f'<p class="note">Not measured on a cold cache:</p><ul class="problems">{items}</ul>' if items else ""
+    )
+
+
+def chart_figures(charts: list[Chart]) -> str:
+    if not charts:
+        return ""
+    figs = "".join(
+        f'<figure class="chart" data-kind="{esc(c["kind"])}" data-expected-series="{len(c["series"])}">'
+        f"<figcaption>{esc(c['title'])}</figcaption>"
+        f'<div class="plot" id="{esc(c["id"])}"></div></figure>'
+        for c in charts
+    )
+    return f'<div class="charts{" two" if len(charts) > 1 else ""}">{figs}</div>'
+
+
+def clock_note(points: list[dict[str, Any]]) -> str:
+    """Why there is no SM clock chart: the points' telemetry status (e.g. a sim has no GPU)."""
+    if any(p.get("clock_series") for p in points):
+        return ""
+    why = sorted({str((p.get("telemetry") or {}).get("status") or "absent") for p in points})
+    return f'<p class="note sm-clock-absent">No SM clock samples: {esc("; ".join(why))}.</p>'
+
+
+def scale_note(points: list[dict[str, Any]], servers: dict[str, Any]) -> str:
+    return "".join(
+        f'<p class="note time-scale">{esc(line)}</p>' for line in time_scale_lines(points, servers)
+    )
+
+
+# ---------------------------------------------------------------- header facts
+
+
+def _manifests(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (e, (v or {}).get("manifest") or {}) for e, v in sorted((summary.get("experiments") or {}).items())
+    ]
+
+
+def _redactor(summary: dict[str, Any]) -> Redactor:
+    return Redactor(collect_secrets(summary.get("experiments") or {}) | env_secrets())
+
+
+def _uniq(values: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        if v not in (None, "", []) and str(v) not in out:
+            out.append(str(v))
+    return out
+
+
+def card_text(summary: dict[str, Any]) -> str:
+    """Real GPUs from the manifests (name × count); for sim servers the modelled card profile."""
+    parts: list[str] = []
+    for _, m in _manifests(summary):
+        names = [g.get("name") for g in m.get("gpus") or [] if isinstance(g, dict) and g.get("name")]
+        if names:
+            parts += [f"{n} × {names.count(n)}" for n in dict.fromkeys(names)]
+    for entry in (summary.get("experiments") or {}).values():
+        for s in ((entry or {}).get("servers") or {}).values():
+            card = ((s or {}).get("server_info") or {}).get("card")
+            if isinstance(card, dict) and card.get("name"):
+                parts.append(
+                    f"sim, modelled {card['name']} ({card.get('gpu', '?')}, {card.get('model', '?')})"
+                )
+    return ", ".join(_uniq(parts)) or "n/a"
+
+
+def driver_text(summary: dict[str, Any]) -> str:
+    ms_ = [m for _, m in _manifests(summary)]
+    drivers = _uniq(m.get("driver") for m in ms_)
+    if drivers:
+        return ", ".join(drivers)
+    why = _uniq(m.get("gpu_status") for m in ms_)
+    return f"n/a ({'; '.join(why)})" if why else "n/a"
+
+
+def time_scales(summary: dict[str, Any]) -> list[str]:
+    """`0.02 (every server)` or `0.02 (exp/a, exp/b)` per distinct --time-scale of the sim servers."""
+    by_x: dict[float, list[str]] = {}
+    n = 0
+    for exp, entry in sorted((summary.get("experiments") or {}).items()):
+        for name, s in sorted(((entry or {}).get("servers") or {}).items()):
+            n += 1
+            x = server_time_scale(s or {})
+            if x is not None:
+                by_x.setdefault(x, []).append(f"{exp}/{name}")
+    if len(by_x) == 1 and len(next(iter(by_x.values()))) == n:
+        return [f"{x:g} (every server is the sim)" for x in by_x]
+    return [f"{x:g} ({', '.join(names)})" for x, names in sorted(by_x.items())]
+
+
+def _manifest_servers(m: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The manifest's `servers`: a {name: entry} dict, or a list of entries that carry `name`."""
+    servers = m.get("servers") or {}
+    if isinstance(servers, dict):
+        return sorted((str(k), v) for k, v in servers.items() if isinstance(v, dict))
+    return sorted(
+        (str(v.get("name", i)), v)
+        for i, v in enumerate(servers if isinstance(servers, list) else [])
+        if isinstance(v, dict)
+    )
+
+
+def launch_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(experiment/server, the command line as run, secrets redacted) for every server of every experiment."""
+    red = _redactor(summary)
+    out = []
+    for exp, m in _manifests(summary):
+        for name, s in _manifest_servers(m):
+            argv = s.get("argv") or s.get("args") or []
+            env = s.get("env") or {}
+            line = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in red.obj(env).items())
+            line = (line + " " if line else "") + shlex.join(red.argv([str(a) for a in argv]))
+            out.append((f"{exp}/{name}", line or f"(launch: {s.get('launch', '?')})"))
+    return out
+
+
+def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    ms_ = _manifests(summary)
+    shas = _uniq(m.get("git_sha") for _, m in ms_)
+    ran_by = _uniq(m.get("harness_version") for _, m in ms_)
+    facts = [
+        ("node", str(summary.get("node", "?"))),
+        ("card", card_text(summary)),
+        ("driver", driver_text(summary)),
+        (
+            "harness version",
+            f"{summary.get('harness_version', '?')} (summarized)"
+            + (f"; {', '.join(ran_by)} (ran)" if ran_by else ""),
+        ),
+        ("git sha", ", ".join(shas) or "n/a"),
+        ("started", ", ".join(_uniq(m.get("start_time") for _, m in ms_)) or "n/a"),
+        (
+            "summary",
+            f"generated {summary.get('generated_at', '?')} on {summary.get('generated_on', '?')} "
+            f"from {', '.join(str(s) for s in summary.get('sources') or []) or '?'}",
+        ),
+    ]
+    scales = time_scales(summary)
+    if scales:
+        facts.append(
+            (
+                "time scale (sim)",
+                "; ".join(scales)
+                + " — wall-clock timings are X × the modelled card's (card time = wall ÷ X)",
+            )
+        )
+    return facts
+
+
+def facts_html(facts: list[tuple[str, str]], lines: list[tuple[str, str]]) -> str:
+    dl = "".join(f'<dt>{esc(k)}</dt><dd data-fact="{esc(k)}">{esc(v)}</dd>' for k, v in facts)
+    launch = "".join(
+        f'<div><code>{esc(who)}</code><pre class="evidence launch">{esc(line)}</pre></div>'
+        for who, line in lines
+    )
+    details = (
+        f"<details><summary>Server launch lines ({len(lines)}, secrets redacted)</summary>{launch}</details>"
+        if lines
+        else ""
+    )
+    return f'<dl class="facts">{dl}</dl>{details}'
+
+
+# ---------------------------------------------------------------- pages
+
+
+def page(title: str, body: str, charts: list[Chart]) -> str:
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="harness {esc(__version__)}">'
+        f"<title>{esc(title)}</title>"
+        f"<style>{_asset('uPlot.min.css')}\n{_asset('report.css')}</style></head>"
+        f"<body><main>{body}</main>"
+        f'<script type="application/json" id="report-data">{_json_for_script({"charts": charts})}</script>'
+        f"<script>{_asset('uPlot.iife.min.js')}</script>"
+        f"<script>{_asset('report.js')}</script>"
+        "</body></html>\n"
+    )
+
+
+def toc(exps: list[str]) -> str:
+    links = "".join(f'<a href="#exp-{esc(e)}">{esc(e)}</a>' for e in exps)
+    return f'<nav class="toc">Experiments: {links}</nav>' if exps else ""
+
+
+def _footer(summary: dict[str, Any]) -> str:
+    out = ""
+    probs = summary.get("problems") or []
+    if probs:
+        items = "".join(f"<li><code>{esc(p.get('path'))}</code>: {esc(p.get('reason'))}</li>" for p in probs)
+        out += f'<h2>Skipped files</h2><ul class="problems">{items}</ul>'
+    for note in summary.get("notes") or []:
+        out += f'<p class="note">Note: {esc(note)}</p>'
+    return out
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The whole page for one node's summary."""
+    node = str(summary.get("node", "?"))
+    exps = sorted(summary.get("experiments") or {})
+    sections: list[str] = []
+    all_charts: list[Chart] = []
+    for exp in exps:
+        entry = (summary.get("experiments") or {}).get(exp) or {}
+        pts = [p for p in summary["points"] if p.get("experiment") == exp]
+        desc = ((entry.get("manifest") or {}).get("spec") or {}).get("description")
+        parts = [f'<section class="experiment" id="exp-{esc(exp)}" data-experiment="{esc(exp)}">']
+        parts.append(f"<h2>{esc(exp)}</h2>")
+        if desc:
+            parts.append(f'<p class="muted">{esc(desc)}</p>')
+        if not pts:
+            parts.append('<p class="note">No points.</p></section>')
+            sections.append("".join(parts))
+            continue
+        tables = experiment_tables(summary, exp)
+        parts.append(table_html(tables[0], "main"))
+        parts.append(scale_note(pts, entry.get("servers", {})))
+        charts = experiment_charts(exp, [(node, pts)])
+        all_charts += charts
+        parts.append("<h3>Charts</h3>" + chart_figures(charts) + clock_note(pts))
+        parts.append(pairs_table(exp, summary.get("pairs") or []))
+        for t in tables[1:]:
+            parts.append(table_html(t))
+            if t.kind == "sources":
+                parts.append(f'<p class="note">{esc(sources_note(pts))}</p>' + cache_html(pts))
+        parts.append("<h3>Evidence</h3>" + evidence_html(pts))
+        parts.append("</section>")
+        sections.append("".join(parts))
+    body = (
+        f"<header><h1>Prefix-cache benchmark: node {esc(node)}</h1>"
+        f"{facts_html(header_facts(summary), launch_lines(summary))}{toc(exps)}</header>"
+        + "".join(sections)
+        + _footer(summary)
+    )
+    return page(f"harness report: {node}", body, all_charts)
+
+
+def write_html(summary: dict[str, Any], path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(summary), encoding="utf-8")
+    return path
