@@ -296,7 +296,7 @@ def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
             (
                 "time scale (sim)",
                 "; ".join(scales)
-                + " — wall-clock timings are X × the modelled card's (card time = wall ÷ X)",
+                + " — it only paced the run; modelled columns come from the sim's own clock, other timings are wall clock",
             )
         )
     return facts
