@@ -37,6 +37,9 @@ bench-smoke: $(STAMP)
 bench-real: $(STAMP)
 	$(PY) scripts/bench_real.py --node llama-cpu
 
+bench-vllm: $(STAMP)
+	$(PY) scripts/bench_vllm.py --node vllm-cpu
+
 faults: $(STAMP)
 	$(PY) scripts/fault_report.py
 

@@ -276,6 +276,18 @@ def _vllm_figures(d: CounterDeltas) -> dict[str, Any]:
     }
 
 
+TTFT_HISTOGRAMS = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
+
+
+def ttft_mean_s(d: CounterDeltas) -> tuple[float | None, float | None]:
+    """(mean TTFT in s, requests) over the point from the server's own TTFT histogram (_sum / _count)."""
+    for name in TTFT_HISTOGRAMS:
+        total, count = d.total(name + "_sum"), d.total(name + "_count")
+        if total is not None and count:
+            return total / count, count
+    return None, None
+
+
 def vllm_cache_config(scrape: Scrape) -> dict[str, Any]:
     """Block size and pool from `vllm:cache_config_info` (labels of a gauge); {} when absent."""
     labels = next((dict(ls) for (n, ls) in scrape.values if n == VLLM_CACHE_CONFIG), None)

@@ -513,9 +513,10 @@ def vllm_point_hit_rate(
     """The point's hit rate from vLLM's cumulative `Prefix cache hit rate: X%` lines.
 
     vLLM prints the hit rate over the requests since its last prefix-cache reset (the most recent 1000 at
-    most) every `interval_s` (VLLM_LOG_STATS_INTERVAL), and stays silent while idle. When the point
+    most) every `interval_s` (VLLM_LOG_STATS_INTERVAL), and stays silent while idle, except for the first
+    idle line, which comes at least one interval after the load's end (the runner waits for it). When the point
     reset the cache (`reset_lineno`, the line of its own reset), the first stats line stamped after the
-    point's end and before the next reset is the point's own figure. Otherwise the figure is rebuilt at
+    point's end (its last request's completion) and before the next reset is the point's own figure. Otherwise the figure is rebuilt at
     the last line before the point and the first line after it: queries Q and hits H since the last reset
     from the printed rate r and the integrated prompt throughput C (Q = C / (1 - r) when throughput counts
     computed tokens, Q = C when it counts whole prompts), then (H_end - H_start) / (Q_end - Q_start).
@@ -525,6 +526,9 @@ def vllm_point_hit_rate(
     records = list(records)
     lines = vllm_stats_lines(records)
     stop = next_reset_lineno if next_reset_lineno is not None else float("inf")
+    # stamped S means printed in [S, S + 1): only a line stamped at or after the end surely follows it.
+    # `Running: 0 reqs` proves nothing: between a batch's completions and the client's next sends a
+    # busy engine shows 0 running too (seen on 0.32: a line mid-load at 22.9 % of a 76.3 % point).
     after = [r for r in lines if r.wall is not None and r.wall >= end_wall and r.lineno < stop]
     if reset_lineno is not None:
         after = [r for r in after if r.lineno > reset_lineno]

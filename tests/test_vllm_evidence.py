@@ -158,3 +158,24 @@ def test_rounding_that_swamps_the_figure_is_flagged() -> None:
     t0 = log.records[0].wall
     r = serverlog.vllm_point_hit_rate(log.records, t0 + 5, t0 + 25, interval_s=10.0)
     assert r.method == "edge-delta" and r.coarse and "rounding" in (r.why or "")
+
+
+def test_bench_point_reads_the_first_line_stamped_after_its_load() -> None:
+    """A bench capture (vllm-real, 1 s stats): the load ran 09:14:53.65-09:14:55.36. The line stamped
+    09:14:56 (the first idle one) is the first surely printed after it. Usage and counters said
+    10240 / 13416 = 76.33 %."""
+    log = serverlog.parse_file(DATA / "bench-0.32.0.log")
+    (reset,) = log.of("flush")
+    r = serverlog.vllm_point_hit_rate(
+        log.records,
+        _wall("09:14:53", 0.53),
+        _wall("09:14:55", 0.36),
+        reset_lineno=reset.lineno,
+        interval_s=1.0,
+    )
+    assert r.method == "since-reset" and not r.coarse and r.hit_rate == pytest.approx(0.763)
+    assert r.hit_rate == pytest.approx(10240 / 13416, abs=0.0006)
+    # mid-load the engine briefly showed `Running: 0 reqs, Waiting: 0 reqs` at 22.9 %: never an end line
+    mid = [x for x in serverlog.vllm_stats_lines(log.records) if x.fields["prefix_cache_hit_rate"] == 22.9]
+    assert mid and mid[0].fields["running"] == 0 and mid[0].fields["waiting"] == 0
+    assert r.end_line != mid[0].lineno

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.procs import STDLIB_CACHE_SERVER as SERVER
+
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = Path(__file__).with_name("stdlib_cache_server.py")
 
 
 def _free_port() -> int:

@@ -29,9 +29,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--spec", nargs="+", metavar="FILE", help="experiment specs to run instead of a suite")
     p.add_argument(
         "--server-kind",
-        choices=("auto", "sglang", "sim"),
+        choices=("auto", "sglang", "sim", "vllm"),
         default="auto",
-        help="what `launch: sglang` profiles run as (default auto: SGLang if importable and a GPU is visible)",
+        help="what `launch: sglang` profiles run as (default auto: SGLang if importable and a GPU is visible; "
+        "vllm: vLLM on the same model, the profiles' SGLang flags dropped)",
     )
     p.add_argument("--model", help="model path or name SGLang loads (default: the spec's model)")
     p.add_argument("--capture", type=Path, default=Path("capture"), help="capture root (default: capture)")
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     else:
-        print(f"server kind: sglang: {why}", flush=True)
+        print(f"server kind: {kind}: {why}", flush=True)
 
     if args.retries < 0:
         raise HarnessError(f"--retries: expected 0 or more, got {args.retries}")

@@ -354,13 +354,16 @@ def cache_warnings(points: list[dict[str, Any]]) -> list[str]:
 
 def sources_note(points: list[dict[str, Any]]) -> str:
     """What each source is, for the engines these points ran on, and why a cell is n/a."""
-    engines = {p["median"].get("counter_engine") for p in points} - {None}
+    seed_figs = [s.get("figures") or {} for p in points for s in (p.get("seeds") or {}).values()]
+    engines = {f.get("counter_engine") for f in seed_figs} - {None}  # strings are not merged over seeds
     counters = []
     if "sglang" in engines or not engines:
         counters.append("Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total (SGLang)")
     if "vllm" in engines:
         counters.append("Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total (vLLM)")
-    whys = sorted({w for p in points if (w := p["median"].get("hit_rate_counters_why"))})
+    whys = sorted(
+        {w for f in seed_figs if (w := f.get("hit_rate_counters_why")) or (w := f.get("log_coarse_why"))}
+    )
     text = (
         "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
         "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "

@@ -44,6 +44,8 @@ class Adapter:
     metrics_path: str | None = "/metrics"
     metric_names: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
+    # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
+    settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 
     def health_url(self, profile: ServerProfile, base_url: str, launch: Launch | None) -> str:
         if profile.ready_url:
@@ -132,6 +134,20 @@ LLAMACPP = Adapter(
     flush_path=None,  # no cache reset endpoint: points are only comparable on a fresh server
     metric_names=LLAMACPP_METRICS,
 )
+
+
+def _vllm_settle(p: ServerProfile) -> float:
+    """Two VLLM_LOG_STATS_INTERVALs (default 10 s) and a half: the line whose interval holds the end, then
+    the first idle one (stamped after the end; later idle lines are not printed) reach the log."""
+    try:
+        interval = float(
+            p.env.get("VLLM_LOG_STATS_INTERVAL", os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+        )
+    except ValueError:
+        interval = 10.0
+    return 2 * max(0.0, interval) + 0.5
+
+
 VLLM = Adapter(
     name="vllm",
     argv=_vllm_argv,
@@ -140,6 +156,7 @@ VLLM = Adapter(
     flush_path="/reset_prefix_cache",  # only with VLLM_SERVER_DEV_MODE=1; 200 {"success": false} = refused
     metric_names=VLLM_NAMES,
     env={"VLLM_SERVER_DEV_MODE": "1"},
+    settle_s=_vllm_settle,
 )
 GENERIC = Adapter(name="generic", argv=_command_argv, info_paths=("/get_server_info", "/v1/models"))
 

@@ -6,9 +6,14 @@ from harness.errors import HarnessError
 
 
 def choose_kind(requested: str) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang or sim."""
+    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sim or vllm."""
     if requested == "sim":
         return "sim", "asked for with --server-kind sim"
+    if requested == "vllm":
+        return (
+            "vllm",
+            "asked for with --server-kind vllm (SGLang flags in `launch: sglang` profiles are dropped)",
+        )
     gpu_line = _gpu_visible()
     sglang_ok, sglang_why = (
         _sglang_importable() if requested == "sglang" or gpu_line[0] else (False, "not checked")

@@ -159,6 +159,11 @@ class ServerProcess:
         return self.launches > 0 and self.points_run == 0 and not self.attached
 
     @property
+    def settle_s(self) -> float:
+        """How long a point waits after its load for the server's periodic stats line (vLLM)."""
+        return self.adapter.settle_s(self.profile)
+
+    @property
     def reset_paths(self) -> tuple[str, ...]:
         """The adapter's cache reset endpoint, if the engine has one."""
         return (self.adapter.flush_path,) if self.adapter.flush_path else ()

@@ -216,7 +216,7 @@ def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], l
                 raise SpecError(f, f"{key}.args[{j}]", f"{flag} is not allowed here: {_RESERVED_FLAGS[flag]}")
             if flag == "--model-path" or (launch == "vllm" and flag == "--model"):
                 raise SpecError(
-                    f, f"{key}.args[{j}]", "--model-path is not allowed here: set `model:` or use --model"
+                    f, f"{key}.args[{j}]", f"{flag} is not allowed here: set `model:` or use --model"
                 )
     args = [fill_cache(a) for a in args]
     command = [fill_cache(a) for a in command]

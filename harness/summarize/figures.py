@@ -174,6 +174,18 @@ def point_window(sc: SeedCapture) -> tuple[float, float] | None:
     return min(starts), max(ends)
 
 
+def load_window(sc: SeedCapture, window: tuple[float, float] | None) -> tuple[float, float] | None:
+    """(point start, last request done): where the load ended, before any settle time the runner added."""
+    if window is None:
+        return None
+    done = [
+        float(r["start_wall"]) + float(r["e2e_s"])
+        for r in sc.requests
+        if is_num(r.get("start_wall")) and is_num(r.get("e2e_s")) and r["start_wall"]
+    ]
+    return (window[0], min(window[1], max(done))) if done else window
+
+
 def _slack(log: serverlog.ParsedLog) -> float:
     """How far to widen a point's window: 1 s for whole-second stamps, 0.1 s with SGLANG_LOG_MS=1."""
     stamped = [r for r in log.records if r.kind in ("prefill", "flush") and r.wall is not None]
@@ -324,6 +336,7 @@ def counter_figures(sc: SeedCapture) -> dict[str, Any]:
         fig[f"counter_{k}"] = cf[k]
     fig["counter_reset"] = cf["reset"]
     fig["counter_engine"] = cf["engine"]
+    fig["server_ttft_mean_s"], fig["server_ttft_requests"] = metrics.ttft_mean_s(d)
     if cf["engine"] is None:
         fig["hit_rate_counters_why"] = (
             "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"

@@ -24,6 +24,7 @@ from harness.summarize.figures import (
     counter_figures,
     hit_rate_agreement,
     is_num,
+    load_window,
     log_figures,
     point_window,
     request_figures,
@@ -200,7 +201,9 @@ def _summarize_point(
         warned += mwarned
         window = point_window(sc)
         flushed = bool(sc.point and sc.point.get("flushed"))
-        log_fig, ev = log_figures(sc.log, sliced, window[1] if window else None, shift, window, flushed)
+        log_fig, ev = log_figures(
+            sc.log, sliced, window[1] if window else None, shift, load_window(sc, window), flushed
+        )
         fig.update(log_fig)
         fig.update(counter_figures(sc))
         hit_rate_agreement(fig)

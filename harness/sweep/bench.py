@@ -84,6 +84,7 @@ class _Attached:
         return "(the attached server's log is not ours)"
 
     fresh = False  # someone else's server: what it holds is not known
+    settle_s = 0.0
     reset_paths = RESET_PATHS  # SGLang's, then vLLM's
     points_run = 0
 
@@ -153,6 +154,7 @@ def _run_with_retries(
             prompt_maker=sw.prompt_maker,
             reset_paths=server.reset_paths,
             fresh_server=server.fresh,
+            settle_s=server.settle_s,
         )
         server.points_run += 1
         status = rec.status

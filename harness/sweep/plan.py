@@ -35,7 +35,7 @@ class BenchOptions:
     node: str
     capture: Path = Path("capture")
     summaries: Path = Path("summaries")
-    server_kind: str = "sim"  # what `launch: sglang` profiles run as: sglang | sim
+    server_kind: str = "sim"  # what `launch: sglang` profiles run as: sglang | sim | vllm
     kind_reason: str = ""
     model: str | None = None
     only: list[str] = field(default_factory=list)
@@ -109,6 +109,8 @@ def load_specs(files: Sequence[Path]) -> list[ExperimentSpec]:
 def resolve_profile(profile: ServerProfile, opts: BenchOptions, sim: SimSettings) -> ServerProfile:
     """`launch: sglang` runs as opts.server_kind; a profile run on the sim gets its card and time scale."""
     p = profile.with_launch(opts.server_kind) if profile.launch == "sglang" else profile
+    if profile.launch == "sglang" and p.launch == "vllm":
+        return dataclasses.replace(p, args=())  # SGLang's flags mean nothing to vLLM
     if p.launch != "sim":
         return p
     extra: list[str] = []
@@ -200,7 +202,7 @@ def server_proc(
     model = sp.profile.model
     if model is None:
         # SGLang loads --model (checked before launch); the sim serves the spec's model name
-        model = (opts.model or spec.model) if sp.profile.launch == "sglang" else spec.model
+        model = (opts.model or spec.model) if sp.profile.launch in ("sglang", "vllm") else spec.model
     sdir = server_dir(opts.capture, opts.node, spec.name, sp.profile.name)
     try:
         headers = spec.resolved_headers()
@@ -266,15 +268,16 @@ def check_writable(folder: Path, what: str, min_free_mb: int) -> None:
 
 
 def check_model(plans: list[ExperimentPlan], opts: BenchOptions) -> None:
-    """SGLang needs a model to load, and a local path that does not exist is caught before it spends minutes."""
+    """SGLang and vLLM need a model to load; a local path that does not exist is caught before minutes are spent."""
     for plan in plans:
         for sp in plan.servers:
-            if sp.profile.launch != "sglang":
+            if sp.profile.launch not in ("sglang", "vllm"):
                 continue
+            engine = "SGLang" if sp.profile.launch == "sglang" else "vLLM"
             model = sp.profile.model or opts.model
             if not model:
                 raise HarnessError(
-                    f"{plan.path}: server {sp.profile.name} runs SGLang, which needs a model to load: "
+                    f"{plan.path}: server {sp.profile.name} runs {engine}, which needs a model to load: "
                     "give --model PATH (make bench MODEL=PATH), or use --server-kind sim"
                 )
             if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():

@@ -50,6 +50,7 @@ def run_point(
     prompt_maker: PromptMaker | None = None,
     reset_paths: tuple[str, ...] = RESET_PATHS,
     fresh_server: bool = False,
+    settle_s: float = 0.0,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
@@ -97,6 +98,8 @@ def run_point(
         # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
     if res is not None:
+        if settle_s > 0:  # the server's periodic stats line that covers the point's end (vLLM)
+            time.sleep(settle_s)
         fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
     telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
     ok, failed, errors = count_requests(pdir)

@@ -6,6 +6,8 @@ It answers /v1/chat/completions (streaming, usage with prompt_tokens_details.cac
   noop  POST /flush_cache answers 200 "Cache flushed successfully!" and keeps everything (a reset that
         does not take)
   none  no reset endpoint at all (404)
+  vllm  no /flush_cache; POST /reset_prefix_cache answers 200 {"success": false} for the first
+        `--refuse N` calls (vLLM while blocks are held), then {"success": true} and empties the cache
 Tokens are whitespace-separated words of the rendered chat; a prompt finds cached the longest prefix it
 shares with any earlier prompt, in whole blocks of `--block` words, as a paged cache does.
 Run: python tests/helpers/stdlib_cache_server.py --port 0 --reset noop  -> prints "PORT <n>".
@@ -49,7 +51,9 @@ class Cache:
             self.prompts.clear()
 
 
-def make_handler(cache: Cache, reset: str) -> type[BaseHTTPRequestHandler]:
+def make_handler(cache: Cache, reset: str, refuse: int = 0) -> type[BaseHTTPRequestHandler]:
+    state = {"resets": 0}
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -79,7 +83,13 @@ def make_handler(cache: Cache, reset: str) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/flush_cache" and reset != "none":
+            if self.path == "/reset_prefix_cache" and reset == "vllm":
+                state["resets"] += 1
+                ok = state["resets"] > refuse
+                if ok:
+                    cache.clear()
+                self._send(200, json.dumps({"success": ok}).encode(), "application/json")
+            elif self.path == "/flush_cache" and reset not in ("none", "vllm"):
                 if reset == "real":
                     cache.clear()
                 self._send(200, b"Cache flushed successfully!")
@@ -119,10 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--reset", choices=("real", "noop", "none"), default="noop")
+    ap.add_argument("--reset", choices=("real", "noop", "none", "vllm"), default="noop")
+    ap.add_argument("--refuse", type=int, default=0, help="vllm mode: refuse this many resets first")
     ap.add_argument("--block", type=int, default=16)
     args = ap.parse_args(argv)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(Cache(args.block), args.reset))
+    server = ThreadingHTTPServer(
+        (args.host, args.port), make_handler(Cache(args.block), args.reset, args.refuse)
+    )
     print(f"PORT {server.server_address[1]}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

