@@ -263,10 +263,13 @@ def check_page(res: PageResult, summary: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 def test_page_in_chromium_hand_built(browser: Chromium, summary: dict[str, Any], tmp_path: Path) -> None:
-    path = report_html.write_html(summary, tmp_path / "l4.html")
+    s = _with_modelled(summary)
+    path = report_html.write_html(s, tmp_path / "l4.html")
     res = browser.load(path)
-    check_page(res, summary)
-    assert int(res.dom["drawn"]) == len(res.dom["charts"]) >= 4
+    check_page(res, s)
+    assert int(res.dom["drawn"]) == len(res.dom["charts"]) >= 5
+    (modelled,) = [c for c in res.dom["charts"] if c["kind"] == "ttft-modelled"]
+    assert [x.split("—")[0] for x in modelled["legend"]] == ["gpu", "hicache"]
     (tmp_path / "l4.png").write_bytes(res.screenshot)
 
 
@@ -406,3 +409,44 @@ def test_compare_command_html(summary: dict[str, Any], tmp_path: Path, capsys) -
     same.write_text(json.dumps(summary))
     assert main(["compare", str(a), str(same), "--html", str(out)]) == 0
     assert "l4 vs l4-again" in out.read_text()
+
+
+def _with_modelled(summary: dict[str, Any]) -> dict[str, Any]:
+    """The hand-built summary as if the gsp servers were sims: per-seed and median modelled TTFT."""
+    s = json.loads(json.dumps(summary))
+    for p in s["points"]:
+        if p["experiment"] != "gsp":
+            continue
+        for i, (_seed, sd) in enumerate(sorted(p["seeds"].items())):
+            sd.setdefault("figures", {})["modelled"] = {
+                "ttft_ms": {"p50": 100.0 + 10 * i},
+                "output_tok_s": 5.0,
+            }
+        p["modelled"] = {"ttft_ms": {"p50": 105.0, "p90": 120.0}, "output_tok_s": 5.0, "source": "test"}
+    return s
+
+
+def test_modelled_ttft_chart_and_csv_columns(summary: dict[str, Any], tmp_path: Path) -> None:
+    from harness.report.chart_data import experiment_charts
+
+    s = _with_modelled(summary)
+    gsp = [p for p in s["points"] if p["experiment"] == "gsp"]
+    charts = {c["kind"]: c for c in experiment_charts("gsp", [("l4", gsp)])}
+    ch = charts["ttft-modelled"]
+    assert ch["x"] == [1.0, 4.0] and [x["label"] for x in ch["series"]] == ["gpu", "hicache"]
+    gpu = ch["series"][0]
+    assert gpu["y"] == [105.0, 105.0]
+    # groups=4 has two ok seeds (100, 110 ms); groups=1 one seed (100 ms)
+    assert gpu["lo"] == [100.0, 100.0] and gpu["hi"] == [100.0, 110.0]
+    assert "ttft-modelled" not in {
+        c["kind"]
+        for c in experiment_charts(
+            "gsp", [("l4", [p for p in summary["points"] if p["experiment"] == "gsp"])]
+        )
+    }
+    (path,) = [p for p in report_csv.write_csvs(s, tmp_path, "l4") if p.name == "l4-gsp.csv"]
+    df = pd.read_csv(path)
+    med = df[(df["row"] == "median") & (df["server"] == "gpu") & (df["point_key"] == "groups=4")].iloc[0]
+    assert med["modelled.ttft_ms.p50"] == 105.0 and med["modelled.ttft_ms.p90"] == 120.0
+    seeds = df[(df["row"] == "seed") & (df["server"] == "gpu") & (df["point_key"] == "groups=4")]
+    assert sorted(seeds["modelled.ttft_ms.p50"]) == [100.0, 110.0]

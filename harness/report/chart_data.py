@@ -102,6 +102,64 @@ def ttft_vs_prompts(exp: str, nodes: NodePoints) -> Chart | None:
     }
 
 
+def _modelled_ttft(p: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """A sim point's modelled median TTFT (ms, the card's time from the sim's clock) and its min/max over
+    the seeds the median was taken over (ok seeds, else all)."""
+    med = ((p.get("modelled") or {}).get("ttft_ms") or {}).get("p50")
+    seeds = p.get("seeds") or {}
+    ok = [s for s in seeds.values() if s.get("status") == "ok"] or list(seeds.values())
+    vals = [
+        v
+        for s in ok
+        if (v := ((((s.get("figures") or {}).get("modelled") or {}).get("ttft_ms") or {}).get("p50")))
+        is not None
+    ]
+    return _num(med), (min(vals) if vals else None), (max(vals) if vals else None)
+
+
+def ttft_modelled(exp: str, nodes: NodePoints) -> Chart | None:
+    """Sim points only: the modelled card's median TTFT per groups value, from the sim's virtual clock."""
+    many = len(nodes) > 1
+    xs = sorted(
+        {
+            float(p["sweep"]["groups"])
+            for _, pts in nodes
+            for p in pts
+            if p.get("modelled") and isinstance(p.get("sweep", {}).get("groups"), int | float)
+        }
+    )
+    if not xs:
+        return None
+    series: list[Series] = []
+    for node, pts in nodes:
+        for server in sorted({p["server"] for p in pts if p.get("modelled")}):
+            by_x = {
+                float(p["sweep"]["groups"]): p
+                for p in pts
+                if p["server"] == server and isinstance(p.get("sweep", {}).get("groups"), int | float)
+            }
+            row: Series = {"label": _label(node, many, server), "y": [], "lo": [], "hi": [], "status": ""}
+            for x in xs:
+                med, lo, hi = _modelled_ttft(by_x[x]) if x in by_x else (None, None, None)
+                row["y"].append(med)
+                row["lo"].append(lo)
+                row["hi"].append(hi)
+            if any(v is not None for v in row["y"]):
+                series.append(row)
+    if not series:
+        return None
+    return {
+        "id": "",
+        "kind": "ttft-modelled",
+        "title": f"{exp}: modelled median TTFT vs distinct prompts (the card's time, from the sim's clock)",
+        "x_label": "distinct prompts (shared-prefix groups, log scale)",
+        "y_label": "modelled median TTFT (ms)",
+        "x_log": True,
+        "x": xs,
+        "series": series,
+    }
+
+
 def hit_rate_by(exp: str, nodes: NodePoints, by: str) -> Chart | None:
     """Usage hit rate per turn (`by`="turn") or per prefix use (`by`="position"), one series per point."""
     fig = f"hit_rate_usage_by_{by}"
@@ -191,9 +249,10 @@ def _point_rank(p: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def experiment_charts(exp: str, nodes: NodePoints) -> list[Chart]:
-    """Every chart the data supports: TTFT vs prompts, hit rate per turn (else per position), SM clock."""
+    """Every chart the data supports: TTFT vs prompts (wall clock, and the sim's modelled card time),
+    hit rate per turn (else per position), SM clock."""
     all_pts = [p for _, pts in nodes for p in pts]
-    made = [ttft_vs_prompts(exp, nodes)]
+    made = [ttft_vs_prompts(exp, nodes), ttft_modelled(exp, nodes)]
     turn = hit_rate_by(exp, nodes, "turn") if layout(all_pts) == "policy" else None
     made.append(turn or hit_rate_by(exp, nodes, "position"))
     made.append(sm_clock(exp, nodes))

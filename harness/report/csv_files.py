@@ -38,15 +38,16 @@ def _is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, bool | int | float | str)
 
 
-def _flatten(figures: dict[str, Any]) -> dict[str, Any]:
-    """Scalars as they are; `{turn: value}` dicts as `figure.turn`; lists (spreads, errors) left out."""
+def _flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalars as they are; dicts as `figure.key` (`hit_rate_usage_by_turn.0`, `modelled.ttft_ms.p50`);
+    lists (spreads, notes) left out."""
     out: dict[str, Any] = {}
     for k, v in figures.items():
         if _is_scalar(v):
-            out[k] = v
-        elif isinstance(v, dict) and all(_is_scalar(x) for x in v.values()):
-            for kk in sorted(v, key=lambda x: (0, int(x)) if str(x).isdigit() else (1, str(x))):
-                out[f"{k}.{kk}"] = v[kk]
+            out[prefix + str(k)] = v
+        elif isinstance(v, dict):
+            keys = sorted(v, key=lambda x: (0, int(x)) if str(x).isdigit() else (1, str(x)))
+            out.update(_flatten({kk: v[kk] for kk in keys}, f"{prefix}{k}."))
     return out
 
 
@@ -102,7 +103,8 @@ def experiment_rows(summary: dict[str, Any], exp: str) -> list[dict[str, Any]]:
                 "verdict": verdict_word(p.get("verdict")),
                 "verdict_reasons": reasons_text(p.get("verdict")),
                 **sweep,
-                **_flatten(p.get("median") or {}),
+                **_flatten({k: v for k, v in (p.get("median") or {}).items() if k != "modelled"}),
+                **_flatten({"modelled": p.get("modelled")} if p.get("modelled") else {}),
             }
         )
     return rows
