@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import tables
+from harness.report.predicted import prediction_table
 from harness.report.tables import layout
 
 MAX_EVIDENCE_PER_POINT = 2
@@ -114,6 +115,9 @@ def render(
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += ["", sources_note(pts)]
+        predicted = prediction_table(pts)
+        if predicted:
+            lines += ["", "### Predicted vs measured", "", *predicted]
         flagged = cache_lines(pts)
         if flagged:
             lines += ["", "Not measured on a cold cache:", "", *flagged]

@@ -33,7 +33,9 @@ from harness.summarize.figures import (
     tz_shift,
 )
 from harness.summarize.modelled import point_modelled, seed_modelled
+from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+from harness.whatif.inputs import spec_dir
 
 SCHEMA_VERSION = 1
 _STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
@@ -167,6 +169,7 @@ def summarize_experiment(
                 exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th
             )
             _add_cache_state(point, seeds, facts.get("block_size"))
+            add_prediction(point, seeds, srv.info, workload, spec_dir(exp.path / capture.MANIFEST))
             points.append(point)
     entry = {"path": str(exp.path), "manifest": exp.manifest, "servers": servers}
     return entry, points

@@ -103,7 +103,7 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     spec = load_spec(path)
     point = spec.points()[point_index]
     schedule = build_schedule(spec, point.workload, seed, "word")
-    builder = PromptBuilder(schedule, "completions")
+    builder = PromptBuilder(schedule, spec.api)
     tok = WordTokenizer()
     # one pass over the conversations (a trace's are read from its file on each pass)
     pairs = sorted(((c, r) for c in schedule.conversations for r in c.turns), key=lambda cr: cr[1].index)
@@ -112,7 +112,7 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     for conv, r in pairs:
         hist = history.setdefault(conv.id, [])
         prompt = builder.build(conv, r, hist)
-        ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)
+        ids = _prompt_ids(prompt.payload, tok)
         ans = answer_ids(ids, r.output_tokens, answer_seed)
         hist.append(Turnout(answer=tok.decode(ans), answer_ids=tuple(ans), completion_tokens=len(ans)))
         reqs.append(_request(ids, ans, conv, r))
@@ -132,11 +132,20 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     )
 
 
+def _prompt_ids(payload, tok) -> list[int]:
+    """The ids the sim tokenizes a payload to: chat messages through its template, text word by word."""
+    from harness.tokenizer import render_chat
+
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = render_chat(payload)
+    return tok.encode(payload) if isinstance(payload, str) else list(payload)
+
+
 def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
     return TraceRequest(
         tuple(ids),
         len(ids),
-        0.0,
+        r.arrival or 0.0,  # a replayed trace's own send time (timestamps: honor)
         len(ans),
         conv.session,
         r.turn,
@@ -151,10 +160,8 @@ def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
 def read_capture(point_dir: Path) -> Trace:
     """A capture point of ours: prompts rebuilt from the spec in the manifest, histories from the answers
     the server actually returned (`answer`), requests in the order they were sent."""
-    import yaml
-
     from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
-    from harness.spec import load_spec
+    from harness.spec import parse_spec
     from harness.tokenizer import WordTokenizer
     from harness.workloads import build_schedule
     from harness.workloads.prompts import PromptBuilder, Turnout
@@ -168,19 +175,14 @@ def read_capture(point_dir: Path) -> Trace:
         raw_spec = json.loads(manifest.read_text())["spec"]
     except (OSError, ValueError, KeyError, TypeError):
         raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(raw_spec, f)
-    try:
-        spec = load_spec(f.name)
-    finally:
-        Path(f.name).unlink(missing_ok=True)
+    spec = parse_spec(raw_spec, str(manifest), base_dir=spec_dir(manifest))
     if spec.tokenizer != "word":
         raise HarnessError(
             f"{manifest}: tokenizer: only the word tokenizer can be replayed offline, got {spec.tokenizer!r}"
         )
     records, _bad = read_jsonl(point_dir / REQUESTS)
+    # what reached the server: not the warm-up, nor what was recorded as not sent
+    records = [r for r in records if r.get("sent_mono") is not None and not r.get("warmup")]
     if not records:
         raise HarnessError(f"{point_dir / REQUESTS}: no records")
     sweep = {}
@@ -189,7 +191,7 @@ def read_capture(point_dir: Path) -> Trace:
     point = next((p for p in spec.points() if p.sweep == sweep), spec.points()[0])
     seed = int(records[0].get("seed") or 0)
     schedule = build_schedule(spec, point.workload, seed, "word")
-    builder = PromptBuilder(schedule, "completions")
+    builder = PromptBuilder(schedule, spec.api)
     tok = WordTokenizer()
     by_index = {r.index: (c, r) for c in schedule.conversations for r in c.turns}
     history: dict[int, list] = {}
@@ -202,7 +204,7 @@ def read_capture(point_dir: Path) -> Trace:
         conv, req = by_index[rec["index"]]
         hist = history.setdefault(conv.id, [])
         prompt = builder.build(conv, req, hist[: req.turn])
-        ids = tok.encode(prompt.payload) if isinstance(prompt.payload, str) else list(prompt.payload)
+        ids = _prompt_ids(prompt.payload, tok)
         answer = rec.get("answer") or ""
         ans = tok.encode(answer)
         hist.append(Turnout(answer=answer, answer_ids=tuple(ans), completion_tokens=len(ans)))
@@ -216,6 +218,18 @@ def read_capture(point_dir: Path) -> Trace:
         request_rate=point.request_rate,
         seed=seed,
     )
+
+
+def spec_dir(manifest: Path) -> Path:
+    """Where the captured spec's relative paths (a trace file) resolve: the spec's folder as the manifest
+    recorded it (absolute, or relative to where the run started: usually here), else the current folder."""
+    try:
+        sp = json.loads(manifest.read_text()).get("spec_path")
+    except (OSError, ValueError):
+        sp = None
+    if isinstance(sp, str) and sp and Path(sp).parent.is_dir():
+        return Path(sp).parent
+    return Path.cwd()
 
 
 def read_input(path: Path, block_size: int = 512) -> Trace:

@@ -272,6 +272,7 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         conv_of[i] = cid
         r = trace.requests[i]
         arrival = max(t, offsets[sent[0]]) if offsets else t
+        arrival = max(arrival, r.arrival)  # a replayed trace's own send time (0 for the rest)
         sent[0] += 1
         return SimRequest(
             rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival, order=r.index
@@ -295,13 +296,16 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
 
 
 def replay_engine(
-    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None
+    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None, econf=None
 ) -> Result:
-    """The trace through the sim's scheduler in virtual time, at the input's concurrency (closed loop)."""
+    """The trace through the sim's scheduler in virtual time, at the input's concurrency (closed loop).
+
+    econf: a whole EngineConfig (a live server's own, e.g. rebuilt from its server_info) instead of
+    cfg's cache settings on `card`'s defaults."""
     from harness.sim.engine import simulate
 
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
-    econf = engine_config(cfg, card)
+    econf = econf or engine_config(cfg, card)
     first, on_finish = closed_loop(trace)
     seen: dict[str, object] = {}
     t0 = time.perf_counter()

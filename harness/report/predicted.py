@@ -1,0 +1,40 @@
+"""The report's "Predicted vs measured" table: the what-if replay beside the server's hit rate (issue 14)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.common import point_order
+
+
+def _pct(v: Any) -> str:
+    return f"{v * 100:.1f}%" if isinstance(v, int | float) and not isinstance(v, bool) else "n/a"
+
+
+def prediction_table(points: list[dict[str, Any]]) -> list[str]:
+    """One row per point that has a prediction (or says why not); empty when no point was predicted."""
+    rows = []
+    for p in sorted(points, key=point_order):
+        pr = p.get("prediction")
+        if not isinstance(pr, dict):
+            continue
+        diff = pr.get("diff_points")
+        flag = f"⚠ over {pr.get('flag_points', 3):g} points" if pr.get("flag") else ""
+        if p.get("predicted_hit_rate") is None:
+            flag = f"no prediction: {pr.get('why_none') or 'n/a'}"
+        rows.append(
+            [
+                p["server"],
+                p["point_key"],
+                _pct(p.get("measured_hit_rate")),
+                _pct(p.get("predicted_hit_rate")),
+                f"{diff:+.2f}" if isinstance(diff, int | float) else "n/a",
+                _pct(p.get("ideal_hit_rate")),
+                flag,
+            ]
+        )
+    if not rows or all(r[3] == "n/a" for r in rows):
+        return []
+    header = ["server", "point", "measured", "predicted (what-if)", "difference (points)", "ideal", "flag"]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
