@@ -158,3 +158,18 @@ def test_points_are_ordered_by_sweep_value_numerically():
 
     pts = [{"server": "a", "sweep": {"groups": g}, "point_key": f"groups={g}"} for g in (16, 4, 64, 32)]
     assert [p["sweep"]["groups"] for p in sorted(pts, key=point_order)] == [4, 16, 32, 64]
+
+
+def test_verdict_cells_carry_their_short_reason(summary_file: Path) -> None:
+    s = json.loads(summary_file.read_text())
+    md = markdown.render(s)
+    # the fixture's sim points have no GPU: the cell says so beside the word, the JSON keeps the long form
+    assert "no-telemetry (sim: no GPU)" in md
+    assert "| verdict |" in md
+    v = {"verdict": "below-floor", "reasons": ["busy-median SM clock 700 MHz < floor 1316 MHz (...)"]}
+    tel = {"busy_median_sm_clock_mhz": 700.0}
+    assert common.verdict_cell(v, tel) == "below-floor (SM 700 MHz < floor)"
+    assert (
+        common.verdict_cell(v, tel, {"cache_state": "warm-start"})
+        == "below-floor (SM 700 MHz < floor, warm-start)"
+    )

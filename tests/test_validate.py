@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from harness.telemetry.stats import point_stats
-from harness.validate import Thresholds, pair_verdicts, point_verdict, validate_summary
+from harness.validate import (
+    Thresholds,
+    pair_verdicts,
+    point_verdict,
+    short_reason,
+    validate_summary,
+    verdict_line,
+)
 from tests.helpers.procs import SimProc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,7 +188,9 @@ def test_cli_exit_0_when_everything_is_ok(tmp_path: Path) -> None:
     )
     r = _cli(str(f))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "no-telemetry" in r.stdout and "timings trustworthy" in r.stdout
+    # checked and fine is kept apart from could not check: the sim point is never called trustworthy
+    assert "no-telemetry" in r.stdout and "3 checked and fine" in r.stdout
+    assert "the 3 checked are trustworthy" in r.stdout and "sim's model of a card" in r.stdout
 
 
 @pytest.mark.slow
@@ -408,3 +417,79 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     summaries = summarize([tmp_path / "capture" / "test"])
     result = validate_summary(next(iter(summaries.values())))
     assert result["ok"] and {p["verdict"] for p in result["points"]} == {"no-telemetry"}
+
+
+# ----------------------------------------------------------------- the verdict line and short reasons
+
+
+def _summary(points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"schema_version": 1, "points": points}
+
+
+def test_verdict_line_sim_is_unchecked_never_trustworthy() -> None:
+    sim = point_stats([{"kind": "header", "status": "sim server: no GPU to sample"}])
+    res = validate_summary(_summary([_point("gpu-only", sim), _point("hicache", sim)]))
+    line = verdict_line(res)
+    assert res["ok"] and res["line"] == line
+    assert line.startswith("2 points, 1 pairs: 0 checked and fine, 0 flagged, 3 not checkable")
+    assert "trustworthy" not in line and "re-run" not in line
+    assert "the sim's model of a card, not a card" in line
+    assert [short_reason(r) for r in res["points"]] == ["sim: no GPU", "sim: no GPU"]
+
+
+def test_verdict_line_no_nvml_advises_no_rerun() -> None:
+    lib = point_stats([{"kind": "header", "status": "no NVML: libnvidia-ml.so.1 not found"}])
+    res = validate_summary(_summary([_point("llama", lib, groups=4), _point("llama", lib, groups=8)]))
+    line = verdict_line(res)
+    assert not res["ok"] and "2 not checkable" in line
+    assert "re-running will not help until it can" in line and "re-run the" not in line
+    assert "no NVML library" in line and short_reason(res["points"][0]) == "no NVML library"
+
+
+def test_verdict_line_clock_problems_advise_a_rerun_with_their_causes() -> None:
+    res = validate_summary(
+        _summary(
+            [_point("gpu-only", point_stats(_samples(465))), _point("hicache", point_stats(_samples(765)))]
+        )
+    )
+    line = verdict_line(res)
+    assert "3 flagged" in line and "re-run the flagged points (below-floor, clock-confounded" in line
+    assert "trustworthy" not in line
+    assert short_reason(res["points"][0]) == "SM 465 < 1316 MHz"
+    assert short_reason(res["pairs"][0]) == "clocks 1.65x apart"
+
+
+def test_verdict_line_warm_cache_is_a_rerun_and_shown_in_the_reason() -> None:
+    p = _point("a", point_stats(_samples(1600)))
+    p["cache_state"] = "warm-start"
+    res = validate_summary(_summary([p]))
+    assert "1 flagged" in res["line"] and "re-run the flagged points (warm-start" in res["line"]
+    assert short_reason(res["points"][0]) == "clocks ok, warm-start"
+
+
+def test_verdict_line_all_checked_is_trustworthy() -> None:
+    res = validate_summary(
+        _summary([_point("a", point_stats(_samples(1600))), _point("b", point_stats(_samples(1620)))])
+    )
+    assert (
+        res["line"]
+        == "2 points, 1 pairs: 3 checked and fine, 0 flagged, 0 not checkable: timings trustworthy"
+    )
+
+
+def test_validate_table_fits_80_columns(tmp_path: Path) -> None:
+    import io
+
+    from harness.commands import validate as cmd
+
+    sim = point_stats([{"kind": "header", "status": "sim server: no GPU to sample"}])
+    pts = [_point(f"server-{i}", sim, groups=g) for i in range(3) for g in (64, 4, 16)]
+    pts.append(_point("gpu", point_stats(_samples(465)), groups=4))
+    res = validate_summary(_summary(pts))
+    buf = io.StringIO()
+    cmd.print_tables(res, "t.json", width=80, file=buf)
+    out = buf.getvalue()
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "sim: no GPU" in out and "SM 465 < 1316" in out
+    lines = [line for line in out.splitlines() if "server-0" in line]
+    assert [line.split()[1] for line in lines][:3] == ["groups=4", "groups=16", "groups=64"]

@@ -140,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         f"{outcome.skipped_ok} already ok, {outcome.restarts} server restarts, "
         f"{len(outcome.server_failures)} servers failed, {time.monotonic() - t0:.1f}s"
     )
-    flagged = bench.run_stages(opts, log)
+    verdicts: list[str] = []
+    flagged = bench.run_stages(opts, log, verdicts)
     log(f"bench: done in {time.monotonic() - t0:.1f}s")
+    for line in verdicts:  # the same line `harness validate` ends with, last so it is what people read
+        log(line)
     return 1 if outcome.not_ok or flagged else 0

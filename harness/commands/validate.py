@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.validate import Thresholds, resolve_thresholds, validate_summary
+from harness.report.common import sweep_order
+from harness.validate import Thresholds, resolve_thresholds, short_reason, validate_summary, verdict_line
 
 STYLE = {"ok": "green", "no-telemetry": "yellow"}
 
@@ -85,68 +86,111 @@ def _cache(state: Any) -> str:
     return f"[{'green' if state == 'cold' else 'red'}]{state}[/]"
 
 
-def print_tables(result: dict[str, Any], title: str, width: int | None = None) -> None:
-    """Point verdicts, then pair verdicts, then one summary line, as rich tables."""
-    from rich.console import Console
+MIN_WIDTH = {"server": 9, "sweep": 9, "reason": 16, "experiment": 10, "A / B": 10}
+
+
+def _pair_cell(a: str, b: str) -> str:
+    """`a/b`, or `-` when neither is known (so an empty column can be left out)."""
+    return "-" if a == b == "-" else f"{a}/{b}"
+
+
+def _table(title: str, columns: list[tuple[str, str]], rows: list[list[str]]) -> Any:
+    """A compact rich table; a column that is `-` in every row is left out (the caption says which)."""
+    from rich import box
     from rich.table import Table
 
-    console = Console(width=width)
-    t = Table(title=f"point verdicts: {title}", title_justify="left")
-    for col in (
-        "experiment",
-        "server",
-        "sweep",
-        "busy SM MHz",
-        "floor MHz",
-        "max SM MHz",
-        "thermal",
-        "temp °C",
-    ):
-        t.add_column(col, justify="right" if "MHz" in col or col in ("thermal", "temp °C") else "left")
-    t.add_column("cache")
-    t.add_column("verdict")
-    t.add_column("reasons", overflow="fold")
-    for r in result["points"]:
-        tf = r["thermal_fraction"]
-        t.add_row(
-            str(r["experiment"]),
-            str(r["server"]),
-            _sweep(r["sweep"]),
-            _mhz(r["busy_median_sm_clock_mhz"]),
-            _mhz(r["floor_mhz"]),
-            _mhz(r["max_sm_clock_mhz"]),
-            "-" if tf is None else f"{tf:.0%}",
-            "-" if r["temp_max_c"] is None else str(r["temp_max_c"]),
-            _cache(r.get("cache_state")),
-            _verdict(r),
-            "; ".join(r["reasons"]),
-        )
-    console.print(t)
-    if result["pairs"]:
-        pt = Table(title="A/B pairs (same experiment, same sweep value)", title_justify="left")
-        for col in ("experiment", "sweep", "A", "B", "SM MHz A", "SM MHz B", "ratio", "verdict"):
-            pt.add_column(col, justify="right" if "MHz" in col or col == "ratio" else "left")
-        pt.add_column("reasons", overflow="fold")
-        for r in result["pairs"]:
-            pt.add_row(
-                str(r["experiment"]),
+    keep = [i for i, _ in enumerate(columns) if any(r[i] != "-" for r in rows)]
+    dropped = [columns[i][0] for i in range(len(columns)) if i not in keep]
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption=f"no figures for: {', '.join(dropped)}" if dropped and rows else None,
+        caption_justify="left",
+    )
+    for i in keep:
+        name, kind = columns[i]
+        if kind == "num":
+            t.add_column(name, justify="right", no_wrap=True)
+        elif kind == "word":
+            t.add_column(name, no_wrap=True)
+        else:
+            t.add_column(name, overflow="fold", min_width=MIN_WIDTH.get(name, 6))
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
+    return t
+
+
+def print_tables(result: dict[str, Any], title: str, width: int | None = None, file: Any = None) -> None:
+    """Point verdicts per experiment, pair verdicts, then the verdict line; readable at 80 columns.
+
+    Reasons are short here; `--json` has them in full.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(width=width, file=file)
+    console.print(f"verdicts: {escape(title)}")
+    point_cols = [
+        ("server", "text"),
+        ("sweep", "text"),
+        ("SM MHz\nbusy/floor", "num"),
+        ("thermal\n%/max °C", "num"),
+        ("cache", "word"),
+        ("verdict", "word"),
+        ("reason", "text"),
+    ]
+    experiments = list(dict.fromkeys(str(r["experiment"]) for r in result["points"]))
+    for exp in experiments:
+        rows = []
+        mine = [r for r in result["points"] if str(r["experiment"]) == exp]
+        for r in sorted(mine, key=lambda r: (str(r["server"]), sweep_order(r["sweep"]))):
+            tf = r["thermal_fraction"]
+            rows.append(
+                [
+                    str(r["server"]),
+                    _sweep(r["sweep"]),
+                    _pair_cell(_mhz(r["busy_median_sm_clock_mhz"]), _mhz(r["floor_mhz"])),
+                    _pair_cell(
+                        "-" if tf is None else f"{tf:.0%}",
+                        "-" if r["temp_max_c"] is None else f"{r['temp_max_c']:.0f}",
+                    ),
+                    _cache(r.get("cache_state")),
+                    _verdict(r),
+                    escape(short_reason(r)),
+                ]
+            )
+        console.print(_table(f"points of {exp}", point_cols, rows))
+    pair_cols = [
+        ("sweep", "text"),
+        ("A / B", "text"),
+        ("SM MHz\nA/B", "num"),
+        ("ratio\n×", "num"),
+        ("verdict", "word"),
+        ("reason", "text"),
+    ]
+    for exp in dict.fromkeys(str(r["experiment"]) for r in result["pairs"]):
+        mine = [r for r in result["pairs"] if str(r["experiment"]) == exp]
+        rows = [
+            [
                 _sweep(r["sweep"]),
-                str(r["a"]),
-                str(r["b"]),
-                _mhz(r["clock_a_mhz"]),
-                _mhz(r["clock_b_mhz"]),
+                f"{r['a']} / {r['b']}",
+                _pair_cell(_mhz(r["clock_a_mhz"]), _mhz(r["clock_b_mhz"])),
                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
                 _verdict(r),
-                "; ".join(r["reasons"]),
-            )
-        console.print(pt)
-    n_pts, n_pairs = len(result["points"]), len(result["pairs"])
-    bad_pts = sum(r["flagged"] for r in result["points"])
-    bad_pairs = sum(r["flagged"] for r in result["pairs"])
-    console.print(
-        f"{n_pts} points, {bad_pts} flagged; {n_pairs} pairs, {bad_pairs} flagged: "
-        + ("[green]timings trustworthy[/]" if result["ok"] else "[red]re-run or discount the flagged rows[/]")
-    )
+                escape(short_reason(r)),
+            ]
+            for r in sorted(mine, key=lambda r: sweep_order(r["sweep"]))
+        ]
+        console.print(_table(f"A/B pairs of {exp} (same sweep value)", pair_cols, rows))
+    console.print("[dim]reasons in full: harness validate --json[/]")
+    style = "green" if result["ok"] and not _unchecked(result) else ("yellow" if result["ok"] else "red")
+    console.print(f"[{style}]{escape(verdict_line(result))}[/]")
+
+
+def _unchecked(result: dict[str, Any]) -> bool:
+    return any(r["verdict"] == "no-telemetry" for r in result["points"] + result["pairs"])
 
 
 def run(args: argparse.Namespace) -> int:

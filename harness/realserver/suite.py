@@ -34,6 +34,7 @@ class RealRun:
     statuses: dict[str, str] = field(default_factory=dict)
     server_failures: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    verdict_lines: list[str] = field(default_factory=list)  # validate's line per node
 
     @property
     def problems(self) -> list[str]:
@@ -155,7 +156,8 @@ def run_real(
     outcome = bench.run_plans(plans, opts, spec_redactor(loaded), log)
     seconds["run"] = time.monotonic() - t2
     t3 = time.monotonic()
-    bench.run_stages(opts, log)
+    verdict_lines: list[str] = []
+    bench.run_stages(opts, log, verdict_lines)
     seconds["summarize+report"] = time.monotonic() - t3
     summary_path = Path(summaries) / f"{node}.json"
     report_path = Path(summaries) / f"{node}.md"
@@ -167,6 +169,7 @@ def run_real(
         dict(outcome.statuses),
         list(outcome.server_failures),
         seconds,
+        verdict_lines,
     )
     if run.summary_path is not None:
         summary = json.loads(run.summary_path.read_text(encoding="utf-8"))

@@ -38,6 +38,19 @@ def verdict_word(v: Any) -> str:
     return str(v) if v is not None else "n/a"
 
 
+def verdict_cell(v: Any, telemetry: dict[str, Any] | None = None, point: dict[str, Any] | None = None) -> str:
+    """The verdict word with its short reason beside it, e.g. `no-telemetry (sim: no GPU)`; the long form is in
+    the JSON. `v` is a point's verdict object or a pair; `point` adds its cache state."""
+    from harness.validate import short_reason
+
+    word = verdict_word(v)
+    if not isinstance(v, dict):
+        return word
+    row = {**v, "cache_state": (point or {}).get("cache_state")}
+    why = short_reason(row, telemetry if telemetry is not None else {})
+    return f"{word} ({why})" if why else word
+
+
 def clock(p: dict[str, Any]) -> Any:
     t = p.get("telemetry") or {}
     return t.get("busy_median_sm_clock_mhz")
@@ -66,6 +79,13 @@ def status_text(p: dict[str, Any]) -> str:
 
 def sort_key(v: Any) -> tuple[int, Any]:
     return (0, v) if isinstance(v, int | float) else (1, str(v))
+
+
+def sweep_order(sweep: Any) -> tuple[Any, ...]:
+    """A sweep's values in numeric order (groups=4 before groups=16)."""
+    if not isinstance(sweep, dict):
+        return (sort_key(sweep),)
+    return tuple((k, sort_key(v)) for k, v in sorted(sweep.items()))
 
 
 def point_order(p: dict[str, Any]) -> tuple[Any, ...]:

@@ -20,6 +20,7 @@ from harness.report.common import (
     sort_key,
     status_note,
     status_text,
+    verdict_cell,
     verdict_word,
 )
 
@@ -179,7 +180,7 @@ def ab(
         if prs:
             pr = prs[0]
             verdict = Cell(
-                verdict_word(pr.get("verdict", pr)),
+                verdict_cell(pr),
                 [
                     Badge(
                         verdict_word(x.get("verdict", x)),
@@ -191,7 +192,10 @@ def ab(
             )
         else:
             verdict = Cell(
-                " / ".join(verdict_word(per[s].get("verdict")) if s in per else "—" for s in servers),
+                " / ".join(
+                    verdict_cell(per[s].get("verdict"), per[s].get("telemetry"), per[s]) if s in per else "—"
+                    for s in servers
+                ),
                 [point_badge(per[s], who=True) for s in servers if s in per],
             )
         row = [
@@ -256,7 +260,10 @@ def policy(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]) -> T
             texts += [num(modelled(p, "ttft_p50_ms"), ".0f"), num(modelled(p, "output_tok_s"))]
         texts += [num(clock(p), ".0f")]
         row = [Cell(t) for t in texts]
-        row += [Cell(verdict_word(p.get("verdict")), [point_badge(p)]), Cell(status_text(p))]
+        row += [
+            Cell(verdict_cell(p.get("verdict"), p.get("telemetry"), p), [point_badge(p)]),
+            Cell(status_text(p)),
+        ]
         rows.append(row)
         keys.append(f"{p['server']}|{p['point_key']}")
     return Table("policy", header, rows, keys, "Eviction policy × pool: hit rate per turn")
@@ -293,7 +300,10 @@ def generic(points: list[dict[str, Any]]) -> Table:
         ]
         rows.append(
             [Cell(t) for t in texts]
-            + [Cell(verdict_word(p.get("verdict")), [point_badge(p)]), Cell(status_text(p))]
+            + [
+                Cell(verdict_cell(p.get("verdict"), p.get("telemetry"), p), [point_badge(p)]),
+                Cell(status_text(p)),
+            ]
         )
         keys.append(f"{p['server']}|{p['point_key']}")
     return Table("generic", header, rows, keys, "Points")

@@ -419,8 +419,11 @@ def run_attached(
 # ------------------------------------------------------------------ stages after the sweep
 
 
-def run_stages(opts: BenchOptions, log: Log) -> int:
-    """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged."""
+def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = None) -> int:
+    """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged.
+
+    `verdict_lines` receives validate's verdict line per node, for the caller to end its output with.
+    """
     from harness import validate
     from harness.report import write_report
     from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
@@ -439,8 +442,8 @@ def run_stages(opts: BenchOptions, log: Log) -> int:
         )
         res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
         flagged += int(res["flagged"])
-        log(
-            f"validate: {node}: {len(res['points'])} points, {len(res['pairs'])} pairs, "
-            f"{res['flagged']} flagged"
-        )
+        line = f"validate {node}: {res['line']}"
+        log(line)
+        if verdict_lines is not None:
+            verdict_lines.append(line)
     return flagged
