@@ -14,6 +14,7 @@ from harness.errors import HarnessError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("harness.commands.run", "run a spec's points x seeds against a server someone already started"),
     "bench": ("harness.commands.bench", "launch servers from profiles, sweep, summarize, report, validate"),
+    "fleet": ("harness.commands.fleet", "bench every node group of a Ray cluster, compare"),
     "serve-sim": ("harness.sim.cli", "start the embedded SGLang-compatible simulated server"),
     "parse-log": ("harness.commands.parse_log", "parse an SGLang server log into records and a summary"),
     "summarize": ("harness.commands.summarize", "turn capture folders into summaries/<node>.json"),

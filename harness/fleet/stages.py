@@ -1,0 +1,55 @@
+"""After the units: summaries/<node>.json per group (summarize → report → validate, as bench does), then
+the fleet comparison (`harness compare` of every node against the first, text and the HTML page)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.fleet.config import FleetFile
+
+Log = Callable[[str], None]
+
+
+def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
+    """Summaries of every group that has a capture; returns their paths and how many points validate flagged."""
+    from harness.sweep.bench import run_stages
+    from harness.sweep.plan import BenchOptions
+
+    paths: list[Path] = []
+    flagged = 0
+    for group in fleet.nodes:
+        if not (fleet.capture / group.name).is_dir():
+            log(f"{group.name}: nothing captured, no summary")
+            continue
+        opts = BenchOptions(node=group.name, capture=fleet.capture, summaries=fleet.summaries)
+        flagged += run_stages(opts, log)
+        paths.append(fleet.summaries / f"{group.name}.json")
+    return [p for p in paths if p.is_file()], flagged
+
+
+def fleet_compare(summaries: list[Path], out_dir: Path, log: Log) -> list[Path]:
+    """`harness compare FIRST OTHERS... --html`: ratios to the first node, as text and one page."""
+    if len(summaries) < 2:
+        log("compare: fewer than two node summaries, no fleet comparison")
+        return []
+    from harness.commands import compare
+
+    parser = compare.build_parser("harness compare")
+    html = out_dir / "fleet-compare.html"
+    argv = [str(summaries[0]), *(str(p) for p in summaries[1:])]
+    argv += ["--html", str(html)]
+    args: argparse.Namespace = parser.parse_args(argv)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        compare.run(args)
+    text = out_dir / "fleet-compare.txt"
+    text.write_text(buf.getvalue(), encoding="utf-8")
+    written = [text] + ([html] if html.is_file() else [])
+    log(
+        f"compare: {', '.join(str(p) for p in written)} ({len(summaries) - 1} nodes against {summaries[0].stem})"
+    )
+    return written

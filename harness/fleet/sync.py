@@ -1,0 +1,181 @@
+"""What changed in a capture folder since it was last sent, packed as one checksummed batch.
+
+The remote side of a unit keeps, per file, its inode and how many bytes went back. Append-only files
+(`.jsonl`, `.log`) go back as the bytes appended since (whole lines only, until the run ends); other
+files go back whole; a file moved aside (`requests.jsonl` → `requests.attempt-N.jsonl`) goes back as a
+rename, so the driver never holds a record twice or loses one. A batch is a gzip'd tar of an index of
+operations and their data, cut into chunks and verified by its SHA-256 on arrival.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+APPEND_ONLY = (".jsonl", ".log")
+INDEX = "index.json"
+_MEMBER = re.compile(r"d/[0-9]+")
+
+
+@dataclass
+class _Sent:
+    ino: int
+    sent: int  # bytes the driver has (for append-only files: a prefix of the file)
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class Batch:
+    ops: list[dict[str, Any]]
+    blobs: list[bytes]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.blobs)
+
+
+class Tracker:
+    """Files under `root` and what of them went back; `diff` returns the next batch of changes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.state: dict[str, _Sent] = {}
+
+    def _scan(self) -> dict[str, os.stat_result]:
+        out: dict[str, os.stat_result] = {}
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                if name.endswith(".tmp") or name.startswith(".write-test-"):
+                    continue  # half-written: the rename that finishes it is picked up next time
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except FileNotFoundError:
+                    continue
+                out[p.relative_to(self.root).as_posix()] = st
+        return out
+
+    def prime(self) -> None:
+        """Everything here now is already on the driver (it sent it): only later changes go back."""
+        self.state = {
+            p: _Sent(st.st_ino, st.st_size, st.st_size, st.st_mtime_ns) for p, st in self._scan().items()
+        }
+
+    def diff(self, final: bool) -> Batch:
+        cur = self._scan()
+        ops: list[dict[str, Any]] = []
+        blobs: list[bytes] = []
+        by_ino = {s.ino: p for p, s in self.state.items()}
+        for q, st in cur.items():  # renames first: the driver moves its copy before data lands on either name
+            p = by_ino.get(st.st_ino)
+            if p is None or p == q or q in self.state and self.state[q].ino == st.st_ino:
+                continue
+            if p in cur and cur[p].st_ino == st.st_ino:
+                continue  # a hard link, not a move
+            ops.append({"op": "rename", "from": p, "to": q})
+            self.state[q] = self.state.pop(p)
+            by_ino[st.st_ino] = q
+        for p in [p for p in self.state if p not in cur]:
+            ops.append({"op": "delete", "path": p})
+            del self.state[p]
+        for q, st in sorted(cur.items()):
+            s = self.state.get(q)
+            same = s is not None and s.ino == st.st_ino
+            if same and s.sent == st.st_size and s.mtime_ns == st.st_mtime_ns:  # type: ignore[union-attr]
+                continue
+            append_only = q.endswith(APPEND_ONLY)
+            offset = s.sent if same and append_only and st.st_size >= s.sent else 0  # type: ignore[union-attr]
+            try:
+                with open(self.root / q, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            if append_only and not final:
+                data = data[: data.rfind(b"\n") + 1]  # whole records only while the run goes on
+            if not data and offset > 0:
+                continue
+            ops.append(
+                {
+                    "op": "write",
+                    "path": q,
+                    "offset": offset,
+                    "append": append_only,
+                    "member": f"d/{len(blobs)}",
+                }
+            )
+            blobs.append(data)
+            self.state[q] = _Sent(st.st_ino, offset + len(data), st.st_size, st.st_mtime_ns)
+        return Batch(ops, blobs)
+
+
+def pack(batch: Batch) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        for name, data in [
+            (INDEX, json.dumps(batch.ops).encode()),
+            *((f"d/{i}", b) for i, b in enumerate(batch.blobs)),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def unpack(data: bytes) -> Batch:
+    """A batch's operations and data; anything but an index and numbered data members is refused."""
+    members: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            if not m.isfile() or (m.name != INDEX and not _MEMBER.fullmatch(m.name)):
+                raise ValueError(f"unexpected member {m.name!r} in a batch")
+            fh = tar.extractfile(m)
+            members[m.name] = fh.read() if fh else b""
+    ops = json.loads(members.pop(INDEX))
+    blobs = [members[f"d/{i}"] for i in range(len(members))]
+    return Batch(ops, blobs)
+
+
+def chunks(payload: bytes, size: int) -> Iterator[bytes]:
+    for i in range(0, len(payload), size):
+        yield payload[i : i + size]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def safe_relpath(path: str, node: str) -> Path:
+    """A path a unit may write: relative, under its node's folder, no `..`."""
+    p = Path(path)
+    if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] != node or len(p.parts) < 2:
+        raise ValueError(f"path {path!r} is outside capture/{node}")
+    return p
+
+
+def extract_seed(data: bytes, root: Path, node: str) -> int:
+    """Unpack the driver's capture of a unit into the remote capture root; returns the file count."""
+    n = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            rel = safe_relpath(m.name, node) if m.name != node else None
+            if rel is None or m.isdir():
+                continue
+            if not m.isfile():
+                raise ValueError(f"unexpected member {m.name!r} in the seed")
+            dst = root / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            fh = tar.extractfile(m)
+            dst.write_bytes(fh.read() if fh else b"")
+            os.utime(dst, (m.mtime, m.mtime))
+            n += 1
+    return n
