@@ -91,8 +91,40 @@ def test_compare_ratios(summary_file: Path, tmp_path: Path, capsys) -> None:
     other.write_text(json.dumps(s))
     assert main(["compare", str(summary_file), str(other), "--figures", "ttft_median_s,output_tok_s"]) == 0
     out = capsys.readouterr().out
-    assert "gsp | gpu | groups=4 | ok/ok | 2.000 | 1.000" in out
-    assert "gsp | hicache | groups=4 | partial/partial | 2.000 | 1.000" in out
+    assert [line.split() for line in out.splitlines() if "groups=4" in line] == [
+        ["gpu", "groups=4", "2.00×", "1.00×"],
+        ["hicache", "groups=4", "(partial/partial)", "2.00×", "1.00×"],
+    ]
+
+
+def test_compare_defaults_include_the_hit_rate_typos_exit_2_numeric_order(
+    summary_file: Path, tmp_path: Path, capsys
+) -> None:
+    s = json.loads(summary_file.read_text())
+    base = next(p for p in s["points"] if p["sweep"].get("groups") == 4 and p["server"] == "gpu")
+    for g in (16, 64, 32):  # extra sweep values, stored out of order
+        q = json.loads(json.dumps(base))
+        q["sweep"] = {"groups": g}
+        q["point_key"] = f"groups={g}"
+        s["points"].append(q)
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(s))
+    for p in s["points"]:
+        if p["median"].get("hit_rate_usage") is not None:
+            p["median"]["hit_rate_usage"] = 0.5
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(s))
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "hit rate" in out and "58.8→50.0%" in out
+    gpu = [line.split()[1] for line in out.splitlines() if line.split()[:1] == ["gpu"]]
+    groups = [int(g.removeprefix("groups=")) for g in gpu]
+    assert groups == sorted(groups) and {4, 16, 32, 64} <= set(groups)  # 4 before 16, as numbers
+    assert main(["compare", str(a), str(b), "--figures", "hitrate"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown figure 'hitrate'" in err
+    # a figure not in the list but held by the summaries' medians is accepted
+    assert main(["compare", str(a), str(b), "--figures", "prompt_tokens"]) == 0
 
 
 def test_sim_modelled_columns_come_from_the_modelled_block_never_wall_over_scale() -> None:

@@ -8,19 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.common import load_summary
-
-FIGURES = (
-    "ttft_median_s",
-    "ttft_p90_s",
-    "ttft_p99_s",
-    "itl_median_s",
-    "e2e_median_s",
-    "output_tok_s",
-    "input_tok_s",
-    "hit_rate_usage",
-    "hit_rate_log",
-    "hit_rate_counters",
-)
+from harness.report.compare import DEFAULT_FIGURES, FIGURES, LABELS, cell, check_figures, compare
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -37,30 +25,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="also write the nodes side by side as a page",
     )
     p.add_argument(
-        "--figures", default=",".join(FIGURES[:7]), help="comma-separated median figures to compare"
+        "--figures",
+        default=",".join(DEFAULT_FIGURES),
+        help=f"comma-separated median figures (default {','.join(DEFAULT_FIGURES)}; known: {', '.join(FIGURES)})",
     )
     return p
-
-
-def _key(p: dict[str, Any]) -> tuple[str, str, str]:
-    return (p["experiment"], p["server"], p["point_key"])
-
-
-def compare(a: dict[str, Any], b: dict[str, Any], figures: list[str]) -> list[dict[str, Any]]:
-    """One row per point present in both: A and B medians and B / A for each figure."""
-    bmap = {_key(p): p for p in b["points"]}
-    rows = []
-    for pa in a["points"]:
-        pb = bmap.get(_key(pa))
-        if pb is None:
-            continue
-        row: dict[str, Any] = {"key": _key(pa), "status": (pa["status"], pb["status"]), "figures": {}}
-        for f in figures:
-            va, vb = pa["median"].get(f), pb["median"].get(f)
-            ratio = vb / va if isinstance(va, int | float) and isinstance(vb, int | float) and va else None
-            row["figures"][f] = (va, vb, ratio)
-        rows.append(row)
-    return rows
 
 
 def _labels(paths: list[Path], summaries: list[dict[str, Any]]) -> list[str]:
@@ -70,26 +39,39 @@ def _labels(paths: list[Path], summaries: list[dict[str, Any]]) -> list[str]:
 
 
 def _print_ratios(pa: Path, a: dict[str, Any], pb: Path, b: dict[str, Any], figures: list[str]) -> bool:
+    """One table per experiment, readable at 80 columns: ratios B / A, hit rates as A → B."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     rows = compare(a, b, figures)
-    print(f"A = {pa} (node {a.get('node')}), B = {pb} (node {b.get('node')}); ratio = B / A")
+    console = Console()
+    console.print(
+        f"A = {pa} (node {a.get('node')}), B = {pb} (node {b.get('node')}); "
+        "ratio = B / A (× ; < 1 means B is lower), hit rates A→B in %",
+        highlight=False,
+    )
     if not rows:
-        print("no matching points (experiment, server and sweep must be equal)")
+        console.print("no matching points (experiment, server and sweep must be equal)")
         return False
-    header = ["experiment", "server", "point", "status A/B"] + [f"{f} B/A" for f in figures]
-    print(" | ".join(header))
-    for r in rows:
-        cells = [*r["key"], "/".join(r["status"])]
+    for exp in dict.fromkeys(r["key"][0] for r in rows):
+        t = Table(title=exp, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("server", overflow="fold")
+        t.add_column("point", overflow="fold")
         for f in figures:
-            ratio = r["figures"][f][2]
-            cells.append(f"{ratio:.3f}" if ratio is not None else "n/a")
-        print(" | ".join(cells))
+            t.add_column(LABELS.get(f, f), justify="right", overflow="fold")
+        for r in (r for r in rows if r["key"][0] == exp):
+            status = "/".join(r["status"])
+            point = r["key"][2] + ("" if status == "ok/ok" else f" ({status})")
+            t.add_row(r["key"][1], point, *(cell(f, r["figures"][f]) for f in figures))
+        console.print(t)
     return True
 
 
 def run(args: argparse.Namespace) -> int:
     paths = [args.a, *args.others]
     summaries = [load_summary(p) for p in paths]
-    figures = [f.strip() for f in args.figures.split(",") if f.strip()]
+    figures = check_figures(args.figures, summaries)
     matched = [
         _print_ratios(paths[0], summaries[0], pb, b, figures)
         for pb, b in zip(paths[1:], summaries[1:], strict=True)

@@ -1,0 +1,92 @@
+"""Two summaries side by side: the figures of the points both hold, as B / A ratios (hit rates as A → B).
+
+`harness compare` prints these; the figure names are checked here so a typo is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.report.common import sweep_order
+
+FIGURES = (
+    "ttft_median_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "itl_median_s",
+    "e2e_median_s",
+    "output_tok_s",
+    "input_tok_s",
+    "hit_rate_usage",
+    "hit_rate_log",
+    "hit_rate_counters",
+)
+DEFAULT_FIGURES = ("ttft_median_s", "ttft_p99_s", "itl_median_s", "output_tok_s", "hit_rate_usage")
+LABELS = {
+    "ttft_median_s": "TTFT p50",
+    "ttft_p90_s": "TTFT p90",
+    "ttft_p99_s": "TTFT p99",
+    "itl_median_s": "ITL p50",
+    "e2e_median_s": "e2e p50",
+    "output_tok_s": "out tok/s",
+    "input_tok_s": "in tok/s",
+    "hit_rate_usage": "hit rate",
+    "hit_rate_log": "hit (log)",
+    "hit_rate_counters": "hit (ctr)",
+}
+
+
+def is_rate(figure: str) -> bool:
+    """Hit rates are compared as A → B in %, not as a ratio (a ratio of two rates reads badly)."""
+    return figure.startswith("hit_rate")
+
+
+def check_figures(text: str, summaries: list[dict[str, Any]]) -> list[str]:
+    """The comma-separated names, each a known figure or a number some point's median holds."""
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    if not names:
+        raise HarnessError("--figures: no figure named")
+    numeric = {
+        k
+        for s in summaries
+        for p in s.get("points") or []
+        for k, v in (p.get("median") or {}).items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    for name in names:
+        if name not in FIGURES and name not in numeric:
+            raise HarnessError(f"--figures: unknown figure {name!r} (known: {', '.join(FIGURES)})")
+    return names
+
+
+def _key(p: dict[str, Any]) -> tuple[str, str, str]:
+    return (p["experiment"], p["server"], p["point_key"])
+
+
+def compare(a: dict[str, Any], b: dict[str, Any], figures: list[str]) -> list[dict[str, Any]]:
+    """One row per point present in both, sweep values in numeric order: A and B medians and B / A."""
+    bmap = {_key(p): p for p in b["points"]}
+    rows = []
+    for pa in sorted(
+        a["points"], key=lambda p: (p["experiment"], p["server"], sweep_order(p.get("sweep") or {}))
+    ):
+        pb = bmap.get(_key(pa))
+        if pb is None:
+            continue
+        row: dict[str, Any] = {"key": _key(pa), "status": (pa["status"], pb["status"]), "figures": {}}
+        for f in figures:
+            va, vb = pa["median"].get(f), pb["median"].get(f)
+            ratio = vb / va if isinstance(va, int | float) and isinstance(vb, int | float) and va else None
+            row["figures"][f] = (va, vb, ratio)
+        rows.append(row)
+    return rows
+
+
+def cell(figure: str, values: tuple[Any, Any, float | None]) -> str:
+    """`2.00×` for a ratio, `36.6→40.1%` for a hit rate, `n/a` where either side has no figure."""
+    va, vb, ratio = values
+    if is_rate(figure):
+        ok = all(isinstance(v, int | float) for v in (va, vb))
+        return f"{va * 100:.1f}→{vb * 100:.1f}%" if ok else "n/a"
+    return f"{ratio:.2f}×" if ratio is not None else "n/a"
