@@ -20,7 +20,6 @@ KNOWN_LONG = {  # to split, or to say why not
     "harness/spec.py",
     "harness/sim/engine.py",
     "harness/sim/radix.py",  # the radix tree port may stay whole (issue 12); its docstring should say so
-    "harness/sim/server.py",
 }
 
 

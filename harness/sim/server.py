@@ -18,26 +18,20 @@ from typing import Any
 
 from aiohttp import web
 
+from harness.sim import introspect
 from harness.sim.answers import THINK_IDS, plan_answer
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import Faults, RequestFaults
+from harness.sim.introspect import VERSION
 from harness.sim.live import LiveEngine
 from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.sim.lockstep import BadHint, ClientHint, parse_hint
-from harness.sim.logfmt import (
-    FLUSH_OK_LINE,
-    READY_LINE,
-    SimLogger,
-    flush_refused_line,
-    host_pool_line,
-    kv_pool_line,
-    scheduler_line,
-)
+from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refused_line
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
 from harness.sim.responses import OpenAIShape, meta_info, usage
 from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
-VERSION = "0.5.23"
+__all__ = ["VERSION", "SimServer"]
 FLUSH_MESSAGE = (
     "Cache flushed.\nPlease check backend logs for more details. "
     "(When there are running or waiting requests, the operation will not be performed.)\n"
@@ -111,31 +105,8 @@ class SimServer:
 
     # --- startup ---------------------------------------------------------------------------
     def startup_lines(self) -> None:
-        a, cfg, card = self.args, self.config, self.config.profile
-        self.logger.info(
-            f"server_args=ServerArgs(model_path='{a.model_path}', served_model_name='{self.model_name}', "
-            f"host='{a.host}', port={a.port}, max_total_tokens={a.max_total_tokens}, page_size={a.page_size}, "
-            f"radix_eviction_policy='{a.radix_eviction_policy}', enable_hierarchical_cache={a.enable_hierarchical_cache}, "
-            f"hicache_ratio={a.hicache_ratio}, hicache_write_policy='{a.hicache_write_policy}', "
-            f"disable_radix_cache={a.disable_radix_cache}, card_profile='{card.name}', time_scale={a.time_scale})"
-        )
-        for flag in getattr(a, "ignored_sglang_args", []):
-            self.logger.warning(f"serve-sim: {flag} is an SGLang flag the sim does not model; ignored")
-        self.logger.info(f"Load weight begin. avail mem={card.gpu_mem_gb:.2f} GB")
-        self.logger.info(kv_pool_line(self.engine.pool, cfg.kv_bytes_per_token))
-        if cfg.hicache:
-            self.logger.info(host_pool_line(cfg.host_pool_tokens, cfg.kv_bytes_per_token))
-        kv_gb = self.engine.pool * cfg.kv_bytes_per_token / (1 << 30)
-        self.logger.info(
-            scheduler_line(
-                max_total_num_tokens=self.engine.pool,
-                chunked_prefill_size=int(cfg.chunked_prefill_size or -1),
-                max_prefill_tokens=cfg.max_prefill_tokens,
-                max_running_requests=int(cfg.max_running_requests or 0),
-                context_len=int(cfg.context_length or 0),
-                available_gpu_mem=max(card.gpu_mem_gb - 16.0 - kv_gb, 0.5),
-            )
-        )
+        for level, line in introspect.startup_lines(self.args, self.config, self.engine, self.model_name):
+            self.logger.write(line, level)
 
     async def _announce_ready(self) -> None:
         if self.faults.never_ready:
@@ -151,52 +122,10 @@ class SimServer:
         return self.faults.ready()
 
     def _snapshot(self) -> Snapshot:
-        eng = self.engine
-        st = eng.stats
-        tree_stats = getattr(eng.tree, "stats", None)
-        queue, running = eng.pending_counts()
-        return Snapshot(
-            prompt_tokens=st.prompt_tokens,
-            generation_tokens=st.generation_tokens,
-            cached_device=st.cached_device,
-            cached_host=st.cached_host,
-            num_requests=st.num_requests,
-            evicted_tokens=int(getattr(tree_stats, "evicted_tokens", 0) or 0),
-            load_back_tokens=int(getattr(tree_stats, "load_back_tokens", 0) or 0),
-            num_running_reqs=running,
-            num_queue_reqs=queue,
-            token_usage=eng.token_usage(),
-            cache_hit_rate=st.last_cache_hit_rate,
-            gen_throughput=st.gen_throughput,
-            kv_used_tokens=eng.used_tokens(),
-            kv_evictable_tokens=eng.tree.evictable_size(),
-            max_total_num_tokens=eng.pool,
-            hicache_host_used_tokens=eng.host_used_tokens() if self.config.hicache else None,
-            hicache_host_total_tokens=self.config.host_pool_tokens if self.config.hicache else None,
-            num_retracted=st.num_retracted,
-        )
+        return introspect.snapshot(self.engine, self.config)
 
     def server_info(self) -> dict[str, Any]:
-        skip = {"policy_config", "ignored_sglang_args", "sim_profile"}
-        info = {k: v for k, v in vars(self.args).items() if k not in skip}
-        info["radix_eviction_policy_config"] = self.args.radix_eviction_policy_config
-        info["api_key"] = "<redacted>" if self.args.api_key else None  # never echo a secret into captures
-        info["port"] = self.port or self.args.port
-        info["chunked_prefill_size"] = self.config.chunked_prefill_size
-        info["max_running_requests"] = self.config.max_running_requests
-        info["context_length"] = self.config.context_length
-        info["served_model_name"] = self.model_name
-        info.update(
-            max_total_num_tokens=self.engine.pool,
-            max_req_input_len=self.engine.max_input_len(),
-            hicache_host_pool_tokens=self.config.host_pool_tokens,
-            ignored_sglang_args=list(getattr(self.args, "ignored_sglang_args", [])),
-            card=self.config.profile.to_dict(),
-            version=VERSION,
-            engine="harness serve-sim",
-            internal_states=[{"last_gen_throughput": self.engine.stats.gen_throughput}],
-        )
-        return info
+        return introspect.server_info(self.args, self.config, self.engine, self.port, self.model_name)
 
     def _make_request(
         self, prompt_ids: list[int], max_new: int | None, ignore_eos: bool, default_cap: int
@@ -322,35 +251,11 @@ class SimServer:
         return self._check_auth(request) or web.json_response(self.server_info())
 
     async def get_model_info(self, request: web.Request) -> web.StreamResponse:
-        return self._check_auth(request) or web.json_response(
-            {
-                "model_path": self.args.model_path,
-                "tokenizer_path": self.args.model_path,
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": "default",
-                "has_image_understanding": False,
-                "has_audio_understanding": False,
-                "model_type": "llama",
-                "architectures": ["LlamaForCausalLM"],
-            }
-        )
+        return self._check_auth(request) or web.json_response(introspect.model_info(self.args))
 
     async def models(self, request: web.Request) -> web.StreamResponse:
         return self._check_auth(request) or web.json_response(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.model_name,
-                        "object": "model",
-                        "created": int(time.time()),
-                        "owned_by": "sglang",
-                        "root": self.model_name,
-                        "max_model_len": self.config.context_length,
-                    }
-                ],
-            }
+            introspect.model_list(self.model_name, self.config.context_length)
         )
 
     async def flush_cache(self, request: web.Request) -> web.StreamResponse:
@@ -590,38 +495,3 @@ def _error(status: int, message: str) -> web.Response:
 
 async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:
     await resp.write(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
-
-
-async def serve(args: Any) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit code."""
-    import signal
-
-    server = SimServer(args)
-    server.startup_lines()
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as e:
-        await runner.cleanup()
-        from harness.errors import HarnessError
-
-        raise HarnessError(
-            f"--port {args.port}: cannot listen on {args.host}:{args.port}: {e.strerror or e}"
-        ) from None
-    sockets = getattr(site._server, "sockets", None) or []  # noqa: SLF001
-    server.port = sockets[0].getsockname()[1] if sockets else args.port
-    server.logger.info(
-        f"INFO:     Uvicorn running on http://{args.host}:{server.port} (Press CTRL+C to quit)"
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    ready_task = asyncio.create_task(server._announce_ready())
-    server._bg.add(ready_task)
-    await stop.wait()
-    server.logger.info("Received shutdown signal; shutting down.")
-    await runner.cleanup()
-    return 0
