@@ -195,7 +195,11 @@ def test_parse_log_json_summary_counts_the_rest(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_bytes(b"nothing here\n\x00\x01\xff\n\n")
     r = harness("parse-log", str(log), "--json", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    # no server line at all: the summary still comes, one line says so, exit 1
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "no SGLang or vLLM server log lines among 3 lines" in r.stderr
+    plain = harness("parse-log", str(log), cwd=tmp_path)
+    assert plain.returncode == 1 and "no SGLang or vLLM server log lines" in plain.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])["summary"]
     # blank lines are neither records nor errors; the other two are counted, one as undecodable
     assert summary["lines"] == 3 and summary["by_kind"] == {"unknown": 2}

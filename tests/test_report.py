@@ -36,7 +36,7 @@ def test_markdown_tables_and_pngs(summary_file: Path, tmp_path: Path) -> None:
     assert "| 2048 | lfu | lfu | 63.3% | 0.0% | 50.0% | 93.3% |" in md
     # evidence quoted verbatim, sources side by side with the disagreement flagged
     assert prefill(T0 + 2, 20, 80) in md
-    assert "| server | point | usage | server timings | log | counters | block |" in md
+    assert "| server | point | usage % | server timings % | log % | counters % | block (tokens) |" in md
     # the fixture's group 1 opens with 40 of 100 tokens cached: more than one page, so not a cold cache
     assert (
         "| gpu | groups=4 | 58.8% [50.0%–67.5%] | n/a | 58.8% | 50.0% | n/a | 8.75 | disagree, cache-not-cold | ok |"
@@ -205,3 +205,12 @@ def test_verdict_cells_carry_their_short_reason(summary_file: Path) -> None:
         common.verdict_cell(v, tel, {"cache_state": "warm-start"})
         == "below-floor (SM 700 MHz < floor, warm-start)"
     )
+
+
+def test_a_real_server_without_a_policy_is_not_shown_as_lru() -> None:
+    llama = {"args": ["-m", "tiny.gguf", "--cache-reuse", "256"], "server_info": {"engine": "llama.cpp"}}
+    assert common.server_policy(llama) == "n/a"
+    sglang = {"args": ["--max-total-tokens", "8192"], "server_info": {}}
+    assert common.server_policy(sglang) == "lru"  # SGLang's default
+    assert common.server_policy({"args": ["--radix-eviction-policy", "slru"]}) == "slru"
+    assert common.server_policy({"server_info": {"radix_eviction_policy": "lfu"}}) == "lfu"

@@ -358,3 +358,24 @@ def test_engine_replay_closed_loop_and_positions():
     for pos in (1, 2):
         h, i, p = r.per_position[pos]
         assert h == i > 0
+
+
+def test_tables_number_turns_from_1_with_units_and_bare_o_writes_an_ignored_folder(
+    tmp_path, capsys, monkeypatch
+):
+    from harness.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / "workloads" / "eviction-multiturn.yaml"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["whatif", str(spec), "--policy", "lru", "--pool", "8192", "--workers", "1", "-o"]) == 0
+    out = capsys.readouterr().out
+    assert "turn 1" in out and "turn 6" in out and "turn 7" not in out and " t0 " not in out
+    assert "evicted" in out and "tokens" in out and "hit %" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert (tmp_path / "whatif-out" / "whatif.json").exists()
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "whatif-out/whatif.json"],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert ignored.returncode == 0  # git ignores the default output folder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise HarnessError(f"{path}: cannot read ({e.strerror})") from None
     summary = log_summary(log)
+    recognised = sum(v for k, v in summary["by_kind"].items() if k != "unknown")
     if args.json:
         if not args.summary_only:
             for rec in log.records:
                 print(json.dumps(rec.to_dict(), separators=(",", ":")))
         print(json.dumps({"summary": summary}, separators=(",", ":")))
-        return 0
+        return 0 if recognised else _none_found(path, summary)
     if not args.summary_only:
         for rec in log.records:
             print(_text(rec))
@@ -68,9 +70,19 @@ def run(args: argparse.Namespace) -> int:
         f"pool: device {pool['device_tokens']} tokens, max_total_num_tokens {pool['max_total_num_tokens']}, "
         f"host {pool['host_tokens']} tokens / {pool['host_gb']} GB"
     )
-    rate = f"{pre['hit_rate']:.4f}" if pre["hit_rate"] is not None else "n/a"
+    rate = f"{pre['hit_rate']:.2%}" if pre["hit_rate"] is not None else "n/a"
     print(
         f"prefill: {pre['prefill_lines']} lines, new {pre['new_tokens']} tokens, "
         f"cached {pre['cached_tokens']} tokens, hit rate {rate}"
     )
-    return 0
+    return 0 if recognised else _none_found(path, summary)
+
+
+def _none_found(path: Path, summary: dict) -> int:
+    """A file with no server line in it is not a server log: say so, exit 1 (it is not bad input)."""
+    print(
+        f"{path}: no SGLang or vLLM server log lines among {summary['lines']} lines "
+        "(is this the server's log?)",
+        file=sys.stderr,
+    )
+    return 1

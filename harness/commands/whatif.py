@@ -12,6 +12,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 
+DEFAULT_OUTPUT = "whatif-out"
+
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -52,7 +54,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("-o", "--output", type=Path, default=None, help="folder for results.json and the charts")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        nargs="?",
+        const=Path(DEFAULT_OUTPUT),
+        default=None,
+        help=f"folder for whatif.json and the charts (bare -o: {DEFAULT_OUTPUT}/, which git ignores)",
+    )
     return p
 
 

@@ -115,8 +115,36 @@ def _arg(entry: dict[str, Any], flag: str) -> Any:
     return info.get(key)
 
 
+SGLANG_INFO_KEYS = (
+    "radix_eviction_policy",
+    "disable_radix_cache",
+    "chunked_prefill_size",
+    "max_total_num_tokens",
+)
+SGLANG_FLAGS = (
+    "--max-total-tokens",
+    "--enable-hierarchical-cache",
+    "--disable-radix-cache",
+    "--mem-fraction-static",
+)
+
+
+def _is_sglang(entry: dict[str, Any]) -> bool:
+    """SGLang or the sim (which answers like it): its server_info keys, or its flags in the launch args."""
+    info = entry.get("server_info") or {}
+    if isinstance(info, dict) and any(k in info for k in SGLANG_INFO_KEYS):
+        return True
+    args = entry.get("args")
+    flat = [str(a) for a in args] if isinstance(args, list) else [f"--{k}" for k in (args or {})]
+    return any(a.split("=", 1)[0] in SGLANG_FLAGS or "sglang" in a for a in flat)
+
+
 def server_policy(entry: dict[str, Any]) -> str:
-    return str(_arg(entry, "--radix-eviction-policy") or "lru")
+    """The radix eviction policy; SGLang's default `lru` only for SGLang-like servers, else `n/a`."""
+    v = _arg(entry, "--radix-eviction-policy")
+    if v:
+        return str(v)
+    return "lru" if _is_sglang(entry) else "n/a"
 
 
 def server_pool(entry: dict[str, Any]) -> str:

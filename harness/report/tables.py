@@ -314,12 +314,12 @@ def sources(points: list[dict[str, Any]]) -> Table:
     header = [
         "server",
         "point",
-        "usage",
-        "server timings",
-        "log",
-        "counters",
-        "block",
-        "spread (points)",
+        "usage %",
+        "server timings %",
+        "log %",
+        "counters %",
+        "block (tokens)",
+        "spread (% points)",
         "flag",
         "status",
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,12 @@ def results_entry(path: Path, trace: Trace, notes: list[str], results: list[Resu
     }
 
 
+WRITE_SHORT = {"write_through": "wt", "write_through_selective": "wts", "write_back": "wb"}
+
+
 def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
     """The results table, then hit rate per turn and per session position where the input has them."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -33,63 +36,78 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
         if trace.concurrency is not None
         else "one request at a time"
     )
-    t = Table(title=f"{trace.name}: {len(trace.requests)} requests ({how}), pools in {unit}")
+    t = Table(
+        title=f"{trace.name}: {len(trace.requests)} requests ({how})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for col in (
         "policy",
-        "pool",
-        "host",
-        "hit",
-        "ideal",
-        "device",
-        "host hit",
-        "evicted",
-        "load-back",
-        "TTFT p50/p99 ms",
-        "replay s",
+        f"pool\n{unit}",
+        "host\ntier",
+        "hit %\n(ideal)",
+        "dev/host\nhit %",
+        f"evicted\n{unit}",
+        f"loaded\nback {unit}",
+        "TTFT ms\np50/p99",
     ):
-        t.add_column(col, justify="left" if col == "policy" else "right")
+        t.add_column(col, justify="left" if col == "policy" else "right", overflow="fold")
     turns = sorted({k for r in results for k in r.per_turn})
     for r in results:
         c = r.config
-        host = "-" if c.host_ratio == 0 else f"{c.host_ratio:g}x {c.write_policy.replace('write_', 'w')}"
+        host = (
+            "-"
+            if c.host_ratio == 0
+            else f"{c.host_ratio:g}x {WRITE_SHORT.get(c.write_policy, c.write_policy)}"
+        )
         t.add_row(
             c.policy,
             f"{c.pool:,}",
             host,
-            f"{r.hit_rate:.1%}",
-            f"{r.ideal_rate:.1%}",
-            f"{r.device_hit_tokens / max(r.prompt_tokens, 1):.1%}",
-            f"{r.host_hit_tokens / max(r.prompt_tokens, 1):.1%}",
+            f"{r.hit_rate:.1%} ({r.ideal_rate:.1%})",
+            f"{100 * r.device_hit_tokens / max(r.prompt_tokens, 1):.1f}/"
+            f"{100 * r.host_hit_tokens / max(r.prompt_tokens, 1):.1f}",
             f"{r.evicted_tokens:,}",
             f"{r.load_back_tokens:,}",
             f"{r.ttft_ms['p50']:.0f}/{r.ttft_ms['p99']:.0f}",
-            f"{r.seconds:.2f}",
         )
-    console = Console(width=None if sys.stdout.isatty() else 180)
+    console = Console()
     console.print(t)
+    console.print(
+        f"replayed {len(results)} configurations in {sum(r.seconds for r in results):.2f} s", style="dim"
+    )
     if len(turns) > 1:
         console.print(
-            _hit_rate_table("hit rate per turn (ideal in brackets)", results, "per_turn", "t", turns)
+            _hit_rate_table(
+                "hit rate per turn, % (ideal in brackets)", results, "per_turn", "turn ", turns, 1
+            )
         )
     positions = sorted({k for r in results for k in r.per_position})
     if positions and any(r.group is not None for r in trace.requests):
         shown = positions if len(positions) <= 12 else positions[:11] + positions[-1:]
-        title = "hit rate per session position: times the group's prefix was sent before (ideal)"
+        title = "hit rate per session position, % (ideal): p<n> = the group's prefix was sent n times before"
         console.print(_hit_rate_table(title, results, "per_position", "p", shown))
     for n in notes:
         console.print(f"[yellow]note:[/yellow] {n}")
 
 
-def _hit_rate_table(title: str, results: list[Result], field: str, prefix: str, keys: list[int]) -> Any:
-    """One row per configuration, one column per turn or position: hit rate (ideal)."""
+def _hit_rate_table(
+    title: str, results: list[Result], field: str, prefix: str, keys: list[int], first: int = 0
+) -> Any:
+    """One row per configuration, one column per turn or position: hit rate (ideal).
+
+    `first` is the label of key 0: turns are numbered from 1, as in the report; positions count from 0.
+    """
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=title)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("policy")
     t.add_column("pool", justify="right")
-    t.add_column("host", justify="right")
+    t.add_column("host ×", justify="right")
     for k in keys:
-        t.add_column(f"{prefix}{k}", justify="right")
+        t.add_column(f"{prefix}{k + first}", justify="right")
     for r in results:
         cells = []
         for k in keys:
@@ -127,7 +145,10 @@ def draw_chart(trace: Trace, results: list[Result], path: Path) -> None:
     ax.axhline(ideal, color="grey", linestyle=":", label="ideal (unbounded)")
     ax.set_xscale("log")
     ax.set_xlabel(f"device pool ({'blocks' if trace.kind == 'blocks' else 'tokens'})")
-    ax.set_ylabel("prefix hit rate (tokens)")
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))  # % like the tables
+    ax.set_ylabel(f"prefix hit rate, % of prompt {'blocks' if trace.kind == 'blocks' else 'tokens'}")
     ax.set_title(f"{trace.name}: hit rate vs pool")
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
