@@ -27,6 +27,7 @@ from tests.helpers.summary_capture import build
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "docs" / "sample" / "cpu-sim.json"
 MAX_PAGE_BYTES = 5 * 1024 * 1024
+BROWSER_TIMEOUT_S = 1500  # the first browser test may install chromium with apt-get on a cold machine
 
 
 @pytest.fixture(scope="module")
@@ -262,6 +263,7 @@ def check_page(res: PageResult, summary: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(BROWSER_TIMEOUT_S)
 def test_page_in_chromium_hand_built(browser: Chromium, summary: dict[str, Any], tmp_path: Path) -> None:
     s = _with_modelled(summary)
     path = report_html.write_html(s, tmp_path / "l4.html")
@@ -274,6 +276,7 @@ def test_page_in_chromium_hand_built(browser: Chromium, summary: dict[str, Any],
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(BROWSER_TIMEOUT_S)
 def test_sample_suite_page_in_chromium(browser: Chromium, sample: dict[str, Any], tmp_path: Path) -> None:
     """The default suite's page: weight, render time (printed), and the screenshot the README shows."""
     t0 = time.perf_counter()
@@ -333,6 +336,7 @@ def test_compare_reading_says_clock_cache_or_card(summary: dict[str, Any]) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(BROWSER_TIMEOUT_S)
 def test_compare_page_in_chromium(browser: Chromium, summary: dict[str, Any], tmp_path: Path) -> None:
     """Two nodes side by side: every point of either node in the table, one chart series per node."""
     other = json.loads(json.dumps(summary))
@@ -450,3 +454,13 @@ def test_modelled_ttft_chart_and_csv_columns(summary: dict[str, Any], tmp_path: 
     assert med["modelled.ttft_ms.p50"] == 105.0 and med["modelled.ttft_ms.p90"] == 120.0
     seeds = df[(df["row"] == "seed") & (df["server"] == "gpu") & (df["point_key"] == "groups=4")]
     assert sorted(seeds["modelled.ttft_ms.p50"]) == [100.0, 110.0]
+
+
+def test_without_chromium_the_reason_is_one_line(monkeypatch) -> None:
+    """No chromium and no way to install it: (None, why) — the browser tests skip (fail under CI) with it."""
+    from tests.helpers import browser as b
+
+    monkeypatch.setattr(b.shutil, "which", lambda name: None)
+    monkeypatch.setattr(b.os, "geteuid", lambda: 1000)
+    binary, why = b.ensure_chromium()
+    assert binary is None and "\n" not in why and "chromium is not installed" in why
