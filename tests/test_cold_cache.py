@@ -54,6 +54,13 @@ def test_the_request_served_first_counts_not_the_one_scheduled_first() -> None:
     assert first_requests(sessions, 16).cold and first_requests(sessions, 16).checked == 1
 
 
+def test_trace_conversations_may_share_prefixes_and_are_not_judged() -> None:
+    rows = [row(0, 0, 512), row(1, 0, 512, group=1)]  # two sessions of a log behind one system prompt
+    assert cache_state({"flushed": True}, rows, 32, "shared-prefix")["state"] == "cache-not-cold"
+    trace = cache_state({"flushed": True}, rows, 32, "trace")
+    assert trace["state"] == "cold" and trace["first_requests"]["checked"] == 0
+
+
 def test_one_block_or_the_template_head_is_allowed() -> None:
     rows = [row(0, 0, 0), row(1, 1, 512), row(2, 0, 32, group=1), row(3, 0, None, group=2)]
     check = first_requests(rows, block_tokens=32)

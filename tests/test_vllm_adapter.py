@@ -53,3 +53,12 @@ def test_vllm_refusal_is_retried_and_only_its_endpoint_is_used(vllm_like) -> Non
     assert flush_cache(vllm_like, wait_s=0.01) == (True, "flushed after 3 tries")
     ok, note = flush_cache(vllm_like, paths=("/flush_cache",))
     assert ok is None and note == "no flush endpoint (/flush_cache HTTP 404)"
+
+
+def test_matrix_expands_vllm_profiles_like_sglang_ones() -> None:
+    item = {"name": "vllm-b{block}", "launch": "vllm", "model": "/m", "args": ["--block-size", "{block}"]}
+    profiles = parse_servers([item], {"block": [32, 128]}, "x.yaml", environ={})
+    assert [(p.name, p.args) for p in profiles] == [
+        ("vllm-b32", ("--block-size", "32")),
+        ("vllm-b128", ("--block-size", "128")),
+    ]

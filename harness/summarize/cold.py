@@ -96,12 +96,21 @@ def reset_state(point: dict[str, Any] | None) -> tuple[bool, str | None]:
     return False, f"cache not reset: {note}"
 
 
+# Workloads whose groups/sessions share nothing but the template head and seed tags; a trace's
+# conversations may share real prefixes (a common system prompt), so its first requests are not judged.
+DISJOINT_KINDS = ("shared-prefix", "multi-turn")
+
+
 def cache_state(
-    point: dict[str, Any] | None, rows: list[dict[str, Any]], block_tokens: int | None
+    point: dict[str, Any] | None,
+    rows: list[dict[str, Any]],
+    block_tokens: int | None,
+    workload_kind: str | None = None,
 ) -> dict[str, Any]:
     """`state` (cold / warm-start / cache-not-cold), the flags raised with their reasons, and the first-request check."""
     reset_ok, why = reset_state(point)
-    check = first_requests(rows, block_tokens)
+    judged = workload_kind is None or workload_kind in DISJOINT_KINDS
+    check = first_requests(rows if judged else [], block_tokens)
     flags: dict[str, str] = {}
     if not reset_ok:
         flags["warm-start"] = why or "cache not reset"

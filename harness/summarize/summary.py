@@ -270,7 +270,7 @@ def _add_cache_state(point: dict[str, Any], seeds: list[SeedCapture], block_size
     states = []
     flags: dict[str, str] = {}
     for sc in seeds:
-        cs = cache_state(sc.point, sc.requests, block)
+        cs = cache_state(sc.point, sc.requests, block, point.get("workload_kind"))
         point["seeds"][str(sc.seed)]["cache"] = cs
         states.append(cs["state"])
         for k, why in cs["flags"].items():

@@ -126,7 +126,8 @@ def run_point(
         fresh_server=fresh_server,
     )
     rows = read_jsonl(pdir / REQUESTS)[0] if (pdir / REQUESTS).exists() else []
-    cold = cache_state(rec.to_dict(), rows, None)  # the summary judges again with the block size
+    # the summary judges again, with the server's block size
+    cold = cache_state(rec.to_dict(), rows, None, getattr(point.workload, "kind", None))
     rec.cache_state, rec.cache_flags = cold["state"], cold["flags"]
     write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
