@@ -7,7 +7,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 
 SUITES: dict[str, tuple[str, ...]] = {
-    "default": ("working-set.yaml", "eviction-multiturn.yaml"),
+    "default": ("working-set.yaml", "eviction-multiturn.yaml", "trace-conversation.yaml"),
     "smoke": ("smoke-bench.yaml",),
 }
 
