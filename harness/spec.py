@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
+from harness.loadgen.settings import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.paths import expand_path
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
@@ -45,6 +46,7 @@ TOP_KEYS = {
     "servers",
     "matrix",
     "suite",
+    *LOAD_KEYS,
 }
 SHARED_PREFIX_KEYS = {
     "kind",
@@ -178,6 +180,7 @@ class ExperimentSpec:
     timeouts: Timeouts = field(default_factory=Timeouts)
     headers: dict[str, str] = field(default_factory=dict)  # raw, may hold ${ENV} references
     max_failed_fraction: float = 0.05
+    load: LoadSettings = field(default_factory=LoadSettings)  # arrival, think time, warm-up, duration, slo
     description: str | None = None
     servers_raw: list | None = None
     matrix_raw: dict | None = None
@@ -329,6 +332,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
     if not isinstance(mff, int | float) or isinstance(mff, bool) or not 0 <= mff <= 1:
         raise SpecError(f, "max_failed_fraction", f"expected a number between 0 and 1, got {mff!r}")
     sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir)
+    load = parse_load_settings(raw, f, request_rate is not None or "request_rate" in sweep, workload.kind)
     servers = raw.get("servers")
     if servers is not None and not isinstance(servers, list):
         raise SpecError(f, "servers", f"expected a list of server profiles, got {_tname(servers)}")
@@ -349,6 +353,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
         timeouts=timeouts,
         headers=headers,
         max_failed_fraction=float(mff),
+        load=load,
         description=str(desc) if desc is not None else None,
         servers_raw=servers,
         matrix_raw=matrix,

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.capture import read_jsonl  # noqa: E402
-from harness.loadgen import RunIds, run_schedule  # noqa: E402
+from harness.loadgen.run import RunIds, run_schedule  # noqa: E402
 from harness.spec import parse_spec  # noqa: E402
 from harness.workloads import build_schedule  # noqa: E402
 

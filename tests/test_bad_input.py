@@ -68,6 +68,25 @@ SPEC_CASES = [
     ("impossible-timeout", spec_text(timeouts={"total": 0}), "timeouts.total", "expected a positive number"),
     ("sweep-unknown-key", spec_text(sweep={"colour": [1, 2]}), "sweep.colour", "unknown key"),
     ("tokenizer-missing", spec_text(tokenizer="./no-such-tokenizer"), "tokenizer", "does not exist"),
+    ("rate-zero", spec_text(request_rate=0), "request_rate", "expected a positive number, got 0"),
+    ("rate-negative", spec_text(request_rate=-2), "request_rate", "expected a positive number, got -2"),
+    ("arrival-unknown", spec_text(request_rate=5, arrival="uniform"), "arrival", "expected one of poisson"),
+    (
+        "burstiness-zero",
+        spec_text(request_rate=5, arrival="gamma", burstiness=0),
+        "burstiness",
+        "expected a positive number, got 0",
+    ),
+    ("slo-unknown-key", spec_text(slo={"ttft": 300}), "slo.ttft", "unknown key"),
+    ("slo-bound", spec_text(slo={"ttft_ms": 0}), "slo.ttft_ms", "expected a positive number, got 0"),
+    ("warmup-negative", spec_text(warmup_requests=-1), "warmup_requests", "expected a non-negative integer"),
+    ("duration-negative", spec_text(duration_s=-5), "duration_s", "expected a positive number, got -5"),
+    (
+        "sweep-rate-zero",
+        spec_text(sweep={"request_rate": [1, 0]}),
+        "sweep.request_rate[1]",
+        "positive number",
+    ),
 ]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.capture import read_jsonl
-from harness.loadgen import RunIds, run_schedule
+from harness.loadgen.run import RunIds, run_schedule
 from harness.spec import Timeouts, parse_spec
 from harness.workloads import build_schedule
 from harness.workloads.arrivals import arrival_offsets
@@ -264,7 +264,7 @@ def test_record_writer_hands_each_record_to_the_os_at_once(tmp_path):
 @pytest.mark.slow
 def test_interrupt_raised_inside_a_worker_stops_cleanly(fake_server_factory, tmp_path, monkeypatch, caplog):
     """A signal handler's KeyboardInterrupt can land in a worker: records stay whole, no stray traceback."""
-    import harness.loadgen as lg
+    import harness.loadgen.run as lg
 
     srv = fake_server_factory("--ttft-ms", "5", "--itl-ms", "20")
     real, calls = lg.stream_request, []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,26 @@ def mark_failed(pdir: Path, failure: str) -> None:
     write_json_atomic(pdir / POINT, rec)
 
 
-def count_requests(pdir: Path) -> tuple[int, int, dict[str, int]]:
-    """(ok, failed, failures by error_kind) from requests.jsonl itself, so point.json matches what a reader sees."""
-    ok = failed = 0
-    errors: dict[str, int] = {}
+def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request rows every figure is made of: sent, and not warm-up (skipped and unsent rows only count)."""
+    return [r for r in rows if not r.get("warmup") and not r.get("not_sent")]
+
+
+@dataclass
+class RequestCounts:
+    """requests.jsonl tallied: measured requests by outcome; warm-up ones apart."""
+
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0  # an earlier turn of the session failed
+    not_sent: int = 0  # duration_s ran out first
+    warmup: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # failures by error_kind
+
+
+def count_requests(pdir: Path) -> RequestCounts:
+    """The tally from requests.jsonl itself, so point.json matches what a reader sees."""
+    c = RequestCounts()
     req = pdir / REQUESTS
     if req.exists():
         with open(req, encoding="utf-8") as f:
@@ -66,10 +83,18 @@ def count_requests(pdir: Path) -> tuple[int, int, dict[str, int]]:
                     row = json.loads(line)
                 except ValueError:
                     continue
-                if row.get("ok"):
-                    ok += 1
+                if not isinstance(row, dict):
+                    continue
+                if row.get("warmup"):
+                    c.warmup += 1
+                elif row.get("not_sent") == "skipped":
+                    c.skipped += 1
+                elif row.get("not_sent"):
+                    c.not_sent += 1
+                elif row.get("ok"):
+                    c.ok += 1
                 else:
-                    failed += 1
+                    c.failed += 1
                     k = row.get("error_kind") or "unknown"
-                    errors[k] = errors.get(k, 0) + 1
-    return ok, failed, errors
+                    c.errors[k] = c.errors.get(k, 0) + 1
+    return c

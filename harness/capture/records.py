@@ -37,6 +37,9 @@ class RequestRecord:
     ttft_s: float | None = None  # first_token - scheduled
     ttft_sent_s: float | None = None  # first_token - sent
     e2e_s: float | None = None  # done - scheduled
+    late_s: float | None = None  # sent - scheduled: the client's own lateness (charged to TTFT)
+    tpot_s: float | None = None  # (e2e - ttft) / (completion_tokens - 1), per output token after the first
+    event_tokens: list[int] | None = None  # tokens in each text event, where the server counted them
     # usage as the server reported it
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -50,7 +53,7 @@ class RequestRecord:
     ok: bool = False
     error: str | None = None
     error_kind: str | None = (
-        None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | cancelled
+        None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | truncated | cancelled
     )
     answer: str | None = None  # generated text (needed to replay multi-turn histories offline)
     prompt_sha: str | None = None  # sha1 of the exact prompt sent (text or token ids)
@@ -58,6 +61,10 @@ class RequestRecord:
     # serve-sim only: the request's stamps on the sim's virtual clock (arrival_s, first_token_s,
     # finish_s, in modelled seconds), the source of the summary's `modelled` figures
     sim_time: dict[str, Any] | None = None
+    # how this request took part (a warm-up one, or one never sent) -- excluded from every figure
+    warmup: bool = False  # sent before the measured requests (spec `warmup_requests`)
+    not_sent: str | None = None  # None: sent; "skipped" (an earlier turn failed) | "time-limit" (duration_s)
+    think_s: float | None = None  # multi-turn: the think time drawn before this turn (spec `think_time_s`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +96,11 @@ class PointRecord:
     fresh_server: bool = False  # the harness started the server for this point: nothing cached yet
     cache_state: str | None = None  # cold | warm-start | cache-not-cold (harness.summarize.cold)
     cache_flags: dict[str, str] = field(default_factory=dict)  # flag -> why
+    # scheduled = ok + failed + skipped + not_sent (warm-up requests are counted apart)
+    requests_skipped: int = 0  # multi-turn: turns not sent because an earlier turn of the session failed
+    requests_not_sent: int = 0  # not sent because duration_s ran out (the point is then time_limited)
+    requests_warmup: int = 0
+    time_limited: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -55,7 +55,7 @@ async def stream_request(
             sink = await _via_aiohttp(session, url, body, hdrs, timeout, rec, dialect, st, first_at, total_at)
         if sink is not None:  # the body ended cleanly with a 200
             take_usage(rec, st)
-            st.event_tokens = sink.event_tokens()
+            st.event_tokens = rec.event_tokens = sink.event_tokens()
             judge(rec, st, sink.first_bytes)
     except _EXCHANGE_ERRORS as e:
         rec.done_mono = _mono()

@@ -117,3 +117,9 @@ def derive(rec: RequestRecord) -> None:
         rec.ttft_sent_s = rec.first_token_mono - (rec.sent_mono or rec.scheduled_mono)
     if rec.done_mono is not None:
         rec.e2e_s = rec.done_mono - rec.scheduled_mono
+    if rec.sent_mono is not None:
+        rec.late_s = rec.sent_mono - rec.scheduled_mono
+    n = rec.completion_tokens
+    if rec.first_token_mono is not None and rec.done_mono is not None and isinstance(n, int) and n > 1:
+        # the server's count, not events: one event may carry several tokens (--stream-interval)
+        rec.tpot_s = (rec.done_mono - rec.first_token_mono) / (n - 1)

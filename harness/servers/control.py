@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from harness.errors import HarnessError
-from harness.loadgen import normalize_base_url
+from harness.loadgen.run import normalize_base_url
 
 FLUSH_TRIES = 60
 FLUSH_WAIT_S = 0.5

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import capture, metrics, serverlog
+from harness.capture.points import measured
 from harness.errors import HarnessError
 
 
@@ -121,7 +122,8 @@ def _read_seed(path: Path, server: str, problems: Problems) -> SeedCapture | Non
     requests: list[dict[str, Any]] = []
     req_path = path / capture.REQUESTS
     if req_path.exists():
-        requests, bad = capture.read_jsonl(req_path)
+        rows, bad = capture.read_jsonl(req_path)
+        requests = measured(rows)  # warm-up and never-sent rows are counted in point.json, never measured
         if bad:
             problems.add(req_path, f"{bad} unreadable lines skipped (truncated write?)")
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,24 +16,31 @@ from typing import Any
 
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
 from harness.capture.files import read_jsonl, write_json_atomic
-from harness.capture.points import count_requests, move_aside
+from harness.capture.points import count_requests, measured, move_aside
 from harness.capture.records import PointRecord
-from harness.loadgen import RunIds, run_schedule
+from harness.loadgen.run import RunIds, run_schedule
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
 from harness.summarize.cold import cache_state
 from harness.workloads import PromptMaker, build_schedule
 
+# warm-up requests are drawn like the measured ones from a seed this far apart: other prompt text, so
+# they warm the server without caching a measured prefix
+WARMUP_SEED_OFFSET = 1_000_003
 Telemetry = Callable[[Path], Any]  # (point_dir) -> context manager whose __enter__ has .status
 
 
-def point_status(ok: int, failed: int, scheduled: int, max_failed_fraction: float) -> str:
-    """ok when every request succeeded; partial while failures stay within the spec's allowance."""
-    if failed == 0 and ok == scheduled:
+def point_status(
+    ok: int, failed: int, scheduled: int, max_failed_fraction: float, skipped: int = 0, not_sent: int = 0
+) -> str:
+    """ok when every request sent succeeded (a run cut by duration_s sends fewer: still ok); partial
+    while failures and the turns they skipped stay within the spec's allowance."""
+    bad = failed + skipped
+    if bad == 0 and ok + not_sent == scheduled and ok:
         return "ok"
     if ok == 0:
         return "failed"
-    return "partial" if failed / max(scheduled, 1) <= max_failed_fraction else "failed"
+    return "partial" if bad / max(scheduled, 1) <= max_failed_fraction else "failed"
 
 
 def run_point(
@@ -64,8 +72,21 @@ def run_point(
     schedule = build_schedule(
         spec, point.workload, seed, prompt_maker
     )  # tokenizing happens here, not mid-run
-    start_mono, start_wall = time.monotonic(), time.time()
     headers = spec.resolved_headers()
+    ids = RunIds(spec.name, server_name, pname, seed)
+    if spec.load.warmup_requests:  # before the point's window and its flush: in no figure or hit rate
+        warm = build_schedule(spec, point.workload, seed + WARMUP_SEED_OFFSET, prompt_maker)
+        no_limit = dataclasses.replace(spec.load, duration_s=None)  # all N warm-up requests are sent
+        asyncio.run(
+            run_schedule(
+                warm.head(spec.load.warmup_requests),
+                **{**_load_args(spec, point, base_url, pdir, ids, headers), "load": no_limit},
+                warmup=True,
+                label=f"{server_name} {pname} warm-up",
+                quiet=quiet,
+            )
+        )
+    start_mono, start_wall = time.monotonic(), time.time()
     flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
     fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
     status: str = "failed"
@@ -76,20 +97,14 @@ def run_point(
             res = asyncio.run(
                 run_schedule(
                     schedule,
-                    base_url=base_url,
-                    api=spec.api,
-                    model=spec.model,
-                    concurrency=point.concurrency,
-                    out_path=pdir / REQUESTS,
-                    ids=RunIds(spec.name, server_name, pname, seed),
-                    request_rate=point.request_rate,
-                    headers=headers,
-                    timeouts=spec.timeouts,
+                    **_load_args(spec, point, base_url, pdir, ids, headers),
                     quiet=quiet,
                     label=f"{server_name} {pname}",
                 )
             )
-        status = point_status(res.ok, res.failed, res.scheduled, spec.max_failed_fraction)
+        status = point_status(
+            res.ok, res.failed, res.scheduled, spec.max_failed_fraction, res.skipped, res.not_sent
+        )
         if status != "ok":
             failure = (
                 ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
@@ -102,7 +117,7 @@ def run_point(
             time.sleep(settle_s)
         fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
     telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
-    ok, failed, errors = count_requests(pdir)
+    counts = count_requests(pdir)
     rec = PointRecord(
         experiment=spec.name,
         server=pdir.parent.name,
@@ -111,9 +126,9 @@ def run_point(
         sweep=dict(point.sweep),
         status=status,  # type: ignore[arg-type]
         requests_scheduled=len(schedule),
-        requests_ok=ok,
-        requests_failed=failed,
-        errors=errors,
+        requests_ok=counts.ok,
+        requests_failed=counts.failed,
+        errors=counts.errors,
         start_mono=start_mono,
         end_mono=time.monotonic(),
         start_wall=start_wall,
@@ -123,9 +138,13 @@ def run_point(
         attempt=attempt,
         failure=failure,
         telemetry_status=telemetry_status,
-        fresh_server=fresh_server,
+        fresh_server=fresh_server and not spec.load.warmup_requests,  # warm-up requests came first
+        requests_skipped=counts.skipped,
+        requests_not_sent=counts.not_sent,
+        requests_warmup=counts.warmup,
+        time_limited=bool(res is not None and res.time_limited),
     )
-    rows = read_jsonl(pdir / REQUESTS)[0] if (pdir / REQUESTS).exists() else []
+    rows = measured(read_jsonl(pdir / REQUESTS)[0]) if (pdir / REQUESTS).exists() else []
     # the summary judges again, with the server's block size
     cold = cache_state(rec.to_dict(), rows, None, getattr(point.workload, "kind", None))
     rec.cache_state, rec.cache_flags = cold["state"], cold["flags"]
@@ -133,3 +152,21 @@ def run_point(
     if status == "interrupted":
         raise KeyboardInterrupt
     return rec
+
+
+def _load_args(
+    spec: ExperimentSpec, point: Point, base_url: str, pdir: Path, ids: RunIds, headers: dict[str, str]
+) -> dict[str, Any]:
+    """run_schedule's arguments shared by a point's warm-up and measured runs."""
+    return {
+        "base_url": base_url,
+        "api": spec.api,
+        "model": spec.model,
+        "concurrency": point.concurrency,
+        "out_path": pdir / REQUESTS,
+        "ids": ids,
+        "request_rate": point.request_rate,
+        "load": spec.load,
+        "headers": headers,
+        "timeouts": spec.timeouts,
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -62,3 +64,13 @@ class Schedule:
         if self.total is not None:
             return self.total
         return sum(len(c.turns) for c in self.conversations)
+
+    def head(self, n: int) -> Schedule:
+        """The first n requests in send order (a session keeps its turns up to there), e.g. a warm-up."""
+        keep = {r.index for r in itertools.islice(self.requests(), n)}
+        convs = []
+        for c in self.conversations:
+            turns = [r for r in c.turns if r.index in keep]
+            if turns:
+                convs.append(dataclasses.replace(c, turns=turns))
+        return dataclasses.replace(self, conversations=convs)

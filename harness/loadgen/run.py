@@ -1,0 +1,390 @@
+"""run_schedule: every request of a Schedule sent under an exact concurrency cap, each record to disk.
+
+`concurrency` workers share one connection pool and take requests from a DueQueue. Closed loop (no
+request rate): a worker takes the ready request with the lowest schedule index; TTFT starts when it
+is taken. With `request_rate`, conversations (a shared-prefix request, or a multi-turn session) start
+by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
+nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
+A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
+with a rate, its TTFT starts there too. A failed turn ends its session: the remaining turns are
+recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
+as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
+the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.sim.lockstep:
+this loop's state), with which serve-sim holds its virtual clock for requests the loop owes it; other
+servers ignore the header.
+
+Plain http:// servers are spoken to by the lean HTTP/1.1 client (harness.client.http1); https://, or
+engine="aiohttp" (env HARNESS_HTTP_ENGINE=aiohttp), uses one shared aiohttp session instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from harness.capture.files import JsonlWriter
+from harness.capture.records import RequestRecord
+from harness.client import aio, get_dialect, stream_request
+from harness.client.http1 import H1Pool
+from harness.errors import HarnessError
+from harness.loadgen.due import DueQueue
+from harness.loadgen.progress import Progress
+from harness.loadgen.sessions import Session
+from harness.loadgen.settings import LoadSettings
+from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
+from harness.sim.lockstep import ClientHint
+from harness.spec import Timeouts
+from harness.workloads import PromptBuilder, Schedule
+from harness.workloads.arrivals import arrival_offsets
+from harness.workloads.schedule import Request
+
+_mono = time.monotonic
+
+
+@dataclass
+class RunIds:
+    """Identity fields copied into every record."""
+
+    experiment: str
+    server: str
+    point: str
+    seed: int
+
+
+@dataclass
+class LoadResult:
+    """The run's tally: scheduled = ok + failed + skipped + not_sent once it ended (not interrupted)."""
+
+    scheduled: int
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    skipped: int = 0  # turns after a failed turn of their session
+    not_sent: int = 0  # left when duration_s ran out
+    errors: Counter = field(default_factory=Counter)
+    max_in_flight: int = 0
+    start_mono: float = 0.0
+    end_mono: float = 0.0
+    start_wall: float = 0.0
+    end_wall: float = 0.0
+    interrupted: bool = False
+    time_limited: bool = False
+
+
+def normalize_base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+async def run_schedule(
+    schedule: Schedule,
+    *,
+    base_url: str,
+    api: str,
+    model: str,
+    concurrency: int,
+    out_path: Path,
+    ids: RunIds,
+    request_rate: float | None = None,
+    load: LoadSettings | None = None,
+    warmup: bool = False,
+    headers: dict[str, str] | None = None,
+    timeouts: Timeouts | None = None,
+    quiet: bool = True,
+    label: str = "",
+    engine: str = "auto",
+) -> LoadResult:
+    """Run every request of the schedule; each finished (or skipped) one becomes a line of out_path.
+
+    load: arrival process, think time and duration (warm-up and SLOs are the caller's); warmup: mark
+    every record as a warm-up one. On cancellation (Ctrl-C) in-flight requests are recorded with
+    error_kind "cancelled", the file is closed cleanly, and CancelledError propagates.
+    engine: "auto" (http1 for http://), "http1", "aiohttp".
+    """
+    timeouts = timeouts or Timeouts()
+    url = normalize_base_url(base_url) + get_dialect(api).path
+    hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
+    engine = _pick_engine(engine, url, hdrs)
+    run = _Run(schedule, url, api, model, ids, request_rate, load or LoadSettings(), warmup, hdrs, timeouts)
+    run.concurrency = concurrency
+    writer = run.writer = JsonlWriter(out_path)
+    res = run.res
+    progress = None if quiet else Progress(label or ids.point, res.scheduled)
+    try:
+        run.start()
+        if engine == "http1":
+            pool = H1Pool(url, hdrs, connect_timeout=timeouts.connect)
+            try:
+                await _drive(pool, run, concurrency, progress)
+            finally:
+                await pool.close()
+        else:
+            async with aio.new_session(concurrency + 8, run.client_timeout) as session:
+                await _drive(session, run, concurrency, progress)
+    finally:
+        run.stop()
+        res.end_mono, res.end_wall = _mono(), time.time()
+        writer.close()
+    return res
+
+
+class _Run:
+    """One run's shared state; its workers send, record and queue each session's next turn."""
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        url: str,
+        api: str,
+        model: str,
+        ids: RunIds,
+        request_rate: float | None,
+        load: LoadSettings,
+        warmup: bool,
+        headers: dict[str, str],
+        timeouts: Timeouts,
+    ) -> None:
+        self.schedule, self.url, self.api, self.model, self.ids = schedule, url, api, model, ids
+        self.rate, self.load, self.warmup, self.headers, self.timeouts = (
+            request_rate,
+            load,
+            warmup,
+            headers,
+            timeouts,
+        )
+        self.dialect = get_dialect(api)
+        self.builder = PromptBuilder(schedule, api)
+        self.sessions = {c.id: Session(c) for c in schedule.conversations if c.turns}
+        self.res = LoadResult(scheduled=len(schedule))
+        self.client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
+        self.recent_ttft: deque[float] = deque(maxlen=512)
+        self.in_flight = 0
+        self.concurrency = 1
+        self.time_up = False
+        self.run_id = uuid.uuid4().hex[:12]  # the lockstep header's run name
+        self.seq = 0  # requests sent so far
+        self.followed = 0  # finished requests whose session's next turn was queued
+        self.offsets: list[float] = []  # open loop: arrival offsets of the conversations' first turns
+        self.first_of: dict[int, int] = {}  # conversation id -> its arrival number k
+        self.writer: JsonlWriter
+        self.queue: DueQueue
+        self._deadline: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------ schedule
+    def start(self) -> None:
+        """Queue each conversation's first turn (by arrival time with a rate) and arm duration_s."""
+        res = self.res
+        t0 = res.start_mono = _mono()
+        res.start_wall = time.time()
+        self.queue = DueQueue()
+        firsts = sorted(self.sessions.values(), key=lambda s: s.conv.turns[0].index)
+        offsets = None
+        if self.rate:
+            offsets = arrival_offsets(
+                len(firsts), self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
+            )
+        self.offsets = offsets or []
+        for k, s in enumerate(firsts):
+            self.first_of[s.conv.id] = k
+            s.due = t0 + offsets[k] if offsets else None
+            self.queue.put(s, s.conv.turns[0].index, s.due)
+        if self.load.duration_s is not None:
+            loop = asyncio.get_running_loop()
+            self._deadline = loop.call_later(self.load.duration_s, self._time_is_up)
+        self._settle()
+
+    def stop(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+
+    def _time_is_up(self) -> None:
+        """duration_s reached: nothing more is sent; what is queued is recorded as not sent."""
+        self.time_up = self.res.time_limited = True
+        for s in self.queue.drain():
+            self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+        self._settle()
+
+    def _next(self, s: Session, done_mono: float) -> None:
+        """After a turn ended well: queue the session's next turn, due after the think time."""
+        req = s.next_turn()
+        if req is None:
+            del self.sessions[s.conv.id]  # its answers are on disk: memory stays flat in run length
+            return
+        if self.time_up:
+            self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+            return
+        think = s.think(self.load.think_time, self.schedule.seed)
+        s.due = done_mono + think if (self.rate or think) else None
+        self.followed += 1
+        self.queue.put(s, req.index, s.due)
+
+    def _settle(self) -> None:
+        """Every request accounted for: let the workers go."""
+        r = self.res
+        if r.ok + r.failed + r.skipped + r.not_sent >= r.scheduled:
+            self.queue.close()
+
+    # ------------------------------------------------------------ workers
+    async def worker(self, session: aiohttp.ClientSession | H1Pool) -> None:
+        queue = self.queue
+        while (s := await queue.get()) is not None:
+            await self._send(session, s)
+
+    async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session) -> None:
+        req = s.next_turn()
+        assert req is not None
+        # with a rate TTFT starts at the due time; a closed loop starts it when a worker takes the turn
+        scheduled = s.due if self.rate and s.due is not None else _mono()
+        rec = self._record(req, scheduled, think_s=s.think_s)
+        prompt = self.builder.build(s.conv, req, s.history)
+        rec.expected_prompt_tokens, rec.prompt_sha = prompt.expected_tokens, prompt.sha
+        body = self.dialect.body(self.model, prompt, req.output_tokens)
+        res = self.res
+        self.seq += 1
+        hint = self._hint(s, req)
+        self.in_flight += 1
+        res.sent += 1
+        if self.in_flight > res.max_in_flight:
+            res.max_in_flight = self.in_flight
+        try:
+            st = await stream_request(
+                session,
+                self.url,
+                self.dialect,
+                body,
+                rec,
+                headers=self.headers,
+                extra_headers={LOCKSTEP_HEADER: hint.header()},
+                first_token_timeout=self.timeouts.first_token,
+                total_timeout=self.timeouts.total,
+                timeout=self.client_timeout,
+            )
+        except asyncio.CancelledError:
+            rec.done_mono = _mono()
+            rec.ok, rec.error_kind, rec.error = False, "cancelled", "cancelled (interrupted)"
+            self._write(rec)
+            raise
+        finally:
+            self.in_flight -= 1
+        if rec.ttft_s is not None:
+            self.recent_ttft.append(rec.ttft_s)
+        self._write(rec)
+        s.answered(rec, st.output_ids)
+        if rec.ok:
+            self._next(s, rec.done_mono or _mono())
+        elif s.next_turn() is not None:
+            kind = rec.error_kind or "failed"
+            self._not_sent(s, "skipped", f"not sent: turn {req.turn} of this session failed ({kind})")
+        else:
+            del self.sessions[s.conv.id]
+        self._settle()
+
+    def _hint(self, s: Session, req: Request) -> ClientHint:
+        """This loop as the sim's virtual clock needs it (harness.sim.lockstep): what is ready, whether this
+        turn's end makes the next one ready at once, and (open loop, first turns) its arrival offsets."""
+        offset = nxt = None
+        if self.offsets and req.turn in (0, None):
+            k = self.first_of.get(s.conv.id, -1)
+            offset = self.offsets[k] if k >= 0 else None
+            nxt = self.offsets[k + 1] if 0 <= k < len(self.offsets) - 1 else None
+        think = self.load.think_time is not None and self.load.think_time.mean_s > 0
+        return ClientHint(
+            concurrency=self.concurrency,
+            seq=self.seq,
+            ready=self.queue.ready_count(),
+            followed=self.followed,
+            follow=len(s.history) + 1 < len(s.conv.turns) and not think,  # a think time: not at once
+            index=req.index,
+            offset=offset,
+            next=nxt,
+            run=self.run_id,
+        )
+
+    # ------------------------------------------------------------ records
+    def _record(self, req: Request, scheduled: float, think_s: float | None = None) -> RequestRecord:
+        ids = self.ids
+        return RequestRecord(
+            experiment=ids.experiment,
+            server=ids.server,
+            point=ids.point,
+            seed=ids.seed,
+            index=req.index,
+            group=req.group,
+            session=req.session,
+            turn=req.turn,
+            position=req.position,
+            api=self.api,
+            scheduled_mono=scheduled,
+            max_tokens=req.output_tokens,
+            warmup=self.warmup,
+            think_s=think_s,
+        )
+
+    def _not_sent(self, s: Session, why: str, text: str) -> None:
+        """Record every remaining turn of s as not sent; the session is done."""
+        for req in s.remaining():
+            rec = self._record(req, scheduled=0.0)
+            rec.not_sent, rec.error = why, text
+            self._write(rec)
+        self.sessions.pop(s.conv.id, None)
+
+    def _write(self, rec: RequestRecord) -> None:
+        res = self.res
+        if rec.not_sent == "skipped":
+            res.skipped += 1
+        elif rec.not_sent:
+            res.not_sent += 1
+        elif rec.ok:
+            res.ok += 1
+        else:
+            res.failed += 1
+            res.errors[rec.error_kind or "unknown"] += 1
+        self.writer.write(rec)
+
+
+async def _drive(session, run: _Run, concurrency: int, progress: Progress | None) -> None:
+    """Run the workers (and the progress ticker); on cancellation cancel them all and wait for them."""
+    loop = asyncio.get_running_loop()
+    res = run.res
+    workers = [loop.create_task(run.worker(session)) for _ in range(concurrency)]
+    ticker = loop.create_task(progress.run(res, run.recent_ttft)) if progress else None
+    try:
+        await asyncio.gather(*workers)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
+        # KeyboardInterrupt here: a signal handler raised it inside a worker (it has already left the
+        # loop); stop the rest the same way, and end cancelled rather than with an unretrieved error
+        res.interrupted = True
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        if not isinstance(e, asyncio.CancelledError):
+            raise asyncio.CancelledError from e
+        raise
+    finally:
+        if ticker and progress:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+            progress.finish(res, run.recent_ttft)
+
+
+def _pick_engine(engine: str, url: str, headers: dict[str, str]) -> str:
+    """http1 for plain http:// unless asked otherwise (or a header it cannot send); aiohttp for the rest."""
+    engine = os.environ.get("HARNESS_HTTP_ENGINE", engine) if engine == "auto" else engine
+    if engine not in ("auto", "http1", "aiohttp"):
+        raise HarnessError(
+            f"HTTP engine: unknown value {engine!r} (expected auto, http1 or aiohttp; env HARNESS_HTTP_ENGINE)"
+        )
+    if engine == "aiohttp" or not url.startswith("http://"):
+        return "aiohttp"
+    try:
+        H1Pool(url, headers)
+    except ValueError:
+        return "aiohttp"
+    return "http1"
