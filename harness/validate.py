@@ -233,6 +233,40 @@ def _with_cache_state(verdict: dict[str, Any], point: dict[str, Any]) -> dict[st
     return {**verdict, "reasons": reasons, "flagged": True}
 
 
+CLIENT_LATE_FLOOR_S = 0.005  # flag client lateness p99 above max(this, CLIENT_LATE_TTFT_SHARE x median TTFT)
+CLIENT_LATE_TTFT_SHARE = 0.05
+
+
+def client_late(point: dict[str, Any]) -> str | None:
+    """Why the load generator, not the server, limited this point (its lateness p99, worst seed), or None."""
+    med = point.get("median") or {}
+    p99 = max(
+        (
+            (s.get("figures") or {}).get("client_late_s", {}).get("p99")
+            for s in (point.get("seeds") or {}).values()
+        ),
+        key=lambda v: v if isinstance(v, int | float) else -1.0,
+        default=None,
+    )
+    ttft = ((med.get("latency") or {}).get("ttft_s") or {}).get("p50")
+    if not isinstance(p99, int | float):
+        return None
+    bound = max(CLIENT_LATE_FLOOR_S, CLIENT_LATE_TTFT_SHARE * ttft if isinstance(ttft, int | float) else 0.0)
+    if p99 <= bound:
+        return None
+    return (
+        f"client-late: p99 of sent - scheduled {p99 * 1000:.1f} ms > {bound * 1000:.1f} ms "
+        f"(max of 5 ms and 5% of the median TTFT): the load generator, not the server, limited this point"
+    )
+
+
+def _with_client_lateness(verdict: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    why = client_late(point)
+    if why is None:
+        return {**verdict, "client_late": False}
+    return {**verdict, "reasons": [*verdict["reasons"], why], "flagged": True, "client_late": True}
+
+
 def validate_summary(
     summary: Any, thresholds: Thresholds | None = None, source: str = "summary"
 ) -> dict[str, Any]:
@@ -256,7 +290,7 @@ def validate_summary(
     rows = []
     for p, verdict in zip(points, verdicts, strict=True):
         tel = p.get("telemetry") or {}
-        verdict = _with_cache_state(verdict, p)
+        verdict = _with_client_lateness(_with_cache_state(verdict, p), p)
         rows.append(
             {
                 "experiment": p.get("experiment"),

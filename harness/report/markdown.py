@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import tables
+from harness.report.latency import latency_table, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import layout
 
@@ -112,6 +113,14 @@ def render(
         scale_note = time_scale_lines(pts, servers)
         if scale_note:
             lines += ["", *scale_note]
+        lines += ["", "### Latency, throughput and goodput", "", *latency_table(pts)]
+        slo = slo_text(pts)
+        lines += [
+            "",
+            f"Goodput: ok requests within every SLO ({slo} ms) per scheduled request."
+            if slo
+            else "No `slo` in the spec: no goodput.",
+        ]
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += ["", sources_note(pts)]

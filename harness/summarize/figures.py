@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness import metrics, serverlog
+from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
 from harness.telemetry.stats import point_stats
 
@@ -65,8 +66,11 @@ def _timings_hit(ok: pd.DataFrame) -> float | None:
     return cached / prompt if prompt > 0 else None
 
 
-def request_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Latency, throughput and hit-rate figures (usage, server timings) of one point x seed from its records."""
+def request_figures(
+    rows: list[dict[str, Any]], slo: dict[str, float] | None = None, scheduled: int | None = None
+) -> dict[str, Any]:
+    """Latency, throughput, goodput and hit-rate figures (usage, server timings) of one point x seed
+    from its measured records; scheduled: the requests goodput is a fraction of (default: the rows)."""
     df = pd.DataFrame(rows)
     fig: dict[str, Any] = {"requests": len(df), "ok": 0, "failures": 0}
     if df.empty:
@@ -117,6 +121,8 @@ def request_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     fig["output_tokens"] = int(out_tok.sum())
     fig["prompt_tokens"] = int(in_tok.sum())
     fig["output_tok_s"] = float(out_tok.sum()) / span if span else None
+    fig.update(latency_figures(df, okmask, span))
+    fig["goodput"] = goodput(df, okmask, span, slo, scheduled if scheduled is not None else len(df))
     fig["input_tok_s"] = float(in_tok.sum()) / span if span else None
     cached = _usage_cached(ok)
     fig["cached_tokens"] = int(cached.sum()) if cached is not None else None

@@ -32,6 +32,7 @@ from harness.summarize.figures import (
     telemetry_stats,
     tz_shift,
 )
+from harness.summarize.latency import SLO_FIELDS
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
@@ -78,6 +79,22 @@ def _find_workload(manifest: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, dict) and isinstance(v.get("workload"), dict):
             return v["workload"]
     return {}
+
+
+def _find_slo(manifest: dict[str, Any]) -> dict[str, float] | None:
+    """The spec's `slo` bounds (ms) as the manifest keeps the spec; None when it set none."""
+    spec = manifest.get("spec")
+    slo = spec.get("slo") if isinstance(spec, dict) else None
+    if not isinstance(slo, dict):
+        return None
+    return {k: float(v) for k, v in slo.items() if k in SLO_FIELDS and is_num(v)} or None
+
+
+def _goodput_base(sc: SeedCapture) -> int | None:
+    """Requests goodput is a fraction of: scheduled, less those a duration_s left unsent (point.json)."""
+    p = sc.point or {}
+    n = p.get("requests_scheduled")
+    return int(n) - int(p.get("requests_not_sent") or 0) if is_num(n) else None
 
 
 def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: dict[str, Any]) -> float | None:
@@ -194,8 +211,10 @@ def _summarize_point(
     series: dict[str, Any] = {}
     sources: list[str] = []
     warned: list[float] = []
+    slo = _find_slo(exp.manifest)
     for sc in seeds:
-        fig = request_figures(sc.requests)
+        fig = request_figures(sc.requests, slo, _goodput_base(sc))
+        fig["time_limited"] = bool(sc.point and sc.point.get("time_limited"))
         sliced, shift = slices.get(sc.path, (None, 0.0))
         mfig, msource, mwarned = seed_modelled(sc.requests, sliced[0] if sliced else None)
         if mfig is not None and msource is not None:

@@ -1,0 +1,58 @@
+"""The serving-benchmark table of a report: latency percentiles, throughput, goodput beside the hit rate.
+
+Every cell is the median over seeds, with the seeds' min-max in brackets when there are several.
+Goodput shows only where the spec set an `slo` (n/a otherwise: never a made-up bound).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.common import point_order, status_note
+
+
+def _get(d: Any, path: tuple[str, ...]) -> Any:
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def _cell(p: dict[str, Any], path: tuple[str, ...], scale: float, fmt: str) -> str:
+    v = _get(p.get("median"), path)
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return "n/a"
+    text = format(v * scale, fmt)
+    lo_hi = _get(p.get("spread"), path)
+    if len(p.get("seeds") or {}) > 1 and isinstance(lo_hi, list) and len(lo_hi) == 2 and lo_hi[0] != lo_hi[1]:
+        text += f" ({format(lo_hi[0] * scale, fmt)}–{format(lo_hi[1] * scale, fmt)})"
+    return text
+
+
+def slo_text(points: list[dict[str, Any]]) -> str | None:
+    slos = {repr(s): s for p in points if isinstance(s := _get(p.get("median"), ("goodput", "slo")), dict)}
+    if not slos:
+        return None
+    return "; ".join(", ".join(f"{k} ≤ {v:g}" for k, v in s.items()) for s in slos.values())
+
+
+def latency_table(points: list[dict[str, Any]]) -> list[str]:
+    header = ["server", "point"]
+    cols: list[tuple[str, tuple[str, ...], float, str]] = []
+    for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
+        for pct in ("p50", "p90", "p99"):
+            cols.append((f"{name} {pct} ms", ("latency", key, pct), 1000.0, ".1f"))
+    cols += [
+        ("req/s", ("throughput", "requests_per_s"), 1.0, ".2f"),
+        ("output tok/s", ("throughput", "output_tokens_per_s"), 1.0, ".0f"),
+        ("goodput", ("goodput", "fraction"), 100.0, ".1f"),
+        ("goodput req/s", ("goodput", "requests_per_s"), 1.0, ".2f"),
+        ("hit rate %", ("hit_rate_usage",), 100.0, ".1f"),
+        ("client late p99 ms", ("client_late_s", "p99"), 1000.0, ".2f"),
+    ]
+    header += [c[0] for c in cols]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for p in sorted(points, key=point_order):
+        row = [str(p.get("server")), str(p.get("point_key")) + status_note(p)]
+        row += [_cell(p, path, scale, fmt) for _, path, scale, fmt in cols]
+        out.append("| " + " | ".join(row) + " |")
+    return out
