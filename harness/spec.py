@@ -212,13 +212,9 @@ class ExperimentSpec:
         for k, v in self.headers.items():
 
             def sub(m: re.Match, key: str = k) -> str:
-                val = os.environ.get(m.group(1))
-                if val is None:
-                    raise SpecError(
-                        str(self.source_path),
-                        f"headers.{key}",
-                        f"environment variable {m.group(1)} is not set",
-                    )
+                if (val := os.environ.get(m.group(1))) is None:
+                    why = f"environment variable {m.group(1)} is not set"
+                    raise SpecError(str(self.source_path), f"headers.{key}", why)
                 return val
 
             out[k] = _ENV_REF.sub(sub, v)
@@ -240,13 +236,10 @@ def _label(v: Any) -> Any:
 
 def redact_headers(obj: Any) -> Any:
     if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k == "headers" and isinstance(v, dict):
-                out[k] = {hk: "<redacted>" for hk in v}
-            else:
-                out[k] = redact_headers(v)
-        return out
+        hide = {k for k, v in obj.items() if k == "headers" and isinstance(v, dict)}
+        return {
+            k: ({hk: "<redacted>" for hk in v} if k in hide else redact_headers(v)) for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [redact_headers(v) for v in obj]
     return obj

@@ -240,12 +240,13 @@ class _Run:
     async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session) -> None:
         req = s.next_turn()
         assert req is not None
-        # with a rate TTFT starts at the due time; a closed loop starts it when a worker takes the turn
-        scheduled = s.due if self.rate and s.due is not None else _mono()
-        rec = self._record(req, scheduled, think_s=s.think_s)
+        rec = self._record(req, 0.0, think_s=s.think_s)
         prompt = self.builder.build(s.conv, req, s.history)
         rec.expected_prompt_tokens, rec.prompt_sha = prompt.expected_tokens, prompt.sha
         body = self.dialect.body(self.model, prompt, req.output_tokens)
+        # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
+        # a closed loop starts it once the request is ready to go (late_s then only shows the send call)
+        rec.scheduled_mono = s.due if self.rate and s.due is not None else _mono()
         res = self.res
         self.seq += 1
         hint = self._hint(s, req)

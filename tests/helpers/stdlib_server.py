@@ -5,7 +5,8 @@ send: `/ok/v1/chat/completions` a clean stream; `/abort/...` SGLang's abort afte
 `/short/`, `/nofinish/`, `/eof/` other endings; `/json/` a non-SSE 200; `/barelf/` a head with bare LF
 line ends; `/reuse-close/` closes a kept-alive connection, unanswered, when a second request arrives on
 it; `/interval/` 4 tokens per event with per-event usage (SGLang --stream-interval 4 with continuous
-usage). Paths ending in /generate get SGLang's native shape. Run: python tests/helpers/stdlib_server.py -> PORT n.
+usage). Paths ending in /generate get SGLang's native shape; GET /health answers 200.
+Run: python tests/helpers/stdlib_server.py -> PORT n.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:
         pass
+
+    def do_GET(self) -> None:
+        self._send(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n", b"ok")
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
