@@ -39,11 +39,14 @@ async def stream_request(
 ) -> StreamState:
     """Send one request and fill rec's stamps, usage and verdict; never raises except CancelledError.
 
-    With an H1Pool, its own headers are sent (`headers` is for the aiohttp session only);
+    rec.scheduled_mono (TTFT starts there) is the send time when unset (0). With an H1Pool, its own
+    headers are sent (`headers` is for the aiohttp session only);
     `extra_headers` go with this request on either engine (e.g. the sim's lockstep header).
     """
     st = StreamState()
     rec.sent_mono = sent = _mono()
+    if not rec.scheduled_mono:  # no schedule (a closed loop): the clock starts at the send
+        rec.scheduled_mono = sent
     rec.start_wall = time.time()
     total_at = sent + total_timeout if total_timeout > first_token_timeout else None
     first_at = sent + min(first_token_timeout, total_timeout)

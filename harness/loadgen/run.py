@@ -245,8 +245,8 @@ class _Run:
         rec.expected_prompt_tokens, rec.prompt_sha = prompt.expected_tokens, prompt.sha
         body = self.dialect.body(self.model, prompt, req.output_tokens)
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
-        # a closed loop starts it once the request is ready to go (late_s then only shows the send call)
-        rec.scheduled_mono = s.due if self.rate and s.due is not None else _mono()
+        # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
+        rec.scheduled_mono = s.due if self.rate and s.due is not None else 0.0
         res = self.res
         self.seq += 1
         hint = self._hint(s, req)
