@@ -150,6 +150,7 @@ def test_bench_summary_predicts_trace_and_synthetic_points(tmp_path: Path) -> No
     _n, hit, total = mooncake_ideal(MOONCAKE, SLICE["start"], 120, SLICE["block_tokens"])
     assert points["trace"]["ideal_hit_rate"] == pytest.approx(hit / total)
     assert points["trace"]["median"]["hit_rate_usage_by_position"]["0"] == 0.0
+    assert points["trace"]["prompt_check"] == {"checked": 120, "differ": 0}
     report = (tmp_path / "sum" / "n.md").read_text()
     assert "### Predicted vs measured" in report
 

@@ -197,3 +197,33 @@ def test_bad_request_logs(tmp_path: Path) -> None:
     assert "exactly one of messages, prompt, input_ids" in _error(
         tmp_path, {"path": str(log), "format": "requests"}
     )
+
+
+def test_prompt_check_counts_prompts_not_as_built_and_the_report_says_so() -> None:
+    from types import SimpleNamespace
+
+    from harness.report.predicted import prediction_table
+    from harness.summarize.prediction import prompt_check
+
+    rows = [
+        {"expected_prompt_tokens": 10, "prompt_tokens": 10},
+        {"expected_prompt_tokens": 10, "prompt_tokens": 11},
+        {"expected_prompt_tokens": None, "prompt_tokens": 5},
+    ]
+    check = prompt_check([SimpleNamespace(requests=rows)])  # type: ignore[list-item]
+    assert check == {"checked": 2, "differ": 1}
+    point = {
+        "server": "s",
+        "sweep": {},
+        "point_key": "default",
+        "predicted_hit_rate": 0.10,
+        "measured_hit_rate": 0.15,
+        "ideal_hit_rate": 0.2,
+        "prediction": {"diff_points": 5.0, "flag": True, "flag_points": 3.0},
+        "prompt_check": check,
+    }
+    table = prediction_table([point])
+    assert (
+        "| s | default | 15.0% | 10.0% | +5.00 | 20.0% | ⚠ over 3 points; 1 of 2 prompts not as built |"
+        in table
+    )

@@ -22,6 +22,9 @@ def prediction_table(points: list[dict[str, Any]]) -> list[str]:
         flag = f"⚠ over {pr.get('flag_points', 3):g} points" if pr.get("flag") else ""
         if p.get("predicted_hit_rate") is None:
             flag = f"no prediction: {pr.get('why_none') or 'n/a'}"
+        pc = p.get("prompt_check") or {}
+        if pc.get("differ"):
+            flag += f"{'; ' if flag else ''}{pc['differ']} of {pc['checked']} prompts not as built"
         rows.append(
             [
                 p["server"],

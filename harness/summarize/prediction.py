@@ -143,6 +143,20 @@ def add_prediction(
     }
     if workload.get("kind") == "trace":
         point["ideal_hit_rate"], point["ideal_basis"] = trace_ideal(point, seeds, workload, ideal, base_dir)
+        point["prompt_check"] = prompt_check(seeds)
+
+
+def prompt_check(seeds: list[SeedCapture]) -> dict[str, int]:
+    """Requests whose server-side prompt_tokens differ from the prompt built (a text prompt that did not
+    round-trip through the server's tokenizer to the trace's blocks), over the requests both counted."""
+    checked = differ = 0
+    for sc in seeds:
+        for r in sc.requests:
+            want, got = r.get("expected_prompt_tokens"), r.get("prompt_tokens")
+            if isinstance(want, int) and isinstance(got, int):
+                checked += 1
+                differ += want != got
+    return {"checked": checked, "differ": differ}
 
 
 def trace_ideal(
