@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import tables
+from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import layout
@@ -104,6 +105,9 @@ def render(
         if not pts:
             lines.append("_No points._")
             continue
+        said = experiment_findings(pts, servers)
+        if said:  # the conclusion first, computed from the data (harness.report.findings)
+            lines += [" ".join(said), ""]
         if kind == "ab":
             lines += ab_table(exp, pts, pairs, servers)
         elif kind == "policy":
