@@ -37,68 +37,131 @@ TARGET_RPS = 2500  # issue 2: the ceiling target; the TTFT target is at half of 
 EVENTS_PER_REQUEST = OUTPUT_TOKENS + 3  # role prelude + 16 tokens + usage frame + [DONE]
 
 
-def serve(chunked: bool = True) -> None:
-    """The benchmark's server: answers every POST with one pre-built OpenAI chat stream, stamped.
+def serve(shape: str = "chunks") -> None:
+    """The benchmark's server: answers every POST with one pre-built stream of the given shape, stamped.
 
-    Raw asyncio, no framework: per request it finds the end of the head and body, formats the stamp
-    and writes one buffer, so its own CPU stays well below the client's. Chunked transfer, one chunk
-    per SSE event, as SGLang and vLLM send it; --serve-length sends one Content-Length body instead.
+    Raw asyncio, no framework: per request it finds the end of the head and body, fills the per-request
+    and per-event fields of its shape and writes, so its own CPU stays well below the client's.
     """
-    asyncio.run(_serve(chunked))
+    asyncio.run(_serve(SHAPES[shape]))
 
 
-def _stream_parts() -> tuple[bytes, bytes, bytes]:
-    """(before the stamp, after it, the rest) of a 19-event chat stream whose first token is a stamp."""
+@dataclass(frozen=True)
+class Shape:
+    """How a bench server frames and words its stream (see SHAPES)."""
+
+    name: str
+    events: str  # plain | sglang | vllm | timestamp: what each SSE event looks like
+    framing: (
+        str  # chunked | length: Transfer-Encoding chunked (one chunk per event) or one Content-Length body
+    )
+    writes: str  # response | event: one socket write per response or one per event
+    what: str
+
+
+SHAPES = {
+    s.name: s
+    for s in (
+        Shape("chunks", "plain", "chunked", "response", "OpenAI chat chunks, one chunk per event, one write"),
+        Shape("per-event", "plain", "chunked", "event", "the same events, one write per event"),
+        Shape("per-response", "plain", "length", "response", "the same events in one Content-Length body"),
+        Shape(
+            "sglang",
+            "sglang",
+            "chunked",
+            "response",
+            "SGLang-shaped: role on the first text event, null fields",
+        ),
+        Shape("vllm", "vllm", "chunked", "response", "vLLM-shaped: role prelude, a new id per request"),
+        Shape(
+            "timestamp",
+            "timestamp",
+            "chunked",
+            "response",
+            "adversarial: a new id and a float `created` per event, role on the first text event",
+        ),
+    )
+}
+
+
+def _events(kind: str) -> list[bytes]:
+    """The stream's SSE events as templates: @ID@ (per request), @TS@ (per event), @STAMP@ (first token)."""
     dumps = json.JSONEncoder(separators=(",", ":")).encode
+    cid = "chatcmpl-@ID@" if kind in ("vllm", "timestamp") else "chatcmpl-bench"
+    created: object = "@TS@" if kind == "timestamp" else 1
 
-    def chunk(obj: dict) -> dict:
-        return {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "fake",
-            **obj,
-        }
+    def chunk(choices: list, **extra) -> bytes:
+        obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": "fake"}
+        if kind == "vllm":
+            obj["system_fingerprint"] = None
+        obj["choices"] = choices
+        obj.update(extra)
+        return dumps(obj).encode().replace(b'"@TS@"', b"@TS@")
 
-    events = [
-        chunk(
-            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
-        )
-    ]
+    def choice(delta: dict, fin: str | None) -> dict:
+        if kind == "sglang":
+            delta = {"role": delta.get("role"), "content": delta.get("content"), "reasoning_content": None}
+            delta["tool_calls"] = None
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin, "matched_stop": None}
+        if kind == "vllm":
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+        return {"index": 0, "delta": delta, "finish_reason": fin}
+
+    role_first = kind in ("sglang", "timestamp")
+    events = [] if role_first else [chunk([choice({"role": "assistant", "content": ""}, None)])]
     for i in range(OUTPUT_TOKENS):
         text = "@STAMP@" if i == 0 else f" w1x{i}"
         fin = "length" if i == OUTPUT_TOKENS - 1 else None
-        events.append(chunk({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": fin}]}))
+        delta = {"role": "assistant", "content": text} if role_first and i == 0 else {"content": text}
+        extra = {"usage": None} if kind == "sglang" else {}
+        events.append(chunk([choice(delta, fin)], **extra))
     usage = {"prompt_tokens": 77, "completion_tokens": OUTPUT_TOKENS, "total_tokens": 77 + OUTPUT_TOKENS}
     usage["prompt_tokens_details"] = {"cached_tokens": 0}
-    events.append(chunk({"choices": [], "usage": usage}))
-    data = [b"data: " + dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
-    pre, post = data[1].split(b"@STAMP@")
-    return data[0] + pre, post, b"".join(data[2:])
+    events.append(chunk([], usage=usage))
+    return [b"data: " + e + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
-async def _serve(chunked: bool) -> None:
+def _responder(shape: Shape):
+    """A function returning the list of buffers to write for one response (one, or one per event)."""
     import time as _t
 
-    lead, post, rest = _stream_parts()
-    if chunked:
-        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-        role, pre = lead.split(b"\n\n", 1)[0] + b"\n\n", lead.split(b"\n\n", 1)[1]
-        head += b"%x\r\n%s\r\n" % (len(role), role)
-        evs = rest.split(b"\n\n")[:-1]
-        tail = b"".join(b"%x\r\n%s\n\n\r\n" % (len(e) + 2, e) for e in evs) + b"0\r\n\r\n"
+    events = _events(shape.events)
+    per_event_ts = any(b"@TS@" in e for e in events)
+    counter = [0]
 
-        def response() -> bytes:
-            ev = pre + b"t%.7f" % _t.monotonic() + post
-            return head + b"%x\r\n%s\r\n" % (len(ev), ev) + tail
-    else:
+    def fill() -> list[bytes]:
+        counter[0] += 1
+        rid = b"%x" % counter[0]
+        out = []
+        for e in events:
+            if b"@STAMP@" in e:
+                e = e.replace(b"@STAMP@", b"t%.7f" % _t.monotonic())
+            if per_event_ts:
+                e = e.replace(b"@TS@", b"%.6f" % _t.time())
+            out.append(e.replace(b"@ID@", rid))
+        return out
 
-        def response() -> bytes:
-            body = lead + b"t%.7f" % _t.monotonic() + post + rest
-            return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (
-                len(body),
-                body,
-            )
+    if shape.framing == "length":
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+
+        def respond() -> list[bytes]:
+            body = b"".join(fill())
+            return [head % len(body) + body]
+
+        return respond
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    def respond_chunked() -> list[bytes]:
+        parts = [b"%x\r\n%s\r\n" % (len(e), e) for e in fill()]
+        parts[0] = head + parts[0]
+        parts.append(b"0\r\n\r\n")
+        return parts if shape.writes == "event" else [b"".join(parts)]
+
+    return respond_chunked
+
+
+async def _serve(shape: Shape) -> None:
+    respond = _responder(shape)
 
     class Conn(asyncio.Protocol):
         def __init__(self) -> None:
@@ -119,7 +182,8 @@ async def _serve(chunked: bool) -> None:
                 if len(buf) < i + 4 + n:
                     break
                 buf = buf[i + 4 + n :]
-                self.t.write(response())
+                for part in respond():
+                    self.t.write(part)
             self.buf = buf
 
     loop = asyncio.get_running_loop()
@@ -128,8 +192,8 @@ async def _serve(chunked: bool) -> None:
     await asyncio.Event().wait()
 
 
-def start_server(cpu: int | None, chunked: bool = True) -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve" if chunked else "--serve-length"]
+def start_server(cpu: int | None, shape: str = "chunks") -> tuple[subprocess.Popen, int]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", shape]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -306,15 +370,27 @@ def main() -> int:
     )
     ap.add_argument("--profile", action="store_true", help="cProfile one c=64 run and add its top functions")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate cores")
-    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--serve-length", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help="server shapes for the side-by-side table at c=64 (comma list; '' skips it): "
+        + ", ".join(SHAPES),
+    )
+    ap.add_argument("--only-shapes", action="store_true", help="skip the c=1/64/256, Poisson and long runs")
+    ap.add_argument(
+        "--workers", type=int, default=0, help="also run each shape with N client processes (c=64 split)"
+    )
+    ap.add_argument("--serve", choices=sorted(SHAPES), help=argparse.SUPPRESS)
+    ap.add_argument("--client-worker", nargs=4, metavar=("PORT", "N", "C", "WAIT"), help=argparse.SUPPRESS)
     ap.add_argument(
         "--write", default=str(ROOT / "docs" / "client-ceiling.md"), help="Markdown output ('' to skip)"
     )
     a = ap.parse_args()
-    if a.serve or a.serve_length:
-        serve(chunked=a.serve)
+    if a.serve:
+        serve(a.serve)
         return 0
+    if a.client_worker:
+        return client_worker(*a.client_worker, engine=a.engine)
     cpus = sorted(os.sched_getaffinity(0))
     pin = not a.no_pin and len(cpus) >= 2
     srv_cpu, cli_cpu = (cpus[0], cpus[1]) if pin else (None, None)
@@ -329,82 +405,89 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as td:
             tmp = Path(td)
             measure(proc, port, 16, 500, tmp, engine=a.engine)  # warm-up: imports, caches
-            for c in (1, 64, 256):
-                n = max(200, a.requests // 5) if c == 1 else a.requests
-                sched = make_schedule(n)
-                f = best_of(
-                    a.reps,
-                    lambda c=c, n=n, sched=sched: measure(
-                        proc, port, c, n, tmp, schedule=sched, engine=a.engine, name=f"closed loop, c={c}"
-                    ),
-                )
-                figs.append(f)
-            if a.compare:
-                sched = make_schedule(a.requests)
-                f = best_of(
-                    a.reps,
-                    lambda: measure(
-                        proc,
-                        port,
-                        64,
-                        a.requests,
-                        tmp,
-                        schedule=sched,
-                        engine="aiohttp",
-                        name="closed loop, c=64, aiohttp engine",
-                    ),
-                )
-                figs.append(f)
-            rate = a.ttft_rate
-            f, out = measure(
-                proc,
-                port,
-                256,
-                a.requests,
-                tmp,
-                rate=rate,
-                engine=a.engine,
-                name=f"Poisson {rate:,.0f} req/s, c=256",
-            )
-            ov = client_ttft_overhead(out)
-            if ov:
-                f.p50_ms, f.p99_ms = statistics.median(ov) * 1e3, pct(ov, 0.99) * 1e3
-            figs.append(f)
-            if a.long:
-                trace: list = []
-                rss_before = rss_mb()
-                long_schedule = make_schedule(a.long, seed=1)
-                rss_built = rss_mb()
+            if not a.only_shapes:
+                for c in (1, 64, 256):
+                    n = max(200, a.requests // 5) if c == 1 else a.requests
+                    sched = make_schedule(n)
+                    f = best_of(
+                        a.reps,
+                        lambda c=c, n=n, sched=sched: measure(
+                            proc, port, c, n, tmp, schedule=sched, engine=a.engine, name=f"closed loop, c={c}"
+                        ),
+                    )
+                    figs.append(f)
+                if a.compare:
+                    sched = make_schedule(a.requests)
+                    f = best_of(
+                        a.reps,
+                        lambda: measure(
+                            proc,
+                            port,
+                            64,
+                            a.requests,
+                            tmp,
+                            schedule=sched,
+                            engine="aiohttp",
+                            name="closed loop, c=64, aiohttp engine",
+                        ),
+                    )
+                    figs.append(f)
+                rate = a.ttft_rate
                 f, out = measure(
                     proc,
                     port,
-                    64,
-                    a.long,
+                    256,
+                    a.requests,
                     tmp,
-                    rss_trace=trace,
-                    schedule=long_schedule,
+                    rate=rate,
                     engine=a.engine,
-                    name="long run, c=64",
+                    name=f"Poisson {rate:,.0f} req/s, c=256",
                 )
+                ov = client_ttft_overhead(out)
+                if ov:
+                    f.p50_ms, f.p99_ms = statistics.median(ov) * 1e3, pct(ov, 0.99) * 1e3
                 figs.append(f)
-                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                during = [r for _, r in trace]
-                k = max(1, len(during) // 10)
-                long_line = (
-                    a.long,
-                    f.rps,
-                    rss_before,
-                    rss_built,
-                    max(during[:k]),
-                    max(during[-k:]),
-                    peak,
-                    out.stat().st_size / 1e6,
-                )
+                if a.long:
+                    trace: list = []
+                    rss_before = rss_mb()
+                    long_schedule = make_schedule(a.long, seed=1)
+                    rss_built = rss_mb()
+                    f, out = measure(
+                        proc,
+                        port,
+                        64,
+                        a.long,
+                        tmp,
+                        rss_trace=trace,
+                        schedule=long_schedule,
+                        engine=a.engine,
+                        name="long run, c=64",
+                    )
+                    figs.append(f)
+                    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                    during = [r for _, r in trace]
+                    k = max(1, len(during) // 10)
+                    long_line = (
+                        a.long,
+                        f.rps,
+                        rss_before,
+                        rss_built,
+                        max(during[:k]),
+                        max(during[-k:]),
+                        peak,
+                        out.stat().st_size / 1e6,
+                    )
             if a.profile:
                 notes += profile_run(proc, port, min(a.requests, 3000), tmp, a.engine)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    shapes = [x for x in a.shapes.split(",") if x]
+    for x in shapes:
+        if x not in SHAPES:
+            raise SystemExit(f"--shapes: unknown shape {x!r} (expected {', '.join(SHAPES)})")
+    if shapes:
+        notes = shapes_section(shapes, a, srv_cpu, cli_cpu) + notes
     load_end = os.getloadavg()
     text = report(figs, notes, long_line, cpus, pin, srv_cpu, cli_cpu, load_start, load_end, a.reps, a.engine)
     print(text)
@@ -412,6 +495,131 @@ def main() -> int:
         Path(a.write).parent.mkdir(parents=True, exist_ok=True)
         Path(a.write).write_text(text, encoding="utf-8")
         print(f"written to {a.write}")
+    return 0
+
+
+@dataclass
+class ShapeRow:
+    shape: str
+    workers: int
+    ok: int
+    failed: int
+    wall: float
+    cpu: float
+    server_cpu: float
+    rss_mb: float
+    parses: float | None = None
+
+
+def shapes_section(shapes: list[str], a, srv_cpu: int | None, cli_cpu: int | None) -> list[str]:
+    """Each server shape at c=64 (best of --reps), and with --workers N client processes: one table."""
+    rows: list[ShapeRow] = []
+    n = a.requests
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        for name in shapes:
+            proc, port = start_server(srv_cpu, name)
+            try:
+                measure(proc, port, 16, 300, tmp, engine=a.engine)  # warm-up
+                sched = make_schedule(n)
+                runs = [
+                    measure(proc, port, 64, n, tmp, schedule=sched, engine=a.engine)[0] for _ in range(a.reps)
+                ]
+                best = max(runs, key=lambda f: f.rps)
+                rows.append(
+                    ShapeRow(name, 1, best.ok, best.failed, best.wall, best.cpu, best.server_cpu, rss_mb())
+                )
+                rows[-1].parses = count_parses(proc, port, tmp, a.engine)
+                if a.workers > 1:
+                    runs = [multi_client(proc, port, a.workers, n, 64, a.engine) for _ in range(a.reps)]
+                    rows.append(max(runs, key=lambda r: r.ok / r.wall))
+                    rows[-1].shape = name
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+    head = "| shape | client processes | ok | failed | req/s | client CPU ms/req | server CPU ms/req"
+    head += " | full JSON parses/req | client RSS MB |"
+    out = [
+        f"## Server shapes (c=64, {n:,} requests, best of {a.reps}; client RSS: each process's own)",
+        "",
+        *(f"- `{s}`: {SHAPES[s].what}." for s in shapes),
+        "",
+        head,
+        "|" + "---|" * 9,
+    ]
+    for r in rows:
+        parses = "-" if r.parses is None else f"{r.parses:.1f}"
+        out.append(
+            f"| {r.shape} | {r.workers} | {r.ok:,} | {r.failed:,} | {r.ok / r.wall:,.0f} |"
+            f" {r.cpu / max(r.ok, 1) * 1e3:.3f} | {r.server_cpu / max(r.ok, 1) * 1e3:.3f} | {parses} |"
+            f" {r.rss_mb:.0f} |"
+        )
+    out.append("")
+    print("\n".join(out), flush=True)
+    return out
+
+
+def count_parses(proc, port: int, tmp: Path, engine: str, n: int = 500) -> float:
+    """Full JSON parses per request (the SSE fast path's misses), counted on a short extra run."""
+    from harness.client import events
+
+    real, calls = events.parse_json, [0]
+
+    def counting(data: bytes) -> object:
+        calls[0] += 1
+        return real(data)
+
+    events.parse_json = counting
+    try:
+        f, _ = measure(proc, port, 64, n, tmp, schedule=make_schedule(n, seed=7), engine=engine)
+    finally:
+        events.parse_json = real
+    return calls[0] / max(f.ok, 1)
+
+
+def multi_client(proc, port: int, workers: int, n: int, concurrency: int, engine: str) -> ShapeRow:
+    """N client processes, each n/N requests at concurrency/N, started together; CPU from their rusage."""
+    wait = time.time() + 1.5  # every process has imported and built its schedule by then
+    cmds = [
+        [sys.executable, __file__, "--engine", engine, "--client-worker", str(port)]
+        + [str(n // workers), str(concurrency // workers), f"{wait:.3f}"]
+        for _ in range(workers)
+    ]
+    s0 = proc_cpu_s(proc.pid)
+    kids = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True, cwd=ROOT) for c in cmds]
+    outs = [json.loads(k.communicate()[0].strip().splitlines()[-1]) for k in kids]
+    s1 = proc_cpu_s(proc.pid)
+    wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    return ShapeRow(
+        "",
+        workers,
+        sum(o["ok"] for o in outs),
+        sum(o["failed"] for o in outs),
+        wall,
+        sum(o["cpu"] for o in outs),
+        s1 - s0,
+        max(o["rss"] for o in outs),
+    )
+
+
+def client_worker(port: str, n: str, c: str, wait: str, engine: str) -> int:
+    """One --workers client process: wait for the common start, run, print its figures as JSON."""
+    sched = make_schedule(int(n), seed=os.getpid())
+    delay = float(wait) - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    with tempfile.TemporaryDirectory() as td:
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.time()
+        res = asyncio.run(_run(sched, int(port), int(c), Path(td) / "r.jsonl", None, None, engine))
+        end = time.time()
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    print(
+        json.dumps(
+            {"ok": res.ok, "failed": res.failed, "start": start, "end": end, "cpu": cpu, "rss": rss_mb()}
+        )
+    )
     return 0
 
 

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.capture.jsoncodec import dumps_line
+
 REQUESTS = "requests.jsonl"
 TELEMETRY = "telemetry.jsonl"
 POINT = "point.json"
@@ -42,9 +44,6 @@ def point_dir(root: Path, node: str, experiment: str, server: str, point: str) -
     return server_dir(root, node, experiment, server) / point
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
 class JsonlWriter:
     """Append one JSON object per line, handed to the OS the moment it is written: a crash loses nothing.
 
@@ -59,7 +58,7 @@ class JsonlWriter:
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, obj: Any) -> None:
-        data = (_encode(obj if isinstance(obj, dict) else obj.__dict__) + "\n").encode()
+        data = dumps_line(obj if isinstance(obj, dict) else obj.__dict__)
         while data:  # a regular file takes it whole; loop for the pathological partial write
             data = data[os.write(self._fd, data) :]  # type: ignore[arg-type]
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from harness.capture.jsoncodec import dumps
 from harness.workloads.prompts import BuiltPrompt
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# what follows max_tokens in every OpenAI body: constant, so encoded once
+_OPENAI_TAIL = b',"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0}'
 
 
 class StreamState:
@@ -52,6 +53,12 @@ class Dialect:
     path = ""
     # JSON key of the text field whose events may take the same-shape fast path (harness.client.fastpath)
     text_key: bytes | None = None
+    # every top-level key event() may read: any other top-level field may change per event (a timestamp,
+    # an id) without leaving the fast path. Keep it in step with event().
+    read_keys: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.templates: list = []  # fast-path templates proven on this run's streams (harness.client.fastpath)
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         raise NotImplementedError
@@ -76,27 +83,24 @@ def _openai_common(st: StreamState, obj: dict) -> None:
         st.sim_time = s
 
 
-def _openai_body(model: str, key: str, payload: Any, max_tokens: int) -> bytes:
-    """Streamed, fixed-length (ignore_eos), greedy request with usage in the stream."""
-    return _dumps(
-        {
-            "model": model,
-            key: payload,
-            "max_tokens": max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "ignore_eos": True,
-            "temperature": 0,
-        }
-    ).encode()
+def _openai_body(model: str, key: bytes, payload: Any, max_tokens: int) -> bytes:
+    """Streamed, fixed-length (ignore_eos), greedy request with usage in the stream.
+
+    The bytes json.dumps gives for {model, key: payload, max_tokens, stream, stream_options, ignore_eos,
+    temperature}, with only the parts that change encoded per request.
+    """
+    return b"".join(
+        (b'{"model":', dumps(model), key, dumps(payload), b',"max_tokens":', dumps(max_tokens), _OPENAI_TAIL)
+    )
 
 
 class OpenAIChat(Dialect):
     name, path = "openai-chat", "/v1/chat/completions"
     text_key = b'"content":'
+    read_keys = frozenset(("choices", "usage", "timings", "error", "sim_time"))
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _openai_body(model, "messages", prompt.payload, max_tokens)
+        return _openai_body(model, b',"messages":', prompt.payload, max_tokens)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
@@ -124,9 +128,10 @@ class OpenAIChat(Dialect):
 class OpenAICompletions(Dialect):
     name, path = "openai-completions", "/v1/completions"
     text_key = b'"text":'
+    read_keys = frozenset(("choices", "usage", "timings", "error", "sim_time"))
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _openai_body(model, "prompt", prompt.payload, max_tokens)
+        return _openai_body(model, b',"prompt":', prompt.payload, max_tokens)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
@@ -152,13 +157,13 @@ class SGLangGenerate(Dialect):
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         key = "text" if isinstance(prompt.payload, str) else "input_ids"
-        return _dumps(
+        return dumps(
             {
                 key: prompt.payload,
                 "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True, "temperature": 0},
                 "stream": True,
             }
-        ).encode()
+        )
 
     def event(self, st: StreamState, obj: Any) -> bool:
         if "error" in obj:

@@ -6,16 +6,14 @@ Times come from time.monotonic() once per received chunk; every event in that ch
 from __future__ import annotations
 
 import asyncio
-import json
-import json.scanner
 import time
 
+from harness.capture.jsoncodec import loads
 from harness.capture.records import RequestRecord
 from harness.client.dialects import Dialect, StreamState
-from harness.client.fastpath import TextTemplate, learn
+from harness.client.fastpath import TextTemplate, learn, remember
 from harness.client.sse import SSEParser
 
-_scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]
 _mono = time.monotonic
 ERROR_TEXT_MAX = 500
 ERROR_BODY_MAX = 4096
@@ -46,7 +44,8 @@ class EventSink:
 
     def __init__(self, rec: RequestRecord, dialect: Dialect, st: StreamState, tmo, total_at: float | None):
         self.rec, self.st, self.dialect, self.event = rec, st, dialect, dialect.event
-        self.tpl: TextTemplate | None = None
+        kept = dialect.templates
+        self.tpl: TextTemplate | None = kept[0] if kept else None  # proven on earlier streams of the run
         self.tries = LEARN_TRIES if dialect.text_key else 0
         self.parser = SSEParser()
         self.feed = self.parser.feed
@@ -75,11 +74,18 @@ class EventSink:
         st = self.st
         tpl = self.tpl
         if tpl is not None:
-            prefix, suffix, lp, ls = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls
+            prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
         for data in self.feed(chunk):
             # inlined TextTemplate.match: an event of a proven text shape is exact without a parse
-            if tpl is not None and data.startswith(prefix) and data.endswith(suffix):
-                mid = data[lp : len(data) - ls]
+            if tpl is not None:
+                mid = None
+                if rx is None:
+                    if data.startswith(prefix) and data.endswith(suffix):
+                        mid = data[lp : len(data) - ls]
+                else:
+                    m = rx(data)
+                    if m is not None:
+                        mid = m.group(1)
                 if mid and b'"' not in mid and b"\\" not in mid:
                     try:
                         text = mid.decode()
@@ -88,10 +94,23 @@ class EventSink:
                     if text.isprintable() and text:
                         st.pieces.append(text)
                         self.tokens.append(now)
+                        if rec.first_token_mono is None:  # a template kept from an earlier stream
+                            self._first(now)
                         continue
             if data == b"[DONE]":
                 st.done = True
                 continue
+            kept = self.dialect.templates  # other shapes this run has proven (e.g. a role-first event)
+            if kept and (tpl is None or len(kept) > 1):
+                other = self._other(data, tpl)
+                if other is not None:
+                    tpl, text = other
+                    prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
+                    st.pieces.append(text)
+                    self.tokens.append(now)
+                    if rec.first_token_mono is None:
+                        self._first(now)
+                    continue
             try:
                 obj = parse_json(data)
             except ValueError:
@@ -112,16 +131,32 @@ class EventSink:
                     c = u.get("completion_tokens") if isinstance(u, dict) else None
                     if isinstance(c, int):
                         self.counts.append(c)
-                if self.tries and tpl is None and len(st.pieces) == n + 1:
+                if self.tries and len(st.pieces) == n + 1 and st.finish is None:
                     self.tries -= 1
-                    self.tpl = tpl = learn(self.dialect, data, st.pieces[-1], parse_json)
-                    if tpl is not None:
-                        prefix, suffix, lp, ls = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls
+                    new = learn(self.dialect, data, st.pieces[-1], parse_json, self.dialect.templates)
+                    if new is not None:
+                        remember(self.dialect, new)
+                        self.tpl = tpl = new
+                        prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
                 if rec.first_token_mono is None:
-                    rec.first_token_mono = now
-                    if self.total_at is not None:
-                        self.tmo.reschedule(loop_time_at(self.total_at))
+                    self._first(now)
         return True
+
+    def _first(self, now: float) -> None:
+        """The first token: stamp it and move the deadline to the total one."""
+        self.rec.first_token_mono = now
+        if self.total_at is not None:
+            self.tmo.reschedule(loop_time_at(self.total_at))
+
+    def _other(self, data: bytes, current: TextTemplate | None) -> tuple[TextTemplate, str] | None:
+        """A kept template other than the current one that matches data, and its text (it becomes current)."""
+        for t in self.dialect.templates:
+            if t is not current:
+                text = t.match(data)
+                if text:
+                    self.tpl = t
+                    return t, text
+        return None
 
     def _stop(self, now: float, why: str) -> bool:
         rec = self.rec
@@ -148,22 +183,7 @@ class EventSink:
         return f"HTTP {self.status}: {text.strip()[:ERROR_TEXT_MAX]}"
 
 
-def parse_json(data: bytes) -> object:
-    """json.loads without its encoding sniffing and whitespace regexes (the per-event hot path)."""
-    s = data.decode()
-    if s[:1].isspace():
-        s = s.strip()
-    if _scan is None:
-        return json.loads(s)
-    try:
-        obj, end = _scan(s, 0)
-    except StopIteration:
-        raise ValueError("not JSON") from None
-    except RecursionError:  # deeply nested junk is a protocol error, not a crash of the run (issue 8)
-        raise ValueError("JSON nested too deeply") from None
-    if end != len(s) and s[end:].strip():
-        raise ValueError("trailing data")
-    return obj
+parse_json = loads  # one JSON value per SSE event (orjson when installed); a name tests can wrap
 
 
 def loop_time_at(mono_deadline: float) -> float:

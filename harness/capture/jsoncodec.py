@@ -1,0 +1,70 @@
+"""JSON on the per-request hot path: orjson when installed (the `fast` extra), else the standard library.
+
+Measured here (scripts/bench_client.py, docs/client-ceiling.md): one record's encoding costs ~50 µs with
+json and ~3 µs with orjson, a request body ~12 µs vs ~1 µs, so orjson earns its place as an optional
+extra. Values and verdicts stay the standard library's: whatever orjson refuses (integers beyond 64
+bits, lone surrogates, non-string keys, nesting beyond its limit; on reading also NaN, and any 19-digit
+run, since orjson would read a big integer as a float) goes through json
+instead. Two differences, both in the bytes only: a float's exponent is written `e-9` rather than
+`e-09`, and a NaN or infinity is written as null (valid JSON) rather than NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+import re
+from typing import Any
+
+try:
+    import orjson
+except ImportError:  # the standard library alone is correct, only slower
+    orjson = None  # type: ignore[assignment]
+
+_std = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
+_scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]
+FAST = orjson is not None
+_LONG_INT = re.compile(rb"[0-9]{19}").search  # orjson reads integers beyond 64 bits as floats: json decides
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON bytes (no spaces, UTF-8 unescaped), as json.dumps(separators=(",", ":")) gives."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(obj)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return _std(obj).encode()
+
+
+def dumps_line(obj: Any) -> bytes:
+    """dumps(obj) + a newline: one JSONL record."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return (_std(obj) + "\n").encode()
+
+
+def loads(data: bytes) -> object:
+    """One JSON value from bytes; ValueError when it is not exactly one (the per-event hot path)."""
+    if orjson is not None and not _LONG_INT(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # the standard library decides (it accepts NaN, big integers, lone surrogates)
+    s = data.decode()
+    if s[:1].isspace():
+        s = s.strip()
+    if _scan is None:
+        return json.loads(s)
+    try:
+        obj, end = _scan(s, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    except RecursionError:  # deeply nested junk is a protocol error, not a crash of the run (issue 8)
+        raise ValueError("JSON nested too deeply") from None
+    if end != len(s) and s[end:].strip():
+        raise ValueError("trailing data")
+    return obj
