@@ -222,3 +222,32 @@ def test_batch_paths_stay_under_the_node(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="outside capture/n"):
         Merger(tmp_path, "n", "t").apply(unpack(pack(other)))
     assert not any(tmp_path.rglob("*"))
+
+
+def test_reused_inode_is_not_taken_for_a_move(tmp_path: Path) -> None:
+    """Inode numbers come back after a delete: a new file on a freed inode is new, not the old one moved."""
+    remote, driver = tmp_path / "remote", tmp_path / "driver"
+    edir = remote / "n" / "e"
+    edir.mkdir(parents=True)
+    (edir / "manifest.json").write_text('{"servers": {}}')
+    (edir / "server.log").write_bytes(b"old line\n")
+    tracker = Tracker(remote)
+    tracker.prime()
+    merger = Merger(driver, "n", "t")
+    shutil.copytree(remote, driver, dirs_exist_ok=True)
+    (edir / "manifest.json").unlink()
+    (edir / "server.log").unlink()
+    tel = edir / "s" / "p" / "telemetry.jsonl"
+    tel.parent.mkdir(parents=True)
+    tel.write_bytes(b'{"kind":"header"}\n')
+    (edir / "server.log").write_bytes(b"new line\n")
+    ino = tel.stat().st_ino
+    tracker.state["n/e/manifest.json"].ino = ino  # as if the kernel handed the freed inodes out again
+    tracker.state["n/e/server.log"].ino = (edir / "server.log").stat().st_ino
+    batch = tracker.diff(final=True)
+    assert not [op for op in batch.ops if op["op"] == "rename"]
+    merger.apply(unpack(pack(batch)))
+    assert (driver / "n/e/s/p/telemetry.jsonl").read_bytes() == b'{"kind":"header"}\n'
+    assert (driver / "n/e/manifest.json").is_file()  # a data file is never deleted on the driver
+    assert (driver / "n/e/server.log").read_bytes() == b"old line\n"
+    assert (driver / "n/e/server.log.conflict-t").read_bytes() == b"new line\n"

@@ -58,6 +58,8 @@ def connect(fleet: FleetFile) -> str:
     """ray.init for `ray_address`: auto (a running cluster), local (start one here) or an address."""
     import ray
 
+    if ray.is_initialized():  # a caller (a test, a notebook) already connected
+        return str(ray.get_runtime_context().gcs_address)
     kw: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
     if fleet.runtime_env:
         kw["runtime_env"] = fleet.runtime_env
@@ -252,4 +254,5 @@ def _needs(group: NodeGroup) -> str:
 def _line(e: BaseException, last: bool = False) -> str:
     """One line of a Ray error: a task error's last (the exception), a system error's first."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return (lines[-1] if last else lines[0]) if lines else type(e).__name__
+    line = (lines[-1] if last else lines[0]) if lines else type(e).__name__
+    return line if len(line) <= 200 else line[:197] + "..."

@@ -53,11 +53,11 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
             *(["--model", payload["model"]] if payload.get("model") else []),
             *payload.get("bench_args", []),
         ]  # fmt: skip
-        host = socket.gethostname()
+        host, node_id = socket.gethostname(), _node_id()
         yield {
             "type": "start",
             "host": host,
-            "node_id": _node_id(),
+            "node_id": node_id,
             "pid": os.getpid(),
             "harness_version": __version__,
             "seeded_files": seeded,
@@ -66,7 +66,8 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         log_path = capture / node / "fleet-logs" / f"{server}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            log.write(f"== attempt {payload.get('attempt', 1)} on {host}: {' '.join(argv[1:])}\n".encode())
+            head = f"== attempt {payload.get('attempt', 1)} on {host} (node {node_id}, pid {os.getpid()})"
+            log.write(f"{head}: {' '.join(argv[1:])}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 argv, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -22,6 +22,7 @@ from typing import Any
 
 APPEND_ONLY = (".jsonl", ".log")
 INDEX = "index.json"
+TAIL = 4096
 _MEMBER = re.compile(r"d/[0-9]+")
 
 
@@ -31,6 +32,7 @@ class _Sent:
     sent: int  # bytes the driver has (for append-only files: a prefix of the file)
     size: int
     mtime_ns: int
+    tail: bytes = b""  # append-only files: the last bytes sent, to tell a continued file from a new one
 
 
 @dataclass
@@ -43,8 +45,16 @@ class Batch:
         return sum(len(b) for b in self.blobs)
 
 
+def _append_only(path: str) -> bool:
+    return path.endswith(APPEND_ONLY)
+
+
 class Tracker:
-    """Files under `root` and what of them went back; `diff` returns the next batch of changes."""
+    """Files under `root` and what of them went back; `diff` returns the next batch of changes.
+
+    Inode numbers are reused, so a file counts as continued (or moved) only when it still holds, at
+    the offset sent, the last bytes that went back.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -64,41 +74,51 @@ class Tracker:
                 out[p.relative_to(self.root).as_posix()] = st
         return out
 
+    def _read(self, rel: str, offset: int, n: int = -1) -> bytes | None:
+        try:
+            with open(self.root / rel, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(n)
+        except FileNotFoundError:
+            return None
+
+    def _continues(self, rel: str, st: os.stat_result, s: _Sent) -> bool:
+        """The file at `rel` is the one sent (same inode, still holding the bytes sent last)."""
+        if st.st_ino != s.ino or st.st_size < s.sent or not s.tail:
+            return False
+        return self._read(rel, s.sent - len(s.tail), len(s.tail)) == s.tail
+
     def prime(self) -> None:
         """Everything here now is already on the driver (it sent it): only later changes go back."""
-        self.state = {
-            p: _Sent(st.st_ino, st.st_size, st.st_size, st.st_mtime_ns) for p, st in self._scan().items()
-        }
+        self.state = {}
+        for p, st in self._scan().items():
+            tail = (self._read(p, max(0, st.st_size - TAIL), TAIL) or b"") if _append_only(p) else b""
+            self.state[p] = _Sent(st.st_ino, st.st_size, st.st_size, st.st_mtime_ns, tail)
 
     def diff(self, final: bool) -> Batch:
         cur = self._scan()
         ops: list[dict[str, Any]] = []
         blobs: list[bytes] = []
-        by_ino = {s.ino: p for p, s in self.state.items()}
-        for q, st in cur.items():  # renames first: the driver moves its copy before data lands on either name
-            p = by_ino.get(st.st_ino)
-            if p is None or p == q or q in self.state and self.state[q].ino == st.st_ino:
+        for q, st in cur.items():  # moves first: the driver moves its copy before data lands on either name
+            if q in self.state or not _append_only(q):
                 continue
-            if p in cur and cur[p].st_ino == st.st_ino:
-                continue  # a hard link, not a move
-            ops.append({"op": "rename", "from": p, "to": q})
-            self.state[q] = self.state.pop(p)
-            by_ino[st.st_ino] = q
+            for p, s in list(self.state.items()):
+                gone = p not in cur or cur[p].st_ino != s.ino
+                if gone and _append_only(p) and s.ino == st.st_ino and self._continues(q, st, s):
+                    ops.append({"op": "rename", "from": p, "to": q})
+                    self.state[q] = self.state.pop(p)
+                    break
         for p in [p for p in self.state if p not in cur]:
             ops.append({"op": "delete", "path": p})
             del self.state[p]
         for q, st in sorted(cur.items()):
             s = self.state.get(q)
-            same = s is not None and s.ino == st.st_ino
-            if same and s.sent == st.st_size and s.mtime_ns == st.st_mtime_ns:  # type: ignore[union-attr]
+            if s and s.ino == st.st_ino and s.sent == st.st_size and s.mtime_ns == st.st_mtime_ns:
                 continue
-            append_only = q.endswith(APPEND_ONLY)
-            offset = s.sent if same and append_only and st.st_size >= s.sent else 0  # type: ignore[union-attr]
-            try:
-                with open(self.root / q, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read()
-            except FileNotFoundError:
+            append_only = _append_only(q)
+            offset = s.sent if s and append_only and self._continues(q, st, s) else 0
+            data = self._read(q, offset)
+            if data is None:
                 continue
             if append_only and not final:
                 data = data[: data.rfind(b"\n") + 1]  # whole records only while the run goes on
@@ -114,7 +134,10 @@ class Tracker:
                 }
             )
             blobs.append(data)
-            self.state[q] = _Sent(st.st_ino, offset + len(data), st.st_size, st.st_mtime_ns)
+            tail = ((s.tail if offset else b"") + data)[-TAIL:] if append_only and s else data[-TAIL:]
+            if not append_only:
+                tail = b""
+            self.state[q] = _Sent(st.st_ino, offset + len(data), st.st_size, st.st_mtime_ns, tail)
         return Batch(ops, blobs)
 
 
