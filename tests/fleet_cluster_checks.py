@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -147,7 +148,8 @@ def test_node_killed_mid_unit_nothing_lost(work: Path, cluster: tuple[Cluster, l
     for node, n in (("l4", 2), ("h200", 4)):
         s = json.loads((summaries / f"{node}.json").read_text())
         assert len(s["points"]) == n and all(p["status"] == "ok" for p in s["points"]), node
-    assert "smoke-bench | default | groups=4 | ok/ok" in (summaries / "fleet-compare.txt").read_text()
+    compared = (summaries / "fleet-compare.txt").read_text()
+    assert "(node h200)" in compared and re.search(r"default\s+groups=4\s", compared), compared
     assert (summaries / "fleet-compare.html").is_file()
 
 
