@@ -167,3 +167,50 @@ def test_duration_stops_sending_and_records_the_rest_as_not_sent(fake_server_fac
     assert res.ok == len(sent) and res.not_sent == len(unsent) and res.failed == 0
     assert max(r["sent_mono"] for r in sent) - res.start_mono <= 0.5 + 0.05
     assert srv.stats()["requests"] == len(sent)
+
+
+def test_a_trace_with_timestamps_is_sent_at_its_own_times(fake_server_factory, tmp_path):
+    """timestamps: honor -> Request.arrival: each request due that long after the start (a later turn
+    also not before its previous turn ended); TTFT counts from there."""
+    srv = fake_server_factory("--ttft-ms", "30", "--itl-ms", "1")
+    convs = []
+    for i, at in enumerate((0.0, 0.05, 0.3)):
+        req = Request(
+            index=i,
+            conversation=i,
+            turn=0,
+            position=0,
+            question=f"q {i}",
+            question_tokens=2,
+            output_tokens=4,
+            arrival=at,
+        )
+        convs.append(Conversation(id=i, system=f"system {i}", system_tokens=2, turns=[req], group=i))
+    two = [
+        Request(
+            index=3 + t,
+            conversation=3,
+            turn=t,
+            position=t,
+            question=f"turn {t}",
+            question_tokens=2,
+            output_tokens=4,
+            session=0,
+            arrival=at,
+        )
+        for t, at in enumerate((0.1, 0.12))  # the second is due before the first can have finished
+    ]
+    convs.append(Conversation(id=3, system="session system", system_tokens=2, turns=two, session=0))
+    res = run(
+        Schedule(kind="trace", seed=0, tokenizer="word", conversations=convs),
+        srv.url,
+        tmp_path / "r.jsonl",
+        concurrency=4,
+    )
+    rows, _ = read_jsonl(tmp_path / "r.jsonl")
+    by = {r["index"]: r for r in rows}
+    assert res.ok == 5
+    for i, at in ((0, 0.0), (1, 0.05), (2, 0.3), (3, 0.1)):
+        assert by[i]["scheduled_mono"] - res.start_mono == pytest.approx(at, abs=1e-6)
+        assert by[i]["sent_mono"] >= by[i]["scheduled_mono"]
+    assert by[4]["scheduled_mono"] == pytest.approx(by[3]["done_mono"])  # its own time had passed

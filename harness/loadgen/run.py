@@ -6,8 +6,9 @@ is taken. With `request_rate`, conversations (a shared-prefix request, or a mult
 by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
 nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
-with a rate, its TTFT starts there too. A failed turn ends its session: the remaining turns are
-recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
+with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
+its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there.
+A failed turn ends its session: the remaining turns are recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
 as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
 the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.sim.lockstep:
 this loop's state), with which serve-sim holds its virtual clock for requests the loop owes it; other
@@ -171,6 +172,7 @@ class _Run:
         self.run_id = uuid.uuid4().hex[:12]  # the lockstep header's run name
         self.seq = 0  # requests sent so far
         self.followed = 0  # finished requests whose session's next turn was queued
+        self.t0 = 0.0  # the run's start (time.monotonic)
         self.offsets: list[float] = []  # open loop: arrival offsets of the conversations' first turns
         self.first_of: dict[int, int] = {}  # conversation id -> its arrival number k
         self.writer: JsonlWriter
@@ -191,9 +193,10 @@ class _Run:
                 len(firsts), self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
             )
         self.offsets = offsets or []
+        self.t0 = t0
         for k, s in enumerate(firsts):
             self.first_of[s.conv.id] = k
-            s.due = t0 + offsets[k] if offsets else None
+            s.due = t0 + offsets[k] if offsets else self._trace_due(s.conv.turns[0], None)
             self.queue.put(s, s.conv.turns[0].index, s.due)
         if self.load.duration_s is not None:
             loop = asyncio.get_running_loop()
@@ -222,8 +225,16 @@ class _Run:
             return
         think = s.think(self.load.think_time, self.schedule.seed)
         s.due = done_mono + think if (self.rate or think) else None
+        if req.arrival is not None:
+            s.due = self._trace_due(req, s.due if s.due is not None else done_mono)
         self.followed += 1
         self.queue.put(s, req.index, s.due)
+
+    def _trace_due(self, req: Request, due: float | None) -> float | None:
+        """A replayed trace's own send time (timestamps: honor), never before the previous turn allows."""
+        if req.arrival is None:
+            return due
+        return max(self.t0 + req.arrival, due if due is not None else 0.0)
 
     def _settle(self) -> None:
         """Every request accounted for: let the workers go."""
@@ -246,7 +257,7 @@ class _Run:
         body = self.dialect.body(self.model, prompt, req.output_tokens)
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
         # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
-        rec.scheduled_mono = s.due if self.rate and s.due is not None else 0.0
+        rec.scheduled_mono = s.due if (self.rate or req.arrival is not None) and s.due is not None else 0.0
         res = self.res
         self.seq += 1
         hint = self._hint(s, req)
