@@ -152,3 +152,26 @@ def test_policy_caveat_for_a_warm_cache_and_markdown_opens_with_the_findings() -
     assert findings(summary) == {"x": said}
     md = markdown.render(summary)
     assert md.split("## x\n\n", 1)[1].startswith(" ".join(said))
+
+
+def test_ttft_chart_plots_modelled_time_or_says_it_is_a_sims_wall_clock(monkeypatch, tmp_path) -> None:
+    from harness.report import charts
+
+    seen: list[Any] = []
+    monkeypatch.setattr(charts, "_save", lambda fig, path: seen.append(fig) or path)
+    summary = {"node": "n", "experiments": {"x": {"servers": SERVERS_AB}}}
+    pts = _ab({4: ([1400, 1420, 1390], [1380, 1430, 1400]), 16: ([4500, 4600, 4400], [1250, 1300, 1200])})
+    for p in pts:
+        p["spread"] = {}
+    assert charts.ttft_vs_prompts(summary, "x", pts, tmp_path / "a.png") is not None
+    ax = seen[-1].axes[0]
+    assert ax.get_ylabel() == "modelled median TTFT (ms)"
+    assert ax.lines[0].get_ydata()[1] == 4500  # gpu-only at 16 groups: the modelled p50, not wall ÷ scale
+    assert "on the sim's own clock" in " ".join(t.get_text() for t in ax.texts)
+    for p in pts:
+        p.pop("modelled")
+        p["spread"] = {"ttft_median_s": [0.02, 0.03]}
+    charts.ttft_vs_prompts(summary, "x", pts, tmp_path / "b.png")
+    ax = seen[-1].axes[0]
+    assert ax.get_ylabel() == "median TTFT (ms, wall clock)"
+    assert "wall clock of a sim at --time-scale 0.02 (50× faster" in " ".join(t.get_text() for t in ax.texts)

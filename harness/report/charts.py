@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
-from harness.report.common import server_policy, server_pool  # noqa: E402
+from harness.report.common import server_card, server_policy, server_pool, server_time_scale  # noqa: E402
 
 
 def _caption(fig: Any, summary: dict[str, Any], exp: str) -> None:
@@ -62,6 +62,31 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def _ttft_ms(p: dict[str, Any], modelled: bool) -> Any:
+    """A point's median TTFT in ms: the sim's modelled p50 (its own clock) or the wall-clock median."""
+    if modelled:
+        return ((p.get("modelled") or {}).get("ttft_ms") or {}).get("p50")
+    v = p["median"].get("ttft_median_s")
+    return v * 1000 if isinstance(v, int | float) else None
+
+
+def _ttft_spread_ms(p: dict[str, Any], modelled: bool) -> tuple[float, float] | None:
+    """min and max over the point's ok seeds, in ms."""
+    if not modelled:
+        lo, hi = (p.get("spread") or {}).get("ttft_median_s") or [None, None]
+        return (lo * 1000, hi * 1000) if lo is not None and hi is not None else None
+    vals = [
+        v
+        for s in (p.get("seeds") or {}).values()
+        if s.get("status") == "ok"
+        and isinstance(
+            v := (((s.get("figures") or {}).get("modelled") or {}).get("ttft_ms") or {}).get("p50"),
+            int | float,
+        )
+    ]
+    return (min(vals), max(vals)) if vals else None
+
+
 def ttft_vs_prompts(
     summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path
 ) -> Path | None:
@@ -69,6 +94,11 @@ def ttft_vs_prompts(
     xs_key = "groups" if any("groups" in p["sweep"] for p in points) else None
     if xs_key is None:
         return None
+    # a sim's modelled time (its own clock) when every point has it; else wall clock, said so for a sim
+    modelled = all(isinstance(_ttft_ms(p, True), int | float) for p in points)
+    servers = (summary.get("experiments") or {}).get(exp, {}).get("servers") or {}
+    scales = sorted({x for p in points if (x := server_time_scale(servers.get(p["server"], {})))})
+    cards = sorted({c for p in points if (c := server_card(servers.get(p["server"], {})))})
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
     for server in sorted({p["server"] for p in points}):
@@ -76,17 +106,16 @@ def ttft_vs_prompts(
             (p for p in points if p["server"] == server and isinstance(p["sweep"].get(xs_key), int | float)),
             key=lambda p: p["sweep"][xs_key],
         )
-        pts = [p for p in pts if isinstance(p["median"].get("ttft_median_s"), int | float)]
+        pts = [p for p in pts if isinstance(_ttft_ms(p, modelled), int | float)]
         if not pts:
             continue
         x = [p["sweep"][xs_key] for p in pts]
-        y = [p["median"]["ttft_median_s"] * 1000 for p in pts]
-        lo = [(p["spread"].get("ttft_median_s") or [None, None])[0] for p in pts]
-        hi = [(p["spread"].get("ttft_median_s") or [None, None])[1] for p in pts]
+        y = [_ttft_ms(p, modelled) for p in pts]
+        spreads = [_ttft_spread_ms(p, modelled) for p in pts]
         (line,) = ax.plot(x, y, marker="o", label=server)
-        if all(v is not None for v in lo + hi):
+        if all(sp is not None for sp in spreads):
             ax.fill_between(
-                x, [v * 1000 for v in lo], [v * 1000 for v in hi], alpha=0.2, color=line.get_color()
+                x, [sp[0] for sp in spreads], [sp[1] for sp in spreads], alpha=0.2, color=line.get_color()
             )
         for xi, yi, p in zip(x, y, pts, strict=True):
             if p["status"] != "ok":
@@ -99,10 +128,20 @@ def ttft_vs_prompts(
         ax.set_xticks(
             sorted({p["sweep"][xs_key] for p in points if isinstance(p["sweep"].get(xs_key), int | float)})
         )
+    ylabel, note = "median TTFT (ms)", ""
+    if modelled:
+        ylabel = "modelled median TTFT (ms)"
+        note = f"modelled time of the {', '.join(cards) or 'modelled'} card on the sim's own clock, not wall clock"
+    elif scales:
+        ylabel = "median TTFT (ms, wall clock)"
+        x = scales[0]
+        note = f"wall clock of a sim at --time-scale {x:g} ({1 / x:g}× faster than the modelled card)"
+    if drawn and note:
+        ax.text(0.01, 0.98, note, transform=ax.transAxes, fontsize=8, va="top", color="darkred")
     labels = (
         f"{exp}: median TTFT vs distinct prompts (shaded: min–max over seeds)",
         "distinct prompts (shared-prefix groups, log scale)",
-        "median TTFT (ms)",
+        ylabel,
     )
     return _finish(fig, ax, drawn, summary, exp, path, labels, legend_size=None, grid="both")
 
