@@ -248,7 +248,8 @@ def engine_config(cfg: Config, card: str | None = None):
 def closed_loop(trace: Trace) -> tuple[list, Callable]:
     """The load generator's sending as simulate() inputs: the first `concurrency` ready requests at t=0,
     then one more per finished request (its session's next turn becomes ready first), lowest schedule
-    index first; with a request rate, the k-th send waits for its Poisson offset as well."""
+    index first; with a request rate, the k-th conversation's first turn waits for the k-th Poisson
+    offset as well, and a later turn goes as soon as the previous one finished (as harness.loadgen does)."""
     from harness.sim.engine import SimRequest
     from harness.workloads.arrivals import arrival_offsets
 
@@ -261,19 +262,19 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     conv_of: dict[int, int] = {}
     ready = [(trace.requests[turns[0]].index, cid) for cid, turns in convs.items()]
     heapq.heapify(ready)
-    total = len(trace.requests)
-    offsets = arrival_offsets(total, trace.request_rate, trace.seed) if trace.request_rate else None
-    sent = [0]
+    by_first = sorted(convs, key=lambda cid: trace.requests[convs[cid][0]].index)
+    arrival_no = {cid: k for k, cid in enumerate(by_first)}
+    offsets = arrival_offsets(len(by_first), trace.request_rate, trace.seed) if trace.request_rate else None
 
     def send(t: float) -> SimRequest:
         _, cid = heapq.heappop(ready)
         i = convs[cid][nxt[cid]]
+        first_turn = nxt[cid] == 0
         nxt[cid] += 1
         conv_of[i] = cid
         r = trace.requests[i]
-        arrival = max(t, offsets[sent[0]]) if offsets else t
+        arrival = max(t, offsets[arrival_no[cid]]) if offsets and first_turn else t
         arrival = max(arrival, r.arrival)  # a replayed trace's own send time (0 for the rest)
-        sent[0] += 1
         return SimRequest(
             rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival, order=r.index
         )
