@@ -325,6 +325,16 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
     if not isinstance(mff, int | float) or isinstance(mff, bool) or not 0 <= mff <= 1:
         raise SpecError(f, "max_failed_fraction", f"expected a number between 0 and 1, got {mff!r}")
     sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir)
+    if (
+        isinstance(workload, TraceWorkload)
+        and workload.timestamps == "honor"
+        and workload.format != "conversations"
+    ) and (request_rate is not None or "request_rate" in sweep):
+        raise SpecError(
+            f,
+            "request_rate",
+            "the trace sends at its own times (timestamps: honor); use timestamps: ignore",
+        )
     load = parse_load_settings(raw, f, request_rate is not None or "request_rate" in sweep, workload.kind)
     servers = raw.get("servers")
     if servers is not None and not isinstance(servers, list):

@@ -185,3 +185,52 @@ def test_bad_trace_one_line_exit_2(tmp_path: Path, case: str, lines: list[str] |
         assert "Traceback" not in r.stderr
         lines_out = r.stderr.strip().splitlines()
         assert len(lines_out) == 1 and message in lines_out[0], r.stderr
+
+
+def test_honored_timestamps_and_a_duration_limit(tmp_path: Path) -> None:
+    """timestamps: honor sends each request at its trace time / speedup (TTFT from there); duration_s
+    stops a long trace and records the rest, read or not yet read from the file, as not sent."""
+    from harness.capture import read_jsonl
+    from harness.spec import load_spec
+    from harness.sweep.bench import run_points
+    from tests.helpers.procs import SimProc
+
+    trace = tmp_path / "t.jsonl"
+    lines = [
+        {"timestamp": 100 * i, "input_length": 600, "output_length": 2, "hash_ids": [0, i + 1]}
+        for i in range(400)
+    ]
+    trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    wl = {"kind": "trace", "path": str(trace), "block_tokens": 8, "speedup": 4.0}  # one request per 25 ms
+    spec_path = tmp_path / "honor.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "honor",
+                "model": "m",
+                "api": "openai-completions",
+                "concurrency": 4,
+                "workload": wl,
+                "duration_s": 1.0,
+            }
+        )
+    )
+    spec = load_spec(spec_path)
+    srv = SimProc(tmp_path, "--time-scale", "0.01", "--enable-cache-report")
+    try:
+        rec = run_points(spec, base_url=srv.url, server_name="sim", node="n", capture_root=tmp_path / "cap")[
+            0
+        ]
+    finally:
+        srv.stop()
+    rows, bad = read_jsonl(tmp_path / "cap" / "n" / "honor" / "sim" / "seed=0" / "requests.jsonl")
+    assert bad == 0 and len(rows) == 400 == rec.requests_scheduled
+    sent = [r for r in rows if r.get("sent_mono") is not None]
+    not_sent = [r for r in rows if r.get("not_sent") == "time-limit"]
+    assert len(sent) + len(not_sent) == 400
+    assert 25 <= len(sent) <= 45  # about 1 s / 25 ms
+    t0 = min(r["scheduled_mono"] for r in sent)
+    for r in sent:
+        assert r["scheduled_mono"] - t0 == pytest.approx(r["index"] * 0.025, abs=1e-6)
+        assert r["late_s"] < 0.2
+    assert rows[-1]["index"] == 399 or max(r["index"] for r in not_sent) == 399

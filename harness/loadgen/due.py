@@ -51,6 +51,10 @@ class DueQueue:
                 raise
         return heapq.heappop(self._ready)[2]
 
+    def waiting(self) -> int:
+        """Items queued and not yet taken, due now or later."""
+        return len(self._ready) + len(self._later)
+
     def ready_count(self) -> int:
         """Items due now and not yet taken."""
         return len(self._ready)

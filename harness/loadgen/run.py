@@ -47,6 +47,7 @@ from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Request
 
 _mono = time.monotonic
+FEED_WINDOW = 64  # a trace's conversations queued ahead of the workers (at least 2 x concurrency)
 
 
 @dataclass
@@ -162,7 +163,14 @@ class _Run:
         )
         self.dialect = get_dialect(api)
         self.builder = PromptBuilder(schedule, api)
-        self.sessions = {c.id: Session(c) for c in schedule.conversations if c.turns}
+        # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
+        # run's memory does not grow with the trace; other schedules are queued whole at the start
+        self.lazy = schedule.total is not None
+        self._feed = iter(schedule.conversations) if self.lazy else None
+        self.unfed = len(schedule) if self.lazy else 0  # requests of conversations not yet queued
+        self.window = FEED_WINDOW
+        self.timed = False  # a trace's own send times (timestamps: honor) make this an open loop
+        self.sessions = {} if self.lazy else {c.id: Session(c) for c in schedule.conversations if c.turns}
         self.res = LoadResult(scheduled=len(schedule))
         self.client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
         self.recent_ttft: deque[float] = deque(maxlen=512)
@@ -186,14 +194,18 @@ class _Run:
         t0 = res.start_mono = _mono()
         res.start_wall = time.time()
         self.queue = DueQueue()
+        self.t0 = t0
         firsts = sorted(self.sessions.values(), key=lambda s: s.conv.turns[0].index)
         offsets = None
         if self.rate:
+            n_first = len(self.schedule.conversations) if self.lazy else len(firsts)
             offsets = arrival_offsets(
-                len(firsts), self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
+                n_first, self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
             )
         self.offsets = offsets or []
-        self.t0 = t0
+        if self.lazy:
+            self.window = max(FEED_WINDOW, 2 * self.concurrency)
+            self._top_up()
         for k, s in enumerate(firsts):
             self.first_of[s.conv.id] = k
             s.due = t0 + offsets[k] if offsets else self._trace_due(s.conv.turns[0], None)
@@ -212,7 +224,36 @@ class _Run:
         self.time_up = self.res.time_limited = True
         for s in self.queue.drain():
             self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+        for conv in self._feed or ():  # a trace's conversations not yet read
+            self.unfed -= len(conv.turns)
+            self._not_sent(
+                Session(conv), "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
+            )
         self._settle()
+
+    def _top_up(self) -> None:
+        """Queue a trace's next conversations until `window` wait untaken (or the file is done)."""
+        if self._feed is None or self.time_up:
+            return
+        while self.queue.waiting() < self.window:
+            conv = next(self._feed, None)
+            if conv is None:
+                self._feed = None
+                return
+            if not conv.turns:
+                continue
+            s = Session(conv)
+            self.sessions[conv.id] = s
+            self.unfed -= len(conv.turns)
+            k = len(self.first_of)
+            self.first_of[conv.id] = k
+            first = conv.turns[0]
+            if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
+                self.timed = True
+                s.due = self._trace_due(first, None)
+            elif self.offsets:
+                s.due = self.t0 + self.offsets[k]
+            self.queue.put(s, first.index, s.due)
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""
@@ -246,6 +287,7 @@ class _Run:
     async def worker(self, session: aiohttp.ClientSession | H1Pool) -> None:
         queue = self.queue
         while (s := await queue.get()) is not None:
+            self._top_up()
             await self._send(session, s)
 
     async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session) -> None:
@@ -302,7 +344,9 @@ class _Run:
         """This loop as the sim's virtual clock needs it (harness.sim.lockstep): what is ready, whether this
         turn's end makes the next one ready at once, and (open loop, first turns) its arrival offsets."""
         offset = nxt = None
-        if self.offsets and req.turn in (0, None):
+        if self.timed and req.turn in (0, None) and req.arrival is not None:
+            offset, nxt = req.arrival, self._next_arrival(s.conv.id)
+        elif self.offsets and req.turn in (0, None):
             k = self.first_of.get(s.conv.id, -1)
             offset = self.offsets[k] if k >= 0 else None
             nxt = self.offsets[k + 1] if 0 <= k < len(self.offsets) - 1 else None
@@ -310,7 +354,8 @@ class _Run:
         return ClientHint(
             concurrency=self.concurrency,
             seq=self.seq,
-            ready=self.queue.ready_count(),
+            # a trace's conversations not yet read are ready too in a closed loop
+            ready=self.queue.ready_count() + (self.unfed if not (self.rate or self.timed) else 0),
             followed=self.followed,
             follow=len(s.history) + 1 < len(s.conv.turns) and not think,  # a think time: not at once
             index=req.index,
@@ -318,6 +363,11 @@ class _Run:
             next=nxt,
             run=self.run_id,
         )
+
+    def _next_arrival(self, conv_id: int) -> float | None:
+        """The send time of the next queued trace conversation (ids follow the file), if it is queued."""
+        nxt = self.sessions.get(conv_id + 1)
+        return nxt.conv.turns[0].arrival if nxt is not None and nxt.conv.turns else None
 
     # ------------------------------------------------------------ records
     def _record(self, req: Request, scheduled: float, think_s: float | None = None) -> RequestRecord:

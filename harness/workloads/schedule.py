@@ -68,9 +68,12 @@ class Schedule:
     def head(self, n: int) -> Schedule:
         """The first n requests in send order (a session keeps its turns up to there), e.g. a warm-up."""
         keep = {r.index for r in itertools.islice(self.requests(), n)}
+        last = max(keep, default=-1)
         convs = []
         for c in self.conversations:
             turns = [r for r in c.turns if r.index in keep]
             if turns:
                 convs.append(dataclasses.replace(c, turns=turns))
-        return dataclasses.replace(self, conversations=convs)
+            elif self.total is not None and c.turns and c.turns[0].index > last:
+                break  # a trace's conversations come in send order: the rest of its file is not needed
+        return dataclasses.replace(self, conversations=convs, total=None)
