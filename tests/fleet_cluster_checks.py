@@ -80,8 +80,19 @@ def _fleet(work: Path) -> tuple[int, str, dict[str, Any]]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = main(["fleet", str(work / "fleet.yaml")])
+    rec = json.loads((work / "summaries" / "fleet.json").read_text())
     print(buf.getvalue())
-    return rc, buf.getvalue(), json.loads((work / "summaries" / "fleet.json").read_text())
+    print(f"fleet.json: wall {rec['wall_s']}s (units {rec['units_s']}s)")
+    for u in rec["units"]:
+        print(f"  {u['node']}/{u['server']}: {u['status']} {u['points_ok']}/{u['points_total']}")
+        for a in u["attempts"]:
+            sums = " ".join(c[:8] for c in a["checksums"])
+            print(
+                f"    attempt {a['n']} node {str(a['node_id'])[:8]}: {a['batches']} batches, {a['bytes']} bytes, "
+                f"{a['files_written']} file writes, {a['seconds']:.1f}s, exit {a['exit_code']}, "
+                f"error {(a['error'] or '-')[:60]}; sha256 {sums}"
+            )
+    return rc, buf.getvalue(), rec
 
 
 def _points(root: Path) -> dict[str, bytes]:
@@ -110,6 +121,16 @@ def test_node_killed_mid_unit_nothing_lost(work: Path, cluster: tuple[Cluster, l
         time.sleep(0.1)
     else:
         pytest.fail("the l4 unit's first point never came back")
+    while time.monotonic() < deadline:  # and some records of the second point, which is still running
+        if (second / "point.json").is_file():
+            pytest.fail(
+                "the second point ended before any of its records came back: the kill would not be mid-unit"
+            )
+        if (second / "requests.jsonl").is_file() and (second / "requests.jsonl").read_bytes().count(
+            b"\n"
+        ) >= 2:
+            break
+        time.sleep(0.05)
     log = (cap / "l4" / "fleet-logs" / "default.log").read_text()
     node_id = log.split("(node ", 1)[1].split(",", 1)[0]
     victim = next(w for w in workers if w.node_id == node_id)
@@ -138,7 +159,8 @@ def test_node_killed_mid_unit_nothing_lost(work: Path, cluster: tuple[Cluster, l
         else:
             assert (first / name).read_bytes() == data, name
     assert json.loads((first / "point.json").read_text())["attempt"] == 1
-    assert kept_second <= _records(second)
+    assert len(kept_second) >= 2 and kept_second <= _records(second)
+    assert (second / "requests.attempt-1.jsonl").is_file()  # the lost attempt's records, kept aside
     assert "1 points already ok" in (cap / "l4" / "fleet-logs" / "default.log").read_text()
     assert not list(cap.rglob("*.conflict-*"))
     with pytest.raises(ProcessLookupError):  # the lost node's sim server died with its bench

@@ -81,6 +81,8 @@ def run_unit(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if batch.ops:
                 batch_no += 1
                 yield from _send(batch_no, pack(batch), len(batch.ops))
+            elif not done:
+                yield {"type": "tick"}  # nothing new: lets the driver see a stop request between batches
             if done:
                 break
         yield {"type": "end", "exit_code": proc.returncode, "tail": _tail(log_path)}
