@@ -203,3 +203,39 @@ def test_run_after_a_lost_point_runs_only_that_point(work: Path) -> None:
         k: v for k, v in _points(work / "capture").items() if "h200/smoke-bench/hicache" not in k
     } == others
     assert "1 points already ok" in (work / "capture" / "h200" / "fleet-logs" / "hicache.log").read_text()
+
+
+def test_units_that_cannot_run_fail_with_their_reason(
+    tmp_path: Path, cluster: tuple[Cluster, list[Any]]
+) -> None:
+    (tmp_path / "fleet.yaml").write_text(
+        f"""
+ray_address: {cluster[0].address}
+capture: {tmp_path / "capture"}
+summaries: {tmp_path / "summaries"}
+node_wait_s: 1
+nodes:
+  - {{name: gb10, resources: {{card_gb10: 1}}, gpus: 0, suite: smoke, servers: [default], server_kind: sim}}
+  - name: h200
+    resources: {{card_h200: 1}}
+    gpus: 0
+    suite: smoke
+    servers: [default]
+    server_kind: sim
+    bench_args: [--retries, "-1"]
+""",
+        encoding="utf-8",
+    )
+    rc, out, rec = _fleet(tmp_path)
+    assert rc == 1
+    units = {u["node"]: u for u in rec["units"]}
+    assert units["gb10"]["status"] == "failed" and units["gb10"]["attempts"] == []
+    assert units["gb10"]["reason"] == "no alive Ray node offers {card_gb10: 1, CPU: 1} (waited 1s)"
+    assert (
+        units["h200"]["status"] == "failed" and len(units["h200"]["attempts"]) == 1
+    )  # bad input: not retried
+    assert (
+        units["h200"]["reason"]
+        == "harness bench exit 2: harness bench: error: --retries: expected 0 or more, got -1"
+    )
+    assert "fleet: 0/2 units ok" in out

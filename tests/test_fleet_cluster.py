@@ -36,4 +36,4 @@ def test_fleet_on_a_local_ray_cluster() -> None:
     )
     print(out[-20000:])
     assert r.returncode == 0, out[-8000:]
-    assert re.search(r"^3 passed in ", out, re.M), out[-2000:]  # none skipped, none failed
+    assert re.search(r"^4 passed in ", out, re.M), out[-2000:]  # none skipped, none failed

@@ -9,6 +9,8 @@ import io
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.capture import MANIFEST
+from harness.errors import HarnessError
 from harness.fleet.config import FleetFile
 
 Log = Callable[[str], None]
@@ -22,11 +24,16 @@ def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
     paths: list[Path] = []
     flagged = 0
     for group in fleet.nodes:
-        if not (fleet.capture / group.name).is_dir():
-            log(f"{group.name}: nothing captured, no summary")
+        if not any((fleet.capture / group.name).glob(f"*/{MANIFEST}")):
+            log(f"{group.name}: no experiment captured, no summary")
             continue
         opts = BenchOptions(node=group.name, capture=fleet.capture, summaries=fleet.summaries)
-        flagged += run_stages(opts, log)
+        try:
+            flagged += run_stages(opts, log)
+        except HarnessError as e:  # one node's capture must not keep the others from their summaries
+            log(f"{group.name}: no summary: {e}")
+            flagged += 1
+            continue
         paths.append(fleet.summaries / f"{group.name}.json")
     return [p for p in paths if p.is_file()], flagged
 
