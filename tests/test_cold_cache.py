@@ -159,7 +159,10 @@ def test_flags_follow_what_the_reset_did(stdlib_server, tmp_path: Path) -> None:
         assert point_json["flushed"] is None
         assert {p["cache_state"] for p in summary["points"]} == {"warm-start"}
         why = second["cache_flags"]["warm-start"]
-        assert "no flush endpoint (/flush_cache HTTP 404; /reset_prefix_cache HTTP 404)" in why
+        assert (
+            "no flush endpoint (/flush_cache HTTP 404; /reset_prefix_cache?reset_external=true HTTP 404)"
+            in why
+        )
     r = _harness("report", str(out / "n.json"), "-o", str(out))
     assert r.returncode == 0, r.stderr
     md = (out / "n.md").read_text()

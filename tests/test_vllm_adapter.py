@@ -27,7 +27,10 @@ def test_launch_line_env_and_settle(monkeypatch) -> None:
         "--host", "127.0.0.1", "--port", "8123",
         "--enable-prefix-caching", "--enable-prompt-tokens-details", "--block-size", "32",
     ]  # fmt: skip
-    assert VLLM.env == {"VLLM_SERVER_DEV_MODE": "1"} and VLLM.flush_path == "/reset_prefix_cache"
+    assert (
+        VLLM.env == {"VLLM_SERVER_DEV_MODE": "1"}
+        and VLLM.flush_path == "/reset_prefix_cache?reset_external=true"
+    )
     assert VLLM.settle_s(p) == 2.5 and VLLM.settle_s(_profile()) == 20.5
     assert VLLM.metric_names["cached_tokens"] == "vllm:prefix_cache_hits_total"
 

@@ -46,56 +46,32 @@ def _spec(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_late_port_is_waited_for_and_zero_fails_at_once(tmp_path: Path) -> None:
     port = _free_port()
+    gate = tmp_path / "open"  # the server starts only once this file exists
     late = subprocess.Popen(
-        ["sh", "-c", f"sleep 3; exec {sys.executable} {SERVER} --port {port} --reset real"],
+        [
+            "sh",
+            "-c",
+            f"while [ ! -e {gate} ]; do sleep 0.1; done; exec {sys.executable} {SERVER} --port {port} --reset real",
+        ],
         stdout=subprocess.DEVNULL,
     )
+    url = f"http://127.0.0.1:{port}"
+
+    def run(wait: str, capture: str) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "harness", "run", str(_spec(tmp_path)), "--server-url", url]
+        argv += ["--wait-ready", wait, "--capture", str(tmp_path / capture), "--quiet"]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
     try:
-        url = f"http://127.0.0.1:{port}"
-        t0 = time.monotonic()
-        now = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness",
-                "run",
-                str(_spec(tmp_path)),
-                "--server-url",
-                url,
-                "--wait-ready",
-                "0",
-                "--capture",
-                str(tmp_path / "c0"),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=60,
-        )
-        assert now.returncode == 2 and "cannot reach" in now.stderr and now.stderr.strip().count("\n") == 0
-        assert time.monotonic() - t0 < 3  # refused at once: the server is still asleep
-        waited = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "harness",
-                "run",
-                str(_spec(tmp_path)),
-                "--server-url",
-                url,
-                "--wait-ready",
-                "60",
-                "--capture",
-                str(tmp_path / "c1"),
-                "--quiet",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-        )
-        assert waited.returncode == 0, waited.stderr
-        assert "1/1 points ok" in waited.stdout + waited.stderr
+        now = run("0", "c0")  # nothing listens yet, and nothing will until the gate opens: refused at once
+        out, err = now.communicate(timeout=120)
+        assert now.returncode == 2 and "cannot reach" in err and err.strip().count("\n") == 0, err
+        waited = run("120", "c1")
+        time.sleep(3)  # the run is polling a closed port by now
+        gate.touch()
+        out, err = waited.communicate(timeout=240)
+        assert waited.returncode == 0, err
+        assert "1/1 points ok" in out + err
     finally:
         late.terminate()
         late.wait(timeout=10)

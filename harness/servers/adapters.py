@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
+from harness.servers.control import VLLM_RESET_PATH
 from harness.servers.profiles import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
@@ -153,7 +154,7 @@ VLLM = Adapter(
     argv=_vllm_argv,
     ready_line=None,  # the port opens only once the engine is ready; then /health answers 200
     info_paths=("/v1/models",),  # block size and pool: vllm:cache_config_info in /metrics
-    flush_path="/reset_prefix_cache",  # only with VLLM_SERVER_DEV_MODE=1; 200 {"success": false} = refused
+    flush_path=VLLM_RESET_PATH,  # only with VLLM_SERVER_DEV_MODE=1; 200 {"success": false} = refused
     metric_names=VLLM_NAMES,
     env={"VLLM_SERVER_DEV_MODE": "1"},
     settle_s=_vllm_settle,

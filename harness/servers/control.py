@@ -125,7 +125,10 @@ def check_server(
         ) from None
 
 
-RESET_PATHS = ("/flush_cache", "/reset_prefix_cache")  # SGLang's, vLLM's (VLLM_SERVER_DEV_MODE=1)
+# SGLang's; vLLM's (VLLM_SERVER_DEV_MODE=1), also emptying a KV connector's tier (offloading, LMCache):
+# a no-op success without one
+VLLM_RESET_PATH = "/reset_prefix_cache?reset_external=true"
+RESET_PATHS = ("/flush_cache", VLLM_RESET_PATH)
 
 
 def flush_cache(

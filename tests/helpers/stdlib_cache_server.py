@@ -21,6 +21,7 @@ import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 
 class Cache:
@@ -83,17 +84,18 @@ def make_handler(cache: Cache, reset: str, refuse: int = 0) -> type[BaseHTTPRequ
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/reset_prefix_cache" and reset == "vllm":
+            path = urlsplit(self.path).path
+            if path == "/reset_prefix_cache" and reset == "vllm":
                 state["resets"] += 1
                 ok = state["resets"] > refuse
                 if ok:
                     cache.clear()
                 self._send(200, json.dumps({"success": ok}).encode(), "application/json")
-            elif self.path == "/flush_cache" and reset not in ("none", "vllm"):
+            elif path == "/flush_cache" and reset not in ("none", "vllm"):
                 if reset == "real":
                     cache.clear()
                 self._send(200, b"Cache flushed successfully!")
-            elif self.path == "/v1/chat/completions":
+            elif path == "/v1/chat/completions":
                 self._chat(json.loads(body or b"{}"))
             else:
                 self._send(404, b"not found")
