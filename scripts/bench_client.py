@@ -245,7 +245,7 @@ async def _run(
 ):
     async def sample() -> None:
         while True:
-            rss_trace.append((time.monotonic(), rss_mb()))
+            rss_trace.append((time.monotonic(), rss_mb(), out.stat().st_size if out.exists() else 0))
             await asyncio.sleep(0.5)
 
     sampler = asyncio.get_running_loop().create_task(sample()) if rss_trace is not None else None
@@ -377,6 +377,7 @@ def main() -> int:
         + ", ".join(SHAPES),
     )
     ap.add_argument("--only-shapes", action="store_true", help="skip the c=1/64/256, Poisson and long runs")
+    ap.add_argument("--only-long", action="store_true", help="run only the long (memory) run")
     ap.add_argument(
         "--workers", type=int, default=0, help="also run each shape with N client processes (c=64 split)"
     )
@@ -406,47 +407,55 @@ def main() -> int:
             tmp = Path(td)
             measure(proc, port, 16, 500, tmp, engine=a.engine)  # warm-up: imports, caches
             if not a.only_shapes:
-                for c in (1, 64, 256):
-                    n = max(200, a.requests // 5) if c == 1 else a.requests
-                    sched = make_schedule(n)
-                    f = best_of(
-                        a.reps,
-                        lambda c=c, n=n, sched=sched: measure(
-                            proc, port, c, n, tmp, schedule=sched, engine=a.engine, name=f"closed loop, c={c}"
-                        ),
+                if not a.only_long:
+                    for c in (1, 64, 256):
+                        n = max(200, a.requests // 5) if c == 1 else a.requests
+                        sched = make_schedule(n)
+                        f = best_of(
+                            a.reps,
+                            lambda c=c, n=n, sched=sched: measure(
+                                proc,
+                                port,
+                                c,
+                                n,
+                                tmp,
+                                schedule=sched,
+                                engine=a.engine,
+                                name=f"closed loop, c={c}",
+                            ),
+                        )
+                        figs.append(f)
+                    if a.compare:
+                        sched = make_schedule(a.requests)
+                        f = best_of(
+                            a.reps,
+                            lambda: measure(
+                                proc,
+                                port,
+                                64,
+                                a.requests,
+                                tmp,
+                                schedule=sched,
+                                engine="aiohttp",
+                                name="closed loop, c=64, aiohttp engine",
+                            ),
+                        )
+                        figs.append(f)
+                    rate = a.ttft_rate
+                    f, out = measure(
+                        proc,
+                        port,
+                        256,
+                        a.requests,
+                        tmp,
+                        rate=rate,
+                        engine=a.engine,
+                        name=f"Poisson {rate:,.0f} req/s, c=256",
                     )
+                    ov = client_ttft_overhead(out)
+                    if ov:
+                        f.p50_ms, f.p99_ms = statistics.median(ov) * 1e3, pct(ov, 0.99) * 1e3
                     figs.append(f)
-                if a.compare:
-                    sched = make_schedule(a.requests)
-                    f = best_of(
-                        a.reps,
-                        lambda: measure(
-                            proc,
-                            port,
-                            64,
-                            a.requests,
-                            tmp,
-                            schedule=sched,
-                            engine="aiohttp",
-                            name="closed loop, c=64, aiohttp engine",
-                        ),
-                    )
-                    figs.append(f)
-                rate = a.ttft_rate
-                f, out = measure(
-                    proc,
-                    port,
-                    256,
-                    a.requests,
-                    tmp,
-                    rate=rate,
-                    engine=a.engine,
-                    name=f"Poisson {rate:,.0f} req/s, c=256",
-                )
-                ov = client_ttft_overhead(out)
-                if ov:
-                    f.p50_ms, f.p99_ms = statistics.median(ov) * 1e3, pct(ov, 0.99) * 1e3
-                figs.append(f)
                 if a.long:
                     trace: list = []
                     rss_before = rss_mb()
@@ -465,7 +474,16 @@ def main() -> int:
                     )
                     figs.append(f)
                     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-                    during = [r for _, r in trace]
+                    during = [r for _, r, _ in trace]
+                    per_rec = out.stat().st_size / max(a.long, 1)  # records are about the same size
+                    marks = [
+                        (m, next((r for _, r, size in trace if size >= m * per_rec), during[-1]))
+                        for m in (10_000, 100_000, 1_000_000)
+                        if m <= a.long
+                    ]
+                    print(
+                        "RSS after " + ", ".join(f"{m:,} requests: {r:.1f} MB" for m, r in marks), flush=True
+                    )
                     k = max(1, len(during) // 10)
                     long_line = (
                         a.long,
@@ -476,13 +494,14 @@ def main() -> int:
                         max(during[-k:]),
                         peak,
                         out.stat().st_size / 1e6,
+                        marks,
                     )
             if a.profile:
                 notes += profile_run(proc, port, min(a.requests, 3000), tmp, a.engine)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    shapes = [x for x in a.shapes.split(",") if x]
+    shapes = [x for x in a.shapes.split(",") if x] if not a.only_long else []
     for x in shapes:
         if x not in SHAPES:
             raise SystemExit(f"--shapes: unknown shape {x!r} (expected {', '.join(SHAPES)})")
@@ -657,13 +676,23 @@ def report(figs, notes, long_line, cpus, pin, srv_cpu, cli_cpu, load_start, load
         "",
     ]
     if long_line:
-        n, rps, before, built, first, last, peak, size = long_line
+        n, rps, before, built, first, last, peak, size, marks = long_line
         lines += [
+            "RSS as the long run went by: "
+            + ", ".join(f"{r:.1f} MB after {m:,} requests" for m, r in marks)
+            + (
+                f" ({marks[-1][1] / marks[1][1] - 1:+.1%} from 100,000 to {marks[-1][0]:,})"
+                if len(marks) > 2
+                else ""
+            )
+            + ".",
+            "",
             f"Memory, long run of {n:,} requests at c=64 ({rps:,.0f} req/s): RSS {before:.0f} MB before building"
             f" the schedule, {built:.0f} MB after it; max {first:.0f} MB over the first tenth of the run and"
             f" {last:.0f} MB over the last tenth (growth {last - first:+.0f} MB); peak RSS (ru_maxrss)"
-            f" {peak:.0f} MB; requests.jsonl {size:.0f} MB on disk. The schedule (all prompts, built before"
-            " the run) is the only part that grows with run length; records stream to disk.",
+            f" {peak:.0f} MB; requests.jsonl {size:.0f} MB on disk. The schedule is produced lazily"
+            " (harness/workloads/lazy.py) and the load generator pulls conversations as workers free up, so"
+            " nothing grows with run length; records stream to disk.",
             "",
         ]
     return "\n".join(lines + HISTORY + notes)

@@ -25,6 +25,7 @@ import os
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.sim.lockstep import ClientHint
 from harness.spec import Timeouts
 from harness.workloads import PromptBuilder, Schedule
-from harness.workloads.arrivals import arrival_offsets
+from harness.workloads.arrivals import iter_arrival_offsets
 from harness.workloads.schedule import Request
 
 _mono = time.monotonic
@@ -181,8 +182,10 @@ class _Run:
         self.seq = 0  # requests sent so far
         self.followed = 0  # finished requests whose session's next turn was queued
         self.t0 = 0.0  # the run's start (time.monotonic)
-        self.offsets: list[float] = []  # open loop: arrival offsets of the conversations' first turns
-        self.first_of: dict[int, int] = {}  # conversation id -> its arrival number k
+        self.offsets: Iterator[float] | None = (
+            None  # open loop: the arrival process, drawn as conversations queue
+        )
+        self.next_offset: float | None = None  # the next conversation's arrival offset (drawn one ahead)
         self.writer: JsonlWriter
         self.queue: DueQueue
         self._deadline: asyncio.TimerHandle | None = None
@@ -196,19 +199,19 @@ class _Run:
         self.queue = DueQueue()
         self.t0 = t0
         firsts = sorted(self.sessions.values(), key=lambda s: s.conv.turns[0].index)
-        offsets = None
         if self.rate:
-            n_first = len(self.schedule.conversations) if self.lazy else len(firsts)
-            offsets = arrival_offsets(
-                n_first, self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
+            self.offsets = iter_arrival_offsets(
+                self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
             )
-        self.offsets = offsets or []
+            self.next_offset = next(self.offsets)
         if self.lazy:
             self.window = max(FEED_WINDOW, 2 * self.concurrency)
             self._top_up()
         for k, s in enumerate(firsts):
-            self.first_of[s.conv.id] = k
-            s.due = t0 + offsets[k] if offsets else self._trace_due(s.conv.turns[0], None)
+            if self.offsets is not None:
+                self._arrive(s, last=k == len(firsts) - 1)
+            else:
+                s.due = self._trace_due(s.conv.turns[0], None)
             self.queue.put(s, s.conv.turns[0].index, s.due)
         if self.load.duration_s is not None:
             loop = asyncio.get_running_loop()
@@ -245,15 +248,21 @@ class _Run:
             s = Session(conv)
             self.sessions[conv.id] = s
             self.unfed -= len(conv.turns)
-            k = len(self.first_of)
-            self.first_of[conv.id] = k
             first = conv.turns[0]
             if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
                 self.timed = True
                 s.due = self._trace_due(first, None)
-            elif self.offsets:
-                s.due = self.t0 + self.offsets[k]
+            elif self.offsets is not None:
+                self._arrive(s, last=self.unfed <= 0)
             self.queue.put(s, first.index, s.due)
+
+    def _arrive(self, s: Session, last: bool) -> None:
+        """Give s the arrival process's next time (and, for the sim's hint, the one after it)."""
+        assert self.offsets is not None and self.next_offset is not None
+        s.offset = self.next_offset
+        s.due = self.t0 + s.offset
+        self.next_offset = next(self.offsets)
+        s.next_offset = None if last else self.next_offset
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""
@@ -346,10 +355,8 @@ class _Run:
         offset = nxt = None
         if self.timed and req.turn in (0, None) and req.arrival is not None:
             offset, nxt = req.arrival, self._next_arrival(s.conv.id)
-        elif self.offsets and req.turn in (0, None):
-            k = self.first_of.get(s.conv.id, -1)
-            offset = self.offsets[k] if k >= 0 else None
-            nxt = self.offsets[k + 1] if 0 <= k < len(self.offsets) - 1 else None
+        elif s.offset is not None and req.turn in (0, None):
+            offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
         return ClientHint(
             concurrency=self.concurrency,

@@ -30,7 +30,7 @@ def draw_think(think: ThinkTime | None, rng: random.Random) -> float:
 class Session:
     """One conversation's progress: the turns answered so far and its own seeded think-time draws."""
 
-    __slots__ = ("conv", "history", "rng", "think_s", "due")
+    __slots__ = ("conv", "history", "rng", "think_s", "due", "offset", "next_offset")
 
     def __init__(self, conv: Conversation) -> None:
         self.conv = conv
@@ -38,6 +38,8 @@ class Session:
         self.rng: random.Random | None = None
         self.think_s: float | None = None  # drawn before the next turn (recorded on it)
         self.due: float | None = None  # when the next turn is due (time.monotonic); None: when taken
+        self.offset: float | None = None  # open loop: the first turn's arrival offset from the run start
+        self.next_offset: float | None = None  # and the next conversation's (the sim's lockstep hint)
 
     def next_turn(self) -> Request | None:
         n = len(self.history)

@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.errors import SpecError
 from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT
 from harness.tokenizer import VOCAB
+from harness.workloads.lazy import LazySharedPrefix
 from harness.workloads.schedule import Conversation, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker
 
@@ -72,37 +73,19 @@ def _sharegpt_turns(path: Path, spec_file: str, key: str) -> list[str]:
 
 
 def shared_prefix(wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, spec_file: str) -> Schedule:
-    """G groups x P prompts: a group's system prompt + a distinct question, shuffled over all groups."""
-    rng = random.Random(f"shared-prefix:{seed}")
+    """G groups x P prompts: a group's system prompt + a distinct question, shuffled over all groups.
+
+    Produced lazily (harness.workloads.lazy): nothing of a request exists before it is iterated.
+    """
     qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
-    items = []
-    for g in range(wl.groups):
-        tags = seed_tags(seed, g)
-        system, sys_n = maker.make(rng, wl.system_prompt_tokens, tags)
-        for p in range(wl.prompts_per_group):
-            # with no system prompt the question carries the seed tags
-            q, q_n = qsrc.make(rng, tags + [p] if sys_n == 0 else [])
-            items.append((g, p, system, sys_n, q, q_n))
-    if wl.shuffle:
-        random.Random(f"shuffle:{seed}").shuffle(items)
-    seen: dict[int, int] = {}
-    convs = []
-    for i, (g, _p, system, sys_n, q, q_n) in enumerate(items):
-        pos = seen.get(g, 0)
-        seen[g] = pos + 1
-        req = Request(
-            index=i,
-            conversation=i,
-            turn=0,
-            position=pos,
-            question=q,
-            question_tokens=q_n,
-            output_tokens=wl.output_tokens,
-            group=g,
-        )
-        convs.append(Conversation(id=i, system=system, system_tokens=sys_n, turns=[req], group=g))
+    convs = LazySharedPrefix(wl, seed, maker, qsrc, seed_tags)
     return Schedule(
-        kind=wl.kind, seed=seed, tokenizer=maker.kind, conversations=convs, ids=maker.kind == "server"
+        kind=wl.kind,
+        seed=seed,
+        tokenizer=maker.kind,
+        conversations=convs,  # type: ignore[arg-type]
+        ids=maker.kind == "server",
+        total=len(convs),
     )
 
 

@@ -75,5 +75,5 @@ class Schedule:
             if turns:
                 convs.append(dataclasses.replace(c, turns=turns))
             elif self.total is not None and c.turns and c.turns[0].index > last:
-                break  # a trace's conversations come in send order: the rest of its file is not needed
+                break  # a lazy schedule (a trace, shared-prefix) comes in send order: the rest is not needed
         return dataclasses.replace(self, conversations=convs, total=None)

@@ -1,0 +1,119 @@
+"""Shared-prefix schedules produced on demand, so memory stays flat from 10k to 1M requests.
+
+Request i of the schedule is computed when asked for, never stored: a seeded keyed permutation (a
+Feistel network with cycle walking, O(1) memory) says which (group, prompt) it is, and per-item seeds
+give its system prompt and question, so any worker process can produce any slice of the same
+schedule. Only two things are remembered while iterating: the position of each group that has not
+yet sent all its prompts (nothing with one prompt per group), and the last few groups' system
+prompts (a long system prompt is built once per group while its requests are near each other).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from harness.spec import SharedPrefixWorkload
+from harness.workloads.schedule import Conversation, Request
+from harness.workloads.tokenizers import PromptMaker
+
+SYSTEM_CACHE = 256  # groups whose system prompt is kept while iterating
+
+
+class Permutation:
+    """A seeded bijection of range(n), computed per index (no table): 4 Feistel rounds, cycle-walked."""
+
+    def __init__(self, n: int, key: int) -> None:
+        self.n = n
+        bits = max(2, (max(n, 2) - 1).bit_length())
+        bits += bits % 2
+        self.half, self.mask = bits // 2, (1 << (bits // 2)) - 1
+        rng = random.Random(key)
+        self.keys = [rng.getrandbits(61) for _ in range(4)]
+
+    def __getitem__(self, i: int) -> int:
+        half, mask, x = self.half, self.mask, i
+        while True:
+            left, right = x >> half, x & mask
+            for k in self.keys:
+                # tuple hashing of ints is deterministic across processes (no hash randomisation)
+                left, right = right, left ^ (hash((right, k)) & mask)
+            x = (left << half) | right
+            if x < self.n:
+                return x
+
+
+class LazySharedPrefix:
+    """The conversations of a shared-prefix schedule, in send order, each made when iterated (re-iterable).
+
+    G groups x P prompts: group g's system prompt and its prompt p's question come from their own
+    seeds; `shuffle` orders all G x P by a seeded permutation, else group by group.
+    """
+
+    def __init__(self, wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, qsrc, tags) -> None:
+        self.wl, self.seed, self.maker, self.qsrc, self.tags = wl, seed, maker, qsrc, tags
+        self.n = wl.groups * wl.prompts_per_group
+        self.perm = (
+            Permutation(self.n, random.Random(f"shuffle:{seed}").getrandbits(61)) if wl.shuffle else None
+        )
+        self._systems: OrderedDict[int, tuple[object, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Conversation]:
+        return self.slice(0, self.n)
+
+    def __getitem__(self, i: int) -> Conversation:
+        """Conversation i alone (its position counted by a pass over the earlier ones: for tests)."""
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        for c in self.slice(0, i + 1):
+            last = c
+        return last
+
+    def slice(self, start: int, stop: int) -> Iterator[Conversation]:
+        """Conversations start..stop-1; positions count from the schedule's start (earlier ones are replayed
+        cheaply, without prompts, when start > 0 and a group has several prompts)."""
+        wl, P = self.wl, self.wl.prompts_per_group
+        seen: dict[int, int] = {}
+        for i in range(stop):
+            j = self.perm[i] if self.perm is not None else i
+            g, p = divmod(j, P)
+            pos = 0
+            if P > 1:
+                pos = seen.get(g, 0)
+                if pos + 1 == P:
+                    seen.pop(g, None)  # the group's last prompt: forget it (memory flat in run length)
+                else:
+                    seen[g] = pos + 1
+            if i < start:
+                continue
+            system, sys_n = self._system(g)
+            rng = random.Random((self.seed * 1_000_003 + g) * 1_000_003 + p + 1)
+            q, q_n = self.qsrc.make(rng, self.tags(self.seed, g) + [p] if sys_n == 0 else [])
+            req = Request(
+                index=i,
+                conversation=i,
+                turn=0,
+                position=pos,
+                question=q,
+                question_tokens=q_n,
+                output_tokens=wl.output_tokens,
+                group=g,
+            )
+            yield Conversation(id=i, system=system, system_tokens=sys_n, turns=[req], group=g)
+
+    def _system(self, g: int) -> tuple[object, int]:
+        cache = self._systems
+        hit = cache.get(g)
+        if hit is not None:
+            cache.move_to_end(g)
+            return hit
+        rng = random.Random((self.seed * 1_000_003 + g) * 1_000_003)
+        made = self.maker.make(rng, self.wl.system_prompt_tokens, self.tags(self.seed, g))
+        cache[g] = made
+        if len(cache) > SYSTEM_CACHE:
+            cache.popitem(last=False)
+        return made

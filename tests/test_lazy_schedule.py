@@ -1,0 +1,76 @@
+"""Shared-prefix schedules produced lazily: the same requests from any slice, nothing built up front."""
+
+from __future__ import annotations
+
+import itertools
+
+from harness.spec import parse_spec
+from harness.workloads import build_schedule, load_prompt_maker
+from harness.workloads.lazy import Permutation
+
+
+def _spec(groups: int, per_group: int, shuffle: bool = True):
+    wl = {
+        "kind": "shared-prefix",
+        "groups": groups,
+        "prompts_per_group": per_group,
+        "system_prompt_tokens": 12,
+        "question_tokens": 5,
+        "output_tokens": 3,
+        "shuffle": shuffle,
+    }
+    return parse_spec({"name": "t", "model": "m", "api": "openai-chat", "workload": wl})
+
+
+def test_permutation_is_a_seeded_bijection():
+    for n in (1, 2, 3, 17, 1000, 4097):
+        p = Permutation(n, 11)
+        assert sorted(p[i] for i in range(n)) == list(range(n))
+    a, b = Permutation(1000, 1), Permutation(1000, 2)
+    assert [a[i] for i in range(50)] != [b[i] for i in range(50)]
+    assert [a[i] for i in range(1000)] != list(range(1000))  # shuffled
+
+
+def test_lazy_shared_prefix_is_deterministic_complete_and_counts_positions():
+    s = build_schedule(_spec(7, 5), None, 3)
+    assert len(s) == 35 and s.total == 35
+    convs = list(s.conversations)
+    again = list(build_schedule(_spec(7, 5), None, 3).conversations)
+    assert [(c.system, c.turns[0].question) for c in convs] == [
+        (c.system, c.turns[0].question) for c in again
+    ]
+    assert [c.turns[0].index for c in convs] == list(range(35))
+    assert sorted((c.group, c.turns[0].position) for c in convs) == [
+        (g, p) for g in range(7) for p in range(5)
+    ]
+    seen: dict[int, int] = {}
+    for c in convs:  # positions count a group's occurrences in send order
+        assert c.turns[0].position == seen.get(c.group, 0)
+        seen[c.group] = seen.get(c.group, 0) + 1
+    assert len({c.system for c in convs}) == 7 and len({c.turns[0].question for c in convs}) == 35
+    other_seed = list(build_schedule(_spec(7, 5), None, 4).conversations)
+    assert {c.system for c in convs}.isdisjoint({c.system for c in other_seed})
+    # any slice is the same requests as the full pass (what a worker process of a split run produces)
+    part = list(s.conversations.slice(10, 20))
+    assert [(c.turns[0].index, c.turns[0].position, c.turns[0].question) for c in part] == [
+        (c.turns[0].index, c.turns[0].position, c.turns[0].question) for c in convs[10:20]
+    ]
+    assert [
+        (c.group, c.turns[0].position) for c in build_schedule(_spec(3, 2, False), None, 0).conversations
+    ] == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def test_a_million_request_schedule_is_not_built_up_front():
+    maker = load_prompt_maker("word")
+    made = [0]
+    real = maker.make
+
+    def counting(*a, **k):
+        made[0] += 1
+        return real(*a, **k)
+
+    maker.make = counting  # type: ignore[method-assign]
+    s = build_schedule(_spec(1_000_000, 1), None, 0, maker)
+    assert len(s) == 1_000_000 and made[0] == 0  # nothing per request exists yet
+    first = list(itertools.islice(s.conversations, 3))
+    assert len(first) == 3 and made[0] == 6  # a system prompt and a question for each of the three
