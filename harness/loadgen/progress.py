@@ -12,22 +12,30 @@ class Progress:
     def __init__(self, label: str, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.p = Progress(
+        from harness.sweep.progress import shared
+
+        self.shared = shared()  # inside a sweep: join its display, under the overall bar
+        self.p = self.shared or Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("failed {task.fields[failed]}  TTFT p50 {task.fields[ttft]}"),
+            TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
             auto_refresh=False,
             transient=False,
         )
-        self.task = self.p.add_task(label, total=total, failed=0, ttft="-")
-        self.p.start()
+        self.task = self.p.add_task(label, total=total, info=self._info(0, "-"))
+        if self.shared is None:
+            self.p.start()
+
+    @staticmethod
+    def _info(failed: int, ttft: str) -> str:
+        return f"failed {failed}  TTFT p50 {ttft}"
 
     def _update(self, res: Any, ttfts: deque) -> None:
         ttft = f"{statistics.median(ttfts) * 1000:.1f} ms" if ttfts else "-"
         done = res.ok + res.failed + res.skipped + res.not_sent
-        self.p.update(self.task, completed=done, failed=res.failed, ttft=ttft)
+        self.p.update(self.task, completed=done, info=self._info(res.failed, ttft))
         self.p.refresh()
 
     async def run(self, res: Any, ttfts: deque) -> None:
@@ -37,4 +45,7 @@ class Progress:
 
     def finish(self, res: Any, ttfts: deque) -> None:
         self._update(res, ttfts)
-        self.p.stop()
+        if self.shared is None:
+            self.p.stop()
+        else:  # the finished point's bar leaves the sweep's display; its result line follows in the log
+            self.p.remove_task(self.task)

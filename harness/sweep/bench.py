@@ -45,6 +45,7 @@ from harness.sweep.plan import (
     server_proc,
 )
 from harness.sweep.point import Telemetry, run_point
+from harness.sweep.progress import point_done, sweep_progress
 from harness.telemetry.gpus import sampling_plan
 from harness.telemetry.sampler import open_sampler
 from harness.workloads import PromptMaker, load_prompt_maker
@@ -119,6 +120,7 @@ def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, 
         status, rec = _run_with_retries(sw, name, item.point, item.seed, item.name, server, outcome)
         outcome.statuses[f"{sw.spec.name}/{name}/{item.name}"] = status
         outcome.records.append(rec)
+        point_done()
 
 
 def _run_with_retries(
@@ -306,7 +308,8 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
     for plan in plans:
         if not plan.skipped:
             check_capture_matches(plan, opts, redactor)
-    with _clock_lock(opts) as lock_record:
+    todo = sum(len(sp.todo) for plan in plans if not plan.skipped for sp in plan.servers)
+    with _clock_lock(opts) as lock_record, sweep_progress(todo, opts.quiet):
         extra = {"clock_lock": lock_record} if lock_record is not None else {}
         for plan in plans:
             if plan.skipped:
@@ -382,7 +385,8 @@ def run_points(
         log or (lambda _msg: None),
     )
     outcome = Outcome()
-    sweep_server(sw, sp, _Attached(base_url), outcome)
+    with sweep_progress(len(sp.todo), quiet):
+        sweep_server(sw, sp, _Attached(base_url), outcome)
     return outcome.records
 
 
@@ -443,7 +447,8 @@ def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = N
         res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
         flagged += int(res["flagged"])
         line = f"validate {node}: {res['line']}"
-        log(line)
-        if verdict_lines is not None:
+        if verdict_lines is None:
+            log(line)
+        else:  # the caller ends its output with it
             verdict_lines.append(line)
     return flagged

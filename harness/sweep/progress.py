@@ -1,0 +1,99 @@
+"""One overall bar for a sweep (points done / total, elapsed, time left from the finished points).
+
+It shares one rich display with the load generator's per-point bar (harness.loadgen.progress asks
+`shared()` for it), so the sweep bar stays on top and the point bars come and go beneath it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_CURRENT: SweepProgress | None = None
+
+
+def fmt_duration(seconds: float) -> str:
+    """`42 s`, `3 min 05 s`, `2 h 10 min`: what a person plans by."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def estimate_left(elapsed: float, done: int, total: int) -> float | None:
+    """Seconds left: the mean time of the finished points times the points left; None before the first."""
+    if done <= 0:
+        return None
+    return elapsed / done * max(total - done, 0)
+
+
+class SweepProgress:
+    """The overall task of a rich Progress that the per-point bars join."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.total = total
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.p = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            auto_refresh=True,
+            refresh_per_second=2,
+            transient=False,
+        )
+        self.task = self.p.add_task("sweep", total=total, info=self.info())
+
+    def info(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        left = estimate_left(elapsed, self.done, self.total)
+        if self.done >= self.total:
+            return f"points  done in {fmt_duration(elapsed)}"
+        tail = "time left: after the first point" if left is None else f"~{fmt_duration(left)} left"
+        return f"points  {fmt_duration(elapsed)} elapsed, {tail}"
+
+    def point_done(self) -> None:
+        self.done += 1
+        self.p.update(self.task, completed=self.done, info=self.info())
+
+    def tick(self) -> None:
+        self.p.update(self.task, info=self.info())
+
+
+def shared() -> Any:
+    """The running sweep's rich Progress, for the per-point bar to join; None outside a sweep."""
+    if _CURRENT is not None:
+        _CURRENT.tick()
+        return _CURRENT.p
+    return None
+
+
+def point_done() -> None:
+    """Count one finished point (any status) on the overall bar, if a sweep shows one."""
+    if _CURRENT is not None:
+        _CURRENT.point_done()
+
+
+@contextlib.contextmanager
+def sweep_progress(total: int, quiet: bool) -> Iterator[SweepProgress | None]:
+    """Show the overall bar while the sweep runs (not when quiet, not for an empty sweep)."""
+    global _CURRENT
+    if quiet or total <= 0 or _CURRENT is not None:
+        yield None
+        return
+    sp = SweepProgress(total)
+    sp.p.start()
+    _CURRENT = sp
+    try:
+        yield sp
+    finally:
+        _CURRENT = None
+        sp.tick()
+        sp.p.stop()

@@ -1,0 +1,41 @@
+"""The sweep's overall bar: points done / total, elapsed, time left from the finished points."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+
+from harness.loadgen.progress import Progress
+from harness.sweep import progress
+
+
+def test_durations_people_plan_by() -> None:
+    assert progress.fmt_duration(42.4) == "42 s"
+    assert progress.fmt_duration(185) == "3 min 05 s"
+    assert progress.fmt_duration(7800) == "2 h 10 min"
+
+
+def test_time_left_from_finished_points() -> None:
+    assert progress.estimate_left(10.0, 0, 42) is None  # nothing finished: no estimate yet
+    assert progress.estimate_left(60.0, 12, 42) == 150.0  # 5 s a point x 30 left
+    assert progress.estimate_left(60.0, 42, 42) == 0.0
+
+
+def test_point_bars_join_the_sweep_bar_and_leave_when_done() -> None:
+    assert progress.shared() is None  # outside a sweep a point draws its own bar
+    with progress.sweep_progress(3, quiet=False) as sp:
+        assert sp is not None and progress.shared() is sp.p
+        assert "time left: after the first point" in sp.info()
+        bar = Progress("gpu-only groups=4,seed=0", 8)
+        assert bar.shared is sp.p and len(sp.p.tasks) == 2  # overall on top, the point's beneath
+        res = SimpleNamespace(ok=8, failed=0, skipped=0, not_sent=0)
+        bar.finish(res, deque([0.02]))
+        assert len(sp.p.tasks) == 1  # the finished point's bar is gone
+        progress.point_done()
+        assert sp.done == 1 and sp.p.tasks[0].completed == 1 and "left" in sp.info()
+        progress.point_done()
+        progress.point_done()
+        assert sp.info().startswith("points  done in")
+    assert progress.shared() is None
+    with progress.sweep_progress(3, quiet=True) as sp:
+        assert sp is None and progress.shared() is None
