@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import __version__
 from harness.fleet.config import FleetFile, NodeGroup
 from harness.fleet.merge import Merger
 from harness.fleet.sync import sha256, unpack
@@ -29,6 +30,7 @@ class Attempt:
     n: int
     host: str | None = None
     node_id: str | None = None
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES Ray gave the task
     batches: int = 0
     bytes: int = 0  # packed bytes received and verified
     checksums: list[str] = field(default_factory=list)  # SHA-256 of each verified batch
@@ -211,11 +213,16 @@ class FleetRun:
             msg = ray.get(ref)
             kind = msg.get("type")
             if kind == "start":
-                att.host, att.node_id = msg.get("host"), msg.get("node_id")
+                att.host, att.node_id, att.gpus = msg.get("host"), msg.get("node_id"), msg.get("gpus")
                 self.log(
                     f"{unit.key}: running on {att.host} (node {str(att.node_id)[:12]}, pid {msg.get('pid')}, "
-                    f"harness {msg.get('harness_version')}, {msg.get('seeded_files')} files resumed from)"
+                    f"GPUs {att.gpus if att.gpus is not None else 'all'}, harness {msg.get('harness_version')}, "
+                    f"{msg.get('seeded_files')} files resumed from)"
                 )
+                if msg.get("harness_version") != __version__:
+                    self.log(
+                        f"{unit.key}: note: the node runs harness {msg.get('harness_version')}, the driver {__version__}"
+                    )
             elif kind == "chunk":
                 parts.append(msg["data"])
             elif kind == "batch":
