@@ -255,7 +255,7 @@ def client_late(point: dict[str, Any]) -> str | None:
     if p99 <= bound:
         return None
     return (
-        f"client-late: p99 of sent - scheduled {p99 * 1000:.1f} ms > {bound * 1000:.1f} ms "
+        f"client-late: p99 of the client's own lateness {p99 * 1000:.1f} ms > {bound * 1000:.1f} ms "
         f"(max of 5 ms and 5% of the median TTFT): the load generator, not the server, limited this point"
     )
 
@@ -385,12 +385,14 @@ def short_reason(row: dict[str, Any], telemetry: dict[str, Any] | None = None) -
     state = row.get("cache_state")
     if state in WARM_STATES:
         parts.append(str(state))
+    if row.get("client_late"):
+        parts.append("client late")
     return ", ".join(parts)
 
 
 def _kind(row: dict[str, Any]) -> str:
     """checked-ok, rerun (a re-run can fix it), unobserved (NVML could not watch a GPU), no-gpu, sim."""
-    if row.get("cache_state") in WARM_STATES or row["verdict"] in CLOCK_PROBLEMS:
+    if row.get("cache_state") in WARM_STATES or row["verdict"] in CLOCK_PROBLEMS or row.get("client_late"):
         return "rerun"
     if row["verdict"] != "no-telemetry":
         return "checked-ok"
@@ -422,6 +424,7 @@ def verdict_line(result: dict[str, Any]) -> str:
         causes = sorted(
             {r["verdict"] for r, k in zip(rows, kinds, strict=True) if k == "rerun" and r["verdict"] != "ok"}
             | {str(r.get("cache_state")) for r in rows if r.get("cache_state") in WARM_STATES}
+            | {"client-late" for r in rows if r.get("client_late")}
         )
         says.append(f"re-run the flagged points ({', '.join(causes)}: a re-run can change these)")
     if counts["unobserved"]:

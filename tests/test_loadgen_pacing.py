@@ -214,3 +214,44 @@ def test_a_trace_with_timestamps_is_sent_at_its_own_times(fake_server_factory, t
         assert by[i]["scheduled_mono"] - res.start_mono == pytest.approx(at, abs=1e-6)
         assert by[i]["sent_mono"] >= by[i]["scheduled_mono"]
     assert by[4]["scheduled_mono"] == pytest.approx(by[3]["done_mono"])  # its own time had passed
+
+
+def test_a_wait_for_the_cap_is_not_the_clients_lateness(fake_server_factory, tmp_path):
+    """Arrivals faster than one slot serves: they wait for the cap (slot_wait_s, part of late_s and of
+    TTFT), which is not the client being late; the summary's client_late_s leaves it out."""
+    from harness.summarize.figures import request_figures
+
+    srv = fake_server_factory("--ttft-ms", "40", "--itl-ms", "1")
+    wl = {
+        "kind": "shared-prefix",
+        "groups": 4,
+        "prompts_per_group": 3,
+        "system_prompt_tokens": 8,
+        "question_tokens": 2,
+        "output_tokens": 4,
+    }
+    s = build_schedule(parse_spec({"name": "t", "model": "m", "workload": wl}), None, 0)
+    res = run(s, srv.url, tmp_path / "r.jsonl", concurrency=1, request_rate=100.0)
+    rows, _ = read_jsonl(tmp_path / "r.jsonl")
+    assert res.ok == 12
+    waited = [r for r in rows if r["slot_wait_s"] > 0]
+    assert len(waited) >= 8  # 100/s against ~45 ms per request through one slot
+    for r in rows:
+        assert 0 <= r["slot_wait_s"] <= r["late_s"]
+    fig = request_figures(rows)
+    assert fig["slot_wait_s"]["p99"] > 0.1 and fig["client_late_s"]["p50"] < 0.02
+
+
+def test_validate_flags_client_late_only_above_its_bound():
+    from harness.validate import client_late
+
+    def point(p99_s, ttft_p50_s):
+        return {
+            "median": {"latency": {"ttft_s": {"p50": ttft_p50_s}}},
+            "seeds": {"0": {"figures": {"client_late_s": {"p50": p99_s / 4, "p99": p99_s}}}},
+        }
+
+    assert client_late(point(0.004, 0.05)) is None  # under the 5 ms floor
+    assert "client-late" in client_late(point(0.006, 0.05))  # over 5 ms = max(5 ms, 2.5 ms)
+    assert client_late(point(0.04, 1.0)) is None  # 5 % of a 1 s median TTFT is 50 ms
+    assert "client-late" in client_late(point(0.06, 1.0))

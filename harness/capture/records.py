@@ -37,7 +37,8 @@ class RequestRecord:
     ttft_s: float | None = None  # first_token - scheduled
     ttft_sent_s: float | None = None  # first_token - sent
     e2e_s: float | None = None  # done - scheduled
-    late_s: float | None = None  # sent - scheduled: the client's own lateness (charged to TTFT)
+    late_s: float | None = None  # sent - scheduled (charged to TTFT): slot_wait_s + the client's own lateness
+    slot_wait_s: float | None = None  # of late_s, the wait for a free slot under the concurrency cap
     tpot_s: float | None = None  # (e2e - ttft) / (completion_tokens - 1), per output token after the first
     event_tokens: list[int] | None = None  # tokens in each text event, where the server counted them
     # usage as the server reported it

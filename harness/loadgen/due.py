@@ -19,7 +19,7 @@ _mono = time.monotonic
 class DueQueue:
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._ready: list[tuple[float, int, Any]] = []  # (due or 0, index, item)
+        self._ready: list[tuple[float, int, Any, bool]] = []  # (due or 0, index, item, a worker was idle)
         self._later: list[tuple[float, int, Any]] = []  # (due, index, item), due in the future
         self._waiters: deque[asyncio.Future] = deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -29,18 +29,18 @@ class DueQueue:
     def put(self, item: Any, index: int, due: float | None = None) -> None:
         """Queue item (schedule index `index`), to be handed out at `due` (time.monotonic) or now."""
         if due is None or due <= _mono():
-            heapq.heappush(self._ready, (due or 0.0, index, item))
-            self._wake_one()
+            heapq.heappush(self._ready, (due or 0.0, index, item, self._wake_one()))
             return
         heapq.heappush(self._later, (due, index, item))
         if due < self._timer_at:
             self._arm(due)
 
-    async def get(self) -> Any:
-        """The next item due, waiting as long as it takes; None once the queue is closed."""
+    async def get(self) -> tuple[Any, bool]:
+        """(the next item due, whether a worker was idle when it came due), waiting as long as it takes;
+        (None, False) once the queue is closed. No idle worker: it waited for a free slot (the cap)."""
         while not self._ready:
             if self.closed:
-                return None
+                return None, False
             fut = self._loop.create_future()
             self._waiters.append(fut)
             try:
@@ -49,7 +49,8 @@ class DueQueue:
                 if fut.done() and not fut.cancelled():
                     self._wake_one()  # pass the wake-up on, it was meant for someone
                 raise
-        return heapq.heappop(self._ready)[2]
+        _, _, item, idle = heapq.heappop(self._ready)
+        return item, idle
 
     def waiting(self) -> int:
         """Items queued and not yet taken, due now or later."""
@@ -61,7 +62,7 @@ class DueQueue:
 
     def drain(self) -> list[Any]:
         """Take every queued item out (ready and future), earliest first; nothing more is handed out."""
-        items = [x[2] for x in sorted(self._ready + self._later)]
+        items = [x[2] for x in sorted(self._ready + self._later, key=lambda x: x[:2])]
         self._ready.clear()
         self._later.clear()
         if self._timer is not None:
@@ -88,14 +89,16 @@ class DueQueue:
         now = _mono()
         later = self._later
         while later and later[0][0] <= now:
-            heapq.heappush(self._ready, heapq.heappop(later))
-            self._wake_one()
+            due, index, item = heapq.heappop(later)
+            heapq.heappush(self._ready, (due, index, item, self._wake_one()))
         if later:
             self._arm(later[0][0])
 
-    def _wake_one(self) -> None:
+    def _wake_one(self) -> bool:
+        """Wake one idle worker; False when none was idle."""
         while self._waiters:
             w = self._waiters.popleft()
             if not w.done():
                 w.set_result(None)
-                return
+                return True
+        return False

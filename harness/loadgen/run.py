@@ -10,7 +10,7 @@ with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor
 its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there.
 A failed turn ends its session: the remaining turns are recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
 as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
-the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.sim.lockstep:
+the wait for a free slot under the cap (`slot_wait_s`) plus the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.sim.lockstep:
 this loop's state), with which serve-sim holds its virtual clock for requests the loop owes it; other
 servers ignore the header.
 
@@ -295,11 +295,16 @@ class _Run:
     # ------------------------------------------------------------ workers
     async def worker(self, session: aiohttp.ClientSession | H1Pool) -> None:
         queue = self.queue
-        while (s := await queue.get()) is not None:
+        while True:
+            s, idle = await queue.get()
+            if s is None:
+                return
             self._top_up()
-            await self._send(session, s)
+            await self._send(session, s, idle)
 
-    async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session) -> None:
+    async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session, idle: bool) -> None:
+        """Send s's next turn. idle: a worker was free when it came due (else it waited for the cap)."""
+        taken = _mono()
         req = s.next_turn()
         assert req is not None
         rec = self._record(req, 0.0, think_s=s.think_s)
@@ -309,6 +314,8 @@ class _Run:
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
         # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
         rec.scheduled_mono = s.due if (self.rate or req.arrival is not None) and s.due is not None else 0.0
+        if rec.scheduled_mono:  # late_s = the wait for a free slot (the cap) + the client's own lateness
+            rec.slot_wait_s = 0.0 if idle else max(0.0, taken - rec.scheduled_mono)
         res = self.res
         self.seq += 1
         hint = self._hint(s, req)
