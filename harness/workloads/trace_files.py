@@ -75,12 +75,12 @@ class MooncakeLine:
 def mooncake_line(path: Path, no: int, obj: dict) -> MooncakeLine:
     """One Mooncake request, checked: as many hash ids as its input length needs (ceil(input / 512))."""
     ids = obj.get("hash_ids")
-    if not isinstance(ids, list) or not ids or not all(_int(i) and i >= 0 for i in ids):
+    if not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0:
         raise HarnessError(
             f"{path}: line {no}: hash_ids: expected a non-empty list of non-negative integers, got {ids!r:.60}"
         )
     n_in = obj.get("input_length")
-    if not _int(n_in) or n_in <= 0:
+    if type(n_in) is not int or n_in <= 0:
         raise HarnessError(f"{path}: line {no}: input_length: expected a positive integer, got {n_in!r}")
     need = math.ceil(n_in / MOONCAKE_BLOCK)
     if len(ids) > need:
