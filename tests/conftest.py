@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.announce import set_config
 from tests.helpers.procs import FakeServerProcess
 from tests.helpers.procs import free_port as _free_port
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    set_config(config)  # long fixture setups announce themselves past the output capture
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.announce import setup_step
+
 from . import oracle_env
 
 HERE = Path(__file__).resolve().parent
@@ -18,7 +20,10 @@ REPO = HERE.parent.parent
 @pytest.fixture(scope="session")
 def oracle_python() -> Path:
     try:
-        return oracle_env.ensure_oracle_python()
+        if oracle_env.is_built():
+            return oracle_env.ensure_oracle_python()
+        with setup_step(f"SGLang {oracle_env.SGLANG_VERSION} oracle venv (installed once, several minutes)"):
+            return oracle_env.ensure_oracle_python()
     except (oracle_env.OracleUnavailable, OSError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"SGLang {oracle_env.SGLANG_VERSION} oracle venv cannot be built here: {e}")
 

