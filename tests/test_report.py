@@ -214,3 +214,28 @@ def test_a_real_server_without_a_policy_is_not_shown_as_lru() -> None:
     assert common.server_policy(sglang) == "lru"  # SGLang's default
     assert common.server_policy({"args": ["--radix-eviction-policy", "slru"]}) == "slru"
     assert common.server_policy({"server_info": {"radix_eviction_policy": "lfu"}}) == "lfu"
+
+
+def test_generic_table_shows_modelled_columns_for_sim_points() -> None:
+    """A layout without groups or turns (e.g. a trace) still shows a sim point's modelled figures."""
+    point = {
+        "experiment": "t",
+        "server": "sim",
+        "point_key": "concurrency=8",
+        "sweep": {"concurrency": 8},
+        "status": "ok",
+        "median": {"ttft_median_s": 0.007, "output_tok_s": 1500.0, "requests": 600, "failures": 0},
+        "modelled": {
+            "ttft_ms": {"p50": 235.0},
+            "output_tok_s": 44.0,
+            "source": "sim virtual clock (request stamps)",
+        },
+    }
+    md = markdown.render({"node": "n", "points": [point], "experiments": {"t": {"servers": {}}}})
+    assert (
+        "| TTFT median ms | TTFT p99 ms | modelled median TTFT ms | modelled output tok/s | output tok/s |"
+        in md
+    )
+    assert "| 7 | n/a | 235 | 44.0 | 1500.0 |" in md
+    plain = markdown.render({"node": "n", "points": [{**point, "modelled": None}], "experiments": {"t": {}}})
+    assert "modelled" not in plain.split("## t")[1].split("\n\n")[1]

@@ -283,6 +283,9 @@ def generic(points: list[dict[str, Any]]) -> Table:
         "verdict",
         "status",
     ]
+    sim = any(p.get("modelled") for p in points)
+    if sim:  # the modelled card's figures from the sim's virtual clock, beside the wall-clock ones
+        header[6:6] = ["modelled median TTFT ms", "modelled output tok/s"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
     for p in sorted(points, key=point_order):
@@ -298,6 +301,8 @@ def generic(points: list[dict[str, Any]]) -> Table:
             pct(m.get("hit_rate_usage")),
             num(clock(p), ".0f"),
         ]
+        if sim:
+            texts[6:6] = [num(modelled(p, "ttft_p50_ms"), ".0f"), num(modelled(p, "output_tok_s"))]
         rows.append(
             [Cell(t) for t in texts]
             + [
