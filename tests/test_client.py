@@ -118,7 +118,10 @@ def test_ttft_and_gaps_match_server_delays(fake_server_factory, api, engine):
     assert rec.ttft_sent_s == pytest.approx(rec.first_token_mono - rec.sent_mono)
     assert rec.ttft_sent_s >= 0.058
     lags = [c - s for c, s in zip(rec.token_mono, sent, strict=True)]
-    assert all(-0.0005 <= lag < 0.010 for lag in lags), lags  # recorded within a few ms of sending
+    # recorded within a few ms of sending: a stamp taken on a later chunk's arrival (buffering) would lag
+    # by the 25 ms gap on every token; a loaded machine may deschedule the client for one or two of them
+    assert all(-0.0005 <= lag < 0.050 for lag in lags), lags
+    assert sum(lag < 0.010 for lag in lags) >= 6, lags
     # the server sends token k at (its start + 60 ms + k x 25 ms) or later if it was descheduled, and it
     # started after the client sent (comparing with sent[0] would fail whenever token 0 alone was late)
     assert all(s - rec.sent_mono >= 0.060 + k * 0.025 - 0.002 for k, s in enumerate(sent)), sent

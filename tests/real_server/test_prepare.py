@@ -12,7 +12,7 @@ import yaml
 from harness.realserver import LLAMA_CPP_VERSION, prepare
 from harness.realserver.prepare import PrepareError, cache_dir, cached_binary, prepare_server
 
-pytestmark = pytest.mark.real_server
+pytestmark = [pytest.mark.real_server, pytest.mark.slow]  # they start processes
 REPO = Path(__file__).resolve().parents[2]
 
 
