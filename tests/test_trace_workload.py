@@ -227,3 +227,28 @@ def test_prompt_check_counts_prompts_not_as_built_and_the_report_says_so() -> No
         "| s | default | 15.0% | 10.0% | +5.00 | 20.0% | ⚠ over 3 points; 1 of 2 prompts not as built |"
         in table
     )
+
+
+def test_mooncake_blocks_as_text_round_trip_through_a_local_tokenizer(tmp_path: Path) -> None:
+    """tokenizer: a tokenizer.json (trained here, as the real-server suite does): each block's text is
+    made of whole-word tokens, so it encodes back to exactly the blocks' token count."""
+    pytest.importorskip("tokenizers")
+    from harness.realserver.model import train_tokenizer
+    from harness.workloads.tokenizers import load_tokenizer
+
+    tok_path = tmp_path / "tokenizer.json"
+    train_tokenizer(4096, tok_path)
+    lines = [{"input_length": 600 + 10 * i, "hash_ids": [0, i + 1]} for i in range(40)]
+    trace = mooncake_file(tmp_path, lines)
+    spec, sch = schedule_of(
+        tmp_path,
+        {"path": str(trace), "block_tokens": 64, "timestamps": "ignore"},
+        tokenizer=str(tok_path),
+    )
+    tok = load_tokenizer(str(tok_path))
+    built = prompts(spec, sch)
+    for _, r, p in built:
+        assert p.expected_tokens == r.question_tokens == len(tok.encode(p.payload))
+    ids = [tok.encode(p.payload) for _, _, p in built]
+    assert all(x[:64] == ids[0][:64] for x in ids)  # hash id 0: the same 64 tokens in every prompt
+    assert len({x[64] for x in ids}) == len(ids)  # ids 1..40: different from their first token

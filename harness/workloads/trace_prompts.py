@@ -42,7 +42,7 @@ class BlockMaker:
         self.kind, self.block_tokens, self.hf = kind, block_tokens, hf
         self._cache: OrderedDict[int, Any] = OrderedDict()
         if hf is not None:
-            self._vocab = np.asarray(getattr(hf, "_ids", None) or list(range(ID_BASE, ID_BASE + ID_SPAN)))
+            self._vocab = np.asarray(safe_words(hf))
 
     def block(self, h: int) -> Any:
         """The whole block of hash id h: a list of words (word) or an int array (ids, HF)."""
@@ -87,6 +87,21 @@ class BlockMaker:
         return self.hf.decode(ids)
 
 
+def safe_words(hf: LocalTokenizer, least: int = 256) -> list[int]:
+    """Token ids that are one whole word with its leading space (` word`) and encode back to themselves:
+    text made of them splits at the spaces into exactly those tokens, so a block's text round-trips
+    through the tokenizer. Fewer than `least` of them (a tokenizer without such words): every id, and
+    prompts that do not round-trip show up as prompt_check mismatches."""
+    ids = list(getattr(hf, "_ids", None) or range(ID_BASE, ID_BASE + ID_SPAN))
+    safe = []
+    for i in ids:
+        text = hf.decode([i])
+        word = text[1:]
+        if text[:1] == " " and word.isalpha() and word.isascii() and hf.encode(text) == [i]:
+            safe.append(i)
+    return safe if len(safe) >= least else ids
+
+
 @dataclass(frozen=True)
 class BlockPrompt:
     """A Mooncake request: its hash ids and prompt length; the tokens are made when it is sent."""
@@ -97,7 +112,7 @@ class BlockPrompt:
 
     def render(self, api: str) -> BuiltPrompt:
         payload = self.maker.prompt(self.hash_ids, self.tokens)
-        return _as_api(payload, self.tokens, self.maker.kind == "word", api)
+        return _as_api(payload, self.tokens, self.maker.kind == "word", api, counted=True)
 
 
 @dataclass(frozen=True)
@@ -118,12 +133,17 @@ class LoggedPrompt:
         return _as_api(list(p) if isinstance(p, tuple) else p, self.tokens, self.word, api)
 
 
-def _as_api(payload: str | list[int], tokens: int | None, word: bool, api: str) -> BuiltPrompt:
-    """Token ids as they are; text raw to completions/generate, one user message to chat."""
+def _as_api(
+    payload: str | list[int], tokens: int | None, word: bool, api: str, counted: bool = False
+) -> BuiltPrompt:
+    """Token ids as they are; text raw to completions/generate, one user message to chat.
+
+    Expected prompt tokens: known for ids, for word text, and for text built from a tokenizer's own
+    tokens (`counted`, a trace's blocks) sent raw; a chat template's own tokens only for the word one."""
     sha = _sha(payload)
     if isinstance(payload, str) and api == "openai-chat":
         # the chat template adds `<|im_start|>user ... <|im_end|>` and the generation prompt: 3 words
-        return BuiltPrompt(
-            [{"role": "user", "content": payload}], tokens + 3 if word and tokens else None, sha
-        )
-    return BuiltPrompt(payload, tokens if (word or not isinstance(payload, str)) else None, sha)
+        expected = tokens + 3 if word and tokens else None
+        return BuiltPrompt([{"role": "user", "content": payload}], expected, sha)
+    known = word or counted or not isinstance(payload, str)
+    return BuiltPrompt(payload, tokens if known else None, sha)
