@@ -8,7 +8,7 @@ SUITE  ?= default
 MODEL  ?=
 SERVER_KIND ?= auto
 
-.PHONY: test check bench bench-smoke bench-real lint faults clean
+.PHONY: test check bench bench-smoke bench-real lint faults docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,8 +40,18 @@ bench-real: $(STAMP)
 bench-vllm: $(STAMP)
 	$(PY) scripts/bench_vllm.py --node vllm-cpu
 
+# writes reports/fault-report.md (ignored by git); nothing a user runs changes tracked files
 faults: $(STAMP)
 	$(PY) scripts/fault_report.py
+
+# refreshes the committed samples: docs/sample/ and the README's sample section (two runs of the default
+# suite on the sim, the second only to say how far a repeat moves the figures), the fault and validate examples
+docs: $(STAMP)
+	$(VENV)/bin/harness bench --node cpu-sim --suite default --server-kind sim
+	$(VENV)/bin/harness bench --node cpu-sim-repeat --suite default --server-kind sim
+	$(PY) scripts/docs_sample.py summaries/cpu-sim.json --repeat summaries/cpu-sim-repeat.json
+	$(PY) scripts/fault_report.py --out docs/fault-report.md
+	$(PY) scripts/validate_example.py --out docs/validate-example.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -3,9 +3,10 @@
 Every scenario starts its own sim on 127.0.0.1 (port chosen by the OS), drives it with `harness run` or
 `harness bench` as a user would, reads the capture files back and counts: requests scheduled, recorded ok,
 recorded as an error, lost (scheduled minus recorded once the harness has recovered; must be 0), and the
-recovery time. Prints a rich table and writes docs/fault-report.md. Exit 1 when anything was lost.
+recovery time. Prints a rich table and writes reports/fault-report.md (ignored by git; `make docs` writes
+the committed docs/fault-report.md). Exit 1 when anything was lost.
 
-Usage: .venv/bin/python scripts/fault_report.py [--out docs/fault-report.md] [--only NAME ...]
+Usage: .venv/bin/python scripts/fault_report.py [--out reports/fault-report.md] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -503,7 +504,12 @@ def print_table(rows: list[Row]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "fault-report.md")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "reports" / "fault-report.md",
+        help="default reports/fault-report.md (git ignores it); `make docs` refreshes docs/fault-report.md",
+    )
     ap.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), help="run only these scenarios")
     args = ap.parse_args()
     names = args.only or list(SCENARIOS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.report import markdown
 from harness.report.findings import ab_findings, findings, policy_findings
 
@@ -68,7 +70,7 @@ def test_ab_states_the_factor_where_seeds_separate_and_not_where_they_overlap() 
     assert "(seeds 3.5–3.7×)" in said[0] and "2.0× at 64 groups" in said[0]
     assert " at 4 groups" not in said[0]
     assert said[1].startswith("At 4 groups the two are within the seed spread")
-    assert "did not matter" in said[1] and "1,390 ms–1,420 ms" in said[1]
+    assert "did not matter" in said[1] and "seeds 1,390–1,420 ms" in said[1]
     assert (
         said[-1] == "These timings are unchecked: no telemetry (the sim's model of the l4 card, not a card)."
     )
@@ -135,6 +137,11 @@ def test_policy_names_the_winner_only_when_the_seeds_support_it() -> None:
     assert "did not matter" in said[1]
     assert said[2].startswith("Hit rates do not depend on clocks")
 
+    # seeds that agree exactly separate any difference, but 0.3 points is not called a difference
+    tie = [_policy_point("lfu", 8192, [0.626] * 3), _policy_point("slru", 8192, [0.623] * 3)]
+    said_tie = policy_findings(tie, _policy_servers([p["server"] for p in tie]))
+    assert "did not matter" in said_tie[0] and "held" not in said_tie[0]
+
     pts[1] = _policy_point("lfu", 8192, [0.50, 0.51, 0.52])  # now slru beats every other seed
     said = policy_findings(pts, _policy_servers([p["server"] for p in pts]))
     assert said[0].startswith("At pool 8192, slru held the later-turn (turns 4–6) hit rate best: 62.0 %")
@@ -175,3 +182,46 @@ def test_ttft_chart_plots_modelled_time_or_says_it_is_a_sims_wall_clock(monkeypa
     ax = seen[-1].axes[0]
     assert ax.get_ylabel() == "median TTFT (ms, wall clock)"
     assert "wall clock of a sim at --time-scale 0.02 (50× faster" in " ".join(t.get_text() for t in ax.texts)
+
+
+@pytest.mark.slow
+def test_docs_sample_rewrites_only_the_readme_section(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness.summarize import summary as summarize
+    from tests.helpers.summary_capture import build
+
+    build(tmp_path / "capture")
+    out = tmp_path / "summaries" / "l4.json"
+    summarize.write_summaries(summarize.summarize([tmp_path / "capture"]), out)
+    readme = tmp_path / "README.md"
+    readme.write_text("# top\n\n<!-- sample:begin -->\nold text\n<!-- sample:end -->\n\n## after\n")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, str(root / "scripts" / "docs_sample.py"), str(out), "--repeat", str(out)]
+        + ["--out", str(tmp_path / "docs" / "sample"), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    text = readme.read_text()
+    assert text.startswith("# top\n\n<!-- sample:begin -->\nOne run of `make bench NODE=l4`")
+    assert text.endswith("<!-- sample:end -->\n\n## after\n") and "old text" not in text
+    assert "median over seeds" in text and "[docs/sample/l4.md](docs/sample/l4.md)" in text
+    assert "reproduced every figure" in text  # the same summary twice: nothing moved
+    assert (tmp_path / "docs" / "sample" / "l4.json").exists()
+    assert json.loads(r.stdout)["readme"] == str(readme)
+    bad = tmp_path / "NOMARK.md"
+    bad.write_text("# no markers\n")
+    r = subprocess.run(
+        [sys.executable, str(root / "scripts" / "docs_sample.py"), str(out), "--readme", str(bad)]
+        + ["--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "markers" in r.stderr and bad.read_text() == "# no markers\n"

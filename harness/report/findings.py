@@ -14,6 +14,9 @@ from typing import Any
 
 from harness.report.common import server_card, server_policy, server_pool, server_time_scale, sort_key
 
+HIT_MARGIN = 0.01  # hit rates closer than 1 point are not called different, whatever the seeds say
+TTFT_FACTOR = 1.05  # nor TTFTs within 5 %
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -24,9 +27,10 @@ class Spread:
     hi: float
     n: int
 
-    def above(self, other: Spread) -> bool:
-        """True when every seed here is above every seed of `other`: a difference the seeds support."""
-        return self.n > 1 and other.n > 1 and self.lo > other.hi
+    def above(self, other: Spread, margin: float = 0.0, factor: float = 1.0) -> bool:
+        """True when every seed here is above every seed of `other` by more than `margin` (absolute) and
+        `factor` (relative): a difference the seeds support and large enough to matter."""
+        return self.n > 1 and other.n > 1 and self.lo > other.hi * factor + margin
 
 
 def _spread(values: list[float]) -> Spread | None:
@@ -57,6 +61,10 @@ def _ms(v: float) -> str:
     return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
 
 
+def _ms_range(s: Spread) -> str:
+    return f"{s.lo:,.0f}–{s.hi:,.0f} ms" if s.lo >= 10 else f"{s.lo:.1f}–{s.hi:.1f} ms"
+
+
 def _x(v: float) -> str:
     return f"{v:.1f}×"
 
@@ -66,7 +74,10 @@ def _pct(v: float) -> str:
 
 
 def _pct_range(s: Spread) -> str:
-    return f"seeds {s.lo * 100:.1f}–{s.hi * 100:.1f}" if s.n > 1 else "one seed"
+    if s.n < 2:
+        return "one seed"
+    same = f"{s.lo:.4f}" == f"{s.hi:.4f}"
+    return "every seed alike" if same else f"seeds {s.lo * 100:.1f}–{s.hi * 100:.1f}"
 
 
 def _pct_seeds(pol: str, s: Spread) -> str:
@@ -140,10 +151,15 @@ def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[s
             continue
         used += [per[a], per[b]]
         ratios = _seed_ratios(per[a], per[b], modelled)
-        rng = f"seeds {min(ratios):.1f}–{max(ratios):.1f}×" if len(ratios) > 1 else "one seed"
-        if sa.above(sb):
+        lo_r, hi_r = (f"{min(ratios):.1f}", f"{max(ratios):.1f}") if ratios else ("", "")
+        rng = (
+            "one seed"
+            if len(ratios) < 2
+            else ("every seed alike" if lo_r == hi_r else f"seeds {lo_r}–{hi_r}×")
+        )
+        if sa.above(sb, factor=TTFT_FACTOR):
             cut.append((g, sa.median / sb.median, rng))
-        elif sb.above(sa):
+        elif sb.above(sa, factor=TTFT_FACTOR):
             raised.append((g, sb.median / sa.median, rng))
         else:
             same.append((g, sa, sb))
@@ -170,10 +186,12 @@ def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[s
         gs = _join([str(g) for g, _, _ in same])
         g0, sa, sb = same[0]
         one = sa.n < 2 or sb.n < 2
-        why = "one seed each: no spread to judge a difference by" if one else "within the seed spread"
+        why = (
+            "one seed each: no spread to judge a difference by" if one else "within the seed spread (or 5 %)"
+        )
         out.append(
             f"At {gs} groups the two are {why} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}, "
-            f"{_ms(sa.lo)}–{_ms(sa.hi)}; `{b}` {_ms(sb.median)}, {_ms(sb.lo)}–{_ms(sb.hi)})"
+            f"seeds {_ms_range(sa)}; `{b}` {_ms(sb.median)}, seeds {_ms_range(sb)})"
             + (": there it did not matter." if not one else ".")
         )
     return out[:3] + _caveats(used, servers, timings=True)[:1]
@@ -226,8 +244,8 @@ def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> li
         if len(rows) < 2:
             continue
         best = rows[0][1]
-        top = [r for r in rows if not best.above(r[1])]
-        rest = [r for r in rows if best.above(r[1])]
+        top = [r for r in rows if not best.above(r[1], margin=HIT_MARGIN)]
+        rest = [r for r in rows if best.above(r[1], margin=HIT_MARGIN)]
         if not rest:
             lo, hi = min(r[1].lo for r in rows), max(r[1].hi for r in rows)
             one = any(r[1].n < 2 for r in rows)
@@ -236,7 +254,7 @@ def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> li
                 + (
                     "from one seed each, too few to order them"
                     if one
-                    else "within the seed spread of each other"
+                    else "within the seed spread (or 1 point) of each other"
                 )
                 + (
                     f" (all {lo * 100:.1f} %)"
@@ -257,7 +275,7 @@ def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> li
             tops = "; ".join(_pct_seeds(pol, s) for pol, s, _ in top)
             out.append(
                 f"At pool {pool}, {_join([pol for pol, _, _ in top])} held the later-turn ({span}) hit rate "
-                f"best, within the seed spread of each other ({tops}), above {rest_text}."
+                f"best, within the seed spread (or 1 point) of each other ({tops}), above {rest_text}."
             )
     if not out:
         return []
