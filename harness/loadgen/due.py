@@ -25,6 +25,7 @@ class DueQueue:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self.closed = False
+        self._asked = False  # no worker has asked yet (the run is starting: all of them are free)
 
     def put(self, item: Any, index: int, due: float | None = None) -> None:
         """Queue item (schedule index `index`), to be handed out at `due` (time.monotonic) or now."""
@@ -38,6 +39,7 @@ class DueQueue:
     async def get(self) -> tuple[Any, bool]:
         """(the next item due, whether a worker was idle when it came due), waiting as long as it takes;
         (None, False) once the queue is closed. No idle worker: it waited for a free slot (the cap)."""
+        self._asked = True
         while not self._ready:
             if self.closed:
                 return None, False
@@ -95,10 +97,10 @@ class DueQueue:
             self._arm(later[0][0])
 
     def _wake_one(self) -> bool:
-        """Wake one idle worker; False when none was idle."""
+        """Wake one idle worker; False when every worker was busy (before any asked, all are idle)."""
         while self._waiters:
             w = self._waiters.popleft()
             if not w.done():
                 w.set_result(None)
                 return True
-        return False
+        return not self._asked
