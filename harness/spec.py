@@ -506,7 +506,7 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str
     allowed = {
         "shared-prefix": SHARED_PREFIX_KEYS,
         "multi-turn": MULTI_TURN_KEYS,
-        "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens"},
+        "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens", "timestamps", "history"},
     }[workload.kind] - {"kind"}
     out: dict[str, list[Any]] = {}
     for k, vals in v.items():
@@ -530,9 +530,12 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str
                 if not isinstance(x, bool):
                     raise SpecError(f, key, f"expected true or false, got {x!r}")
                 checked.append(x)
-            elif k == "history":
-                if x not in HISTORY_MODES:
-                    raise SpecError(f, key, f"expected one of {', '.join(HISTORY_MODES)}, got {x!r}")
+            elif k in ("history", "timestamps"):
+                modes = {"history": HISTORY_MODES, "timestamps": TRACE_TIMESTAMPS}[k]
+                if workload.kind == "trace" and k == "history":
+                    modes = TRACE_HISTORY
+                if x not in modes:
+                    raise SpecError(f, key, f"expected one of {', '.join(modes)}, got {x!r}")
                 checked.append(x)
             elif k in ("system_prompt_tokens", "start"):
                 checked.append(_nonneg_int(x, f, key))

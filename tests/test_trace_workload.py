@@ -252,3 +252,27 @@ def test_mooncake_blocks_as_text_round_trip_through_a_local_tokenizer(tmp_path: 
     ids = [tok.encode(p.payload) for _, _, p in built]
     assert all(x[:64] == ids[0][:64] for x in ids)  # hash id 0: the same 64 tokens in every prompt
     assert len({x[64] for x in ids}) == len(ids)  # ids 1..40: different from their first token
+
+
+def test_trace_sweeps_history_and_timestamps(tmp_path: Path) -> None:
+    conv = tmp_path / "c.jsonl"
+    conv.write_text(json.dumps({"messages": [{"role": "user", "content": "a b"}]}) + "\n")
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            {"path": str(conv), "format": "conversations"},
+            sweep={"history": ["live", "recorded"], "timestamps": ["honor", "ignore"]},
+        )
+    )
+    assert [(p.workload.history, p.workload.timestamps) for p in spec.points()] == [
+        ("live", "honor"),
+        ("live", "ignore"),
+        ("recorded", "honor"),
+        ("recorded", "ignore"),
+    ]
+    with pytest.raises(HarnessError, match="sweep.history\\[0\\]: expected one of live, recorded"):
+        load_spec(
+            write_spec(
+                tmp_path, {"path": str(conv), "format": "conversations"}, sweep={"history": ["verbatim"]}
+            )
+        )
