@@ -36,6 +36,7 @@ TOP_KEYS = {
     "model",
     "tokenizer",
     "concurrency",
+    "workers",
     "seeds",
     "workload",
     "sweep",
@@ -181,6 +182,7 @@ class ExperimentSpec:
     headers: dict[str, str] = field(default_factory=dict)  # raw, may hold ${ENV} references
     max_failed_fraction: float = 0.05
     load: LoadSettings = field(default_factory=LoadSettings)  # arrival, think time, warm-up, duration, slo
+    workers: int = 1  # load-generator processes per point (harness.loadgen.split)
     description: str | None = None
     servers_raw: list | None = None
     matrix_raw: dict | None = None
@@ -336,6 +338,12 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
             "the trace sends at its own times (timestamps: honor); use timestamps: ignore",
         )
     load = parse_load_settings(raw, f, request_rate is not None or "request_rate" in sweep, workload.kind)
+    workers = _pos_int(raw.get("workers", 1), f, "workers")
+    for c in [concurrency, *sweep.get("concurrency", [])]:
+        if workers > c:
+            raise SpecError(
+                f, "workers", f"{workers} processes need a concurrency of at least {workers} (got {c})"
+            )
     servers = raw.get("servers")
     if servers is not None and not isinstance(servers, list):
         raise SpecError(f, "servers", f"expected a list of server profiles, got {_tname(servers)}")
@@ -357,6 +365,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
         headers=headers,
         max_failed_fraction=float(mff),
         load=load,
+        workers=workers,
         description=str(desc) if desc is not None else None,
         servers_raw=servers,
         matrix_raw=matrix,

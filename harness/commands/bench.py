@@ -65,6 +65,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--min-free-mb", type=int, default=100, help="refuse to start with less free disk (default 100)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    options.add_workers(p)
     return p
 
 
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.time_scale is not None and args.time_scale <= 0:
         raise HarnessError(f"--time-scale: expected a positive number, got {args.time_scale}")
     specs = plan.load_specs([Path(f) for f in args.spec] if args.spec else suite_files(args.suite))
+    specs = [options.with_workers(s, args.workers) for s in specs]
     opts = plan.BenchOptions(
         node=args.node,
         capture=args.capture,

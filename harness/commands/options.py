@@ -20,3 +20,28 @@ def add_only(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="run only sweep points where KEY equals VALUE (repeatable)",
     )
+
+
+def add_workers(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="load-generator processes per point, overriding the spec's `workers` (default: the spec's, else 1)",
+    )
+
+
+def with_workers(spec, workers: int | None):
+    """spec with `--workers N` applied; N must be at least 1 and at most every point's concurrency."""
+    import dataclasses
+
+    from harness.errors import HarnessError
+
+    if workers is None:
+        return spec
+    low = min(p.concurrency for p in spec.points())
+    if workers < 1 or workers > low:
+        raise HarnessError(
+            f"--workers: expected 1 to {low} (the lowest concurrency of {spec.name}), got {workers}"
+        )
+    return dataclasses.replace(spec, workers=workers)

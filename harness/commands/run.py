@@ -32,6 +32,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "default 5, 0 = fail at once); a 503 from /health is waited for at least 300 s",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    options.add_workers(p)
     p.add_argument(
         "--gpus",
         default=None,
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.bench import run_attached
     from harness.sweep.plan import check_traces, check_writable, select_points
 
-    spec = load_spec(args.spec)
+    spec = options.with_workers(load_spec(args.spec), args.workers)
     seeds = _parse_seeds(args.seeds)
     points, why = select_points(spec, args.only)
     if why:

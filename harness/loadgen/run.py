@@ -45,7 +45,7 @@ from harness.sim.lockstep import ClientHint
 from harness.spec import Timeouts
 from harness.workloads import PromptBuilder, Schedule
 from harness.workloads.arrivals import iter_arrival_offsets
-from harness.workloads.schedule import Request
+from harness.workloads.schedule import Conversation, Request
 
 _mono = time.monotonic
 FEED_WINDOW = 64  # a trace's conversations queued ahead of the workers (at least 2 x concurrency)
@@ -81,6 +81,33 @@ class LoadResult:
     time_limited: bool = False
 
 
+def _first(c: Conversation) -> int:
+    return c.turns[0].index
+
+
+@dataclass(frozen=True)
+class Part:
+    """Worker `i` of `n` sends the conversations whose group (else session, else id) is i modulo n."""
+
+    i: int
+    n: int
+
+    def mine(self, c: Conversation) -> bool:
+        if self.n == 1:
+            return True
+        key = c.group if c.group is not None else c.session if c.session is not None else c.id
+        return key % self.n == self.i
+
+    def count(self, schedule: Schedule) -> int:
+        """Requests of this part (a lazy shared-prefix schedule counts them without making any)."""
+        if self.n == 1:
+            return len(schedule)
+        counted = getattr(schedule.conversations, "count_part", None)
+        if counted is not None:
+            return counted(self.i, self.n)
+        return sum(len(c.turns) for c in schedule.conversations if self.mine(c))
+
+
 def normalize_base_url(url: str) -> str:
     url = url.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
@@ -103,19 +130,26 @@ async def run_schedule(
     quiet: bool = True,
     label: str = "",
     engine: str = "auto",
+    part: Part | None = None,
+    start_mono: float | None = None,
 ) -> LoadResult:
     """Run every request of the schedule; each finished (or skipped) one becomes a line of out_path.
 
     load: arrival process, think time and duration (warm-up and SLOs are the caller's); warmup: mark
     every record as a warm-up one. On cancellation (Ctrl-C) in-flight requests are recorded with
     error_kind "cancelled", the file is closed cleanly, and CancelledError propagates.
-    engine: "auto" (http1 for http://), "http1", "aiohttp".
+    engine: "auto" (http1 for http://), "http1", "aiohttp". part: send only this worker's share of the
+    conversations (harness.loadgen.split), with arrival times drawn for all of them, from `start_mono`
+    (a time.monotonic() every worker shares) rather than from now.
     """
     timeouts = timeouts or Timeouts()
     url = normalize_base_url(base_url) + get_dialect(api).path
     hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
     engine = _pick_engine(engine, url, hdrs)
-    run = _Run(schedule, url, api, model, ids, request_rate, load or LoadSettings(), warmup, hdrs, timeouts)
+    run = _Run(
+        schedule, url, api, model, ids, request_rate, load or LoadSettings(), warmup, hdrs, timeouts, part
+    )
+    run.start_at = start_mono
     run.concurrency = concurrency
     writer = run.writer = JsonlWriter(out_path)
     res = run.res
@@ -153,7 +187,10 @@ class _Run:
         warmup: bool,
         headers: dict[str, str],
         timeouts: Timeouts,
+        part: Part | None = None,
     ) -> None:
+        self.part = part or Part(0, 1)
+        self.start_at: float | None = None
         self.schedule, self.url, self.api, self.model, self.ids = schedule, url, api, model, ids
         self.rate, self.load, self.warmup, self.headers, self.timeouts = (
             request_rate,
@@ -171,8 +208,11 @@ class _Run:
         self.unfed = len(schedule) if self.lazy else 0  # requests of conversations not yet queued
         self.window = FEED_WINDOW
         self.timed = False  # a trace's own send times (timestamps: honor) make this an open loop
-        self.sessions = {} if self.lazy else {c.id: Session(c) for c in schedule.conversations if c.turns}
-        self.res = LoadResult(scheduled=len(schedule))
+        mine = self.part.mine
+        # every conversation in first-turn order (open loop: each one draws its arrival time, whoever sends it)
+        self._firsts = [] if self.lazy else sorted((c for c in schedule.conversations if c.turns), key=_first)
+        self.sessions = {c.id: Session(c) for c in self._firsts if mine(c)}
+        self.res = LoadResult(scheduled=self.part.count(schedule))
         self.client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
@@ -194,11 +234,11 @@ class _Run:
     def start(self) -> None:
         """Queue each conversation's first turn (by arrival time with a rate) and arm duration_s."""
         res = self.res
-        t0 = res.start_mono = _mono()
-        res.start_wall = time.time()
+        now = _mono()
+        t0 = res.start_mono = self.start_at if self.start_at is not None else now
+        res.start_wall = time.time() - (now - t0)
         self.queue = DueQueue()
         self.t0 = t0
-        firsts = sorted(self.sessions.values(), key=lambda s: s.conv.turns[0].index)
         if self.rate:
             self.offsets = iter_arrival_offsets(
                 self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
@@ -207,12 +247,18 @@ class _Run:
         if self.lazy:
             self.window = max(FEED_WINDOW, 2 * self.concurrency)
             self._top_up()
-        for k, s in enumerate(firsts):
+        n = len(self._firsts)
+        for k, conv in enumerate(self._firsts):
+            s = self.sessions.get(conv.id)
             if self.offsets is not None:
-                self._arrive(s, last=k == len(firsts) - 1)
-            else:
-                s.due = self._trace_due(s.conv.turns[0], None)
-            self.queue.put(s, s.conv.turns[0].index, s.due)
+                offset, nxt = self._draw(last=k == n - 1)
+                if s is not None:
+                    s.offset, s.next_offset, s.due = offset, nxt, t0 + offset
+            elif s is not None:
+                s.due = self._trace_due(conv.turns[0], None)
+            if s is not None:
+                self.queue.put(s, conv.turns[0].index, s.due)
+        self._firsts = []
         if self.load.duration_s is not None:
             loop = asyncio.get_running_loop()
             self._deadline = loop.call_later(self.load.duration_s, self._time_is_up)
@@ -229,6 +275,8 @@ class _Run:
             self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
         for conv in self._feed or ():  # a trace's conversations not yet read
             self.unfed -= len(conv.turns)
+            if not self.part.mine(conv):
+                continue
             self._not_sent(
                 Session(conv), "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
             )
@@ -245,24 +293,28 @@ class _Run:
                 return
             if not conv.turns:
                 continue
-            s = Session(conv)
-            self.sessions[conv.id] = s
             self.unfed -= len(conv.turns)
             first = conv.turns[0]
+            offset = nxt = None
+            if first.arrival is None and self.offsets is not None:
+                offset, nxt = self._draw(last=self.unfed <= 0)
+            if not self.part.mine(conv):
+                continue  # another worker's (its arrival time drawn all the same: one clock for all)
+            s = Session(conv)
+            self.sessions[conv.id] = s
             if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
                 self.timed = True
                 s.due = self._trace_due(first, None)
-            elif self.offsets is not None:
-                self._arrive(s, last=self.unfed <= 0)
+            elif offset is not None:
+                s.offset, s.next_offset, s.due = offset, nxt, self.t0 + offset
             self.queue.put(s, first.index, s.due)
 
-    def _arrive(self, s: Session, last: bool) -> None:
-        """Give s the arrival process's next time (and, for the sim's hint, the one after it)."""
+    def _draw(self, last: bool) -> tuple[float, float | None]:
+        """The arrival process's next time and, for the sim's hint, the one after it (None for the last)."""
         assert self.offsets is not None and self.next_offset is not None
-        s.offset = self.next_offset
-        s.due = self.t0 + s.offset
+        offset = self.next_offset
         self.next_offset = next(self.offsets)
-        s.next_offset = None if last else self.next_offset
+        return offset, None if last else self.next_offset
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""

@@ -19,6 +19,7 @@ from harness.capture.files import read_jsonl, write_json_atomic
 from harness.capture.points import count_requests, measured, move_aside
 from harness.capture.records import PointRecord
 from harness.loadgen.run import RunIds, run_schedule
+from harness.loadgen.split import run_split
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
 from harness.summarize.cold import cache_state
@@ -94,14 +95,26 @@ def run_point(
     res = tel = None
     try:
         with telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel:
-            res = asyncio.run(
-                run_schedule(
-                    schedule,
+            if spec.workers > 1:  # N processes, each its part of the same schedule (harness.loadgen.split)
+                res = run_split(
+                    spec,
+                    point.workload,
+                    seed,
+                    spec.workers,
                     **_load_args(spec, point, base_url, pdir, ids, headers),
+                    scheduled=len(schedule),
                     quiet=quiet,
                     label=f"{server_name} {pname}",
                 )
-            )
+            else:
+                res = asyncio.run(
+                    run_schedule(
+                        schedule,
+                        **_load_args(spec, point, base_url, pdir, ids, headers),
+                        quiet=quiet,
+                        label=f"{server_name} {pname}",
+                    )
+                )
         status = point_status(
             res.ok, res.failed, res.scheduled, spec.max_failed_fraction, res.skipped, res.not_sent
         )

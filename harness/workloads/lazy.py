@@ -62,6 +62,11 @@ class LazySharedPrefix:
     def __len__(self) -> int:
         return self.n
 
+    def count_part(self, i: int, n: int) -> int:
+        """Requests whose group is i modulo n (a worker's share of a split run), without making any."""
+        groups = len(range(i, self.wl.groups, n))
+        return groups * self.wl.prompts_per_group
+
     def __iter__(self) -> Iterator[Conversation]:
         return self.slice(0, self.n)
 
