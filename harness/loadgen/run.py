@@ -37,6 +37,7 @@ from harness.client import aio, get_dialect, stream_request
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
+from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session
 from harness.loadgen.settings import LoadSettings
@@ -83,29 +84,6 @@ class LoadResult:
 
 def _first(c: Conversation) -> int:
     return c.turns[0].index
-
-
-@dataclass(frozen=True)
-class Part:
-    """Worker `i` of `n` sends the conversations whose group (else session, else id) is i modulo n."""
-
-    i: int
-    n: int
-
-    def mine(self, c: Conversation) -> bool:
-        if self.n == 1:
-            return True
-        key = c.group if c.group is not None else c.session if c.session is not None else c.id
-        return key % self.n == self.i
-
-    def count(self, schedule: Schedule) -> int:
-        """Requests of this part (a lazy shared-prefix schedule counts them without making any)."""
-        if self.n == 1:
-            return len(schedule)
-        counted = getattr(schedule.conversations, "count_part", None)
-        if counted is not None:
-            return counted(self.i, self.n)
-        return sum(len(c.turns) for c in schedule.conversations if self.mine(c))
 
 
 def normalize_base_url(url: str) -> str:

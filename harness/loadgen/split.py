@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
-from harness.loadgen.run import LoadResult, Part, run_schedule
+from harness.loadgen.run import LoadResult, run_schedule
 
 START_LEAD_S = 2.0  # the common start is this far ahead of the spawn: every worker has imported by then
 PIDS = "workers.pids"  # the worker processes' pids, one a line (for tests and for an operator's kill)

@@ -1,0 +1,31 @@
+"""Which conversations one worker process of a split run sends (harness.loadgen.split)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.workloads import Schedule
+from harness.workloads.schedule import Conversation
+
+
+@dataclass(frozen=True)
+class Part:
+    """Worker `i` of `n` sends the conversations whose group (else session, else id) is i modulo n."""
+
+    i: int
+    n: int
+
+    def mine(self, c: Conversation) -> bool:
+        if self.n == 1:
+            return True
+        key = c.group if c.group is not None else c.session if c.session is not None else c.id
+        return key % self.n == self.i
+
+    def count(self, schedule: Schedule) -> int:
+        """Requests of this part (a lazy shared-prefix schedule counts them without making any)."""
+        if self.n == 1:
+            return len(schedule)
+        counted = getattr(schedule.conversations, "count_part", None)
+        if counted is not None:
+            return counted(self.i, self.n)
+        return sum(len(c.turns) for c in schedule.conversations if self.mine(c))
