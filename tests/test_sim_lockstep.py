@@ -333,3 +333,27 @@ def test_serve_sim_matches_virtual_time_over_http(tmp_path: Path, hog: bool) -> 
     log = srv.log()
     assert log.count("Sim request finished, rid: ") == len(trace.requests)
     assert "lockstep: the client owed" not in log
+
+
+@pytest.mark.slow
+def test_dropped_streams_do_not_stall_the_lockstep(tmp_path: Path) -> None:
+    """A stream the sim drops half-way (--fault-drop) reached the engine: the load generator counts its
+    follow-up as seen though it skips the session, so the clock never waits for a turn that will not
+    come (each such wait would be a lockstep timeout, and a wall-clock-dependent result)."""
+    from harness.capture import read_jsonl
+    from harness.spec import load_spec
+    from harness.sweep.bench import run_points
+    from tests.helpers.procs import SimProc
+
+    spec = load_spec(_spec(tmp_path, "multi-turn", 4))
+    srv = SimProc(
+        tmp_path, "--card-profile", "tiny-test", "--time-scale", "0.02", "--max-total-tokens", "600",
+        "--fault-drop", "0.3", "--fault-seed", "3", "--sim-lockstep-wait", "5",
+    )  # fmt: skip
+    try:
+        run_points(spec, base_url=srv.url, server_name="sim", node="n", capture_root=tmp_path / "cap")
+        rows, _ = read_jsonl(tmp_path / "cap" / "n" / spec.name / "sim" / "seed=0" / "requests.jsonl")
+    finally:
+        srv.stop()
+    assert any(r["error_kind"] == "disconnect" for r in rows)  # the fault did drop some streams
+    assert "lockstep: the client owed" not in srv.log(), [ln for ln in srv.log().splitlines() if "owed" in ln]

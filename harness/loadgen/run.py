@@ -198,7 +198,7 @@ class _Run:
         self.time_up = False
         self.run_id = uuid.uuid4().hex[:12]  # the lockstep header's run name
         self.seq = 0  # requests sent so far
-        self.followed = 0  # finished requests whose session's next turn was queued
+        self.followed = 0  # requests sent with follow=True that ended well, their next turn queued
         self.t0 = 0.0  # the run's start (time.monotonic)
         self.offsets: Iterator[float] | None = (
             None  # open loop: the arrival process, drawn as conversations queue
@@ -307,7 +307,6 @@ class _Run:
         s.due = done_mono + think if (self.rate or think) else None
         if req.arrival is not None:
             s.due = self._trace_due(req, s.due if s.due is not None else done_mono)
-        self.followed += 1
         self.queue.put(s, req.index, s.due)
 
     def _trace_due(self, req: Request, due: float | None) -> float | None:
@@ -378,6 +377,8 @@ class _Run:
         self._write(rec)
         s.answered(rec, st.output_ids)
         if rec.ok:
+            if hint.follow and not self.time_up:  # its next turn is queued at once: the sim counts it too
+                self.followed += 1
             self._next(s, rec.done_mono or _mono())
         elif s.next_turn() is not None:
             kind = rec.error_kind or "failed"

@@ -143,8 +143,9 @@ class LiveEngine:
 
     def _finished(self, req: SimRequest) -> None:
         follow = self._tracked.pop(id(req), None)
-        if follow is not None:
-            self.lockstep.finish(follow, req.finish_time if req.finish_time is not None else self.vnow)
+        if follow is not None:  # an aborted request's session stops: the load generator skips its next turns
+            ok = req.finish_reason != "abort"
+            self.lockstep.finish(follow and ok, req.finish_time if req.finish_time is not None else self.vnow)
         self.log_info(request_line(req))
 
     def _admit(self) -> None:
@@ -174,12 +175,11 @@ class LiveEngine:
         while ls.owed(self.vnow) > 0:
             left = deadline - time.monotonic()
             if left <= 0:
-                ls.give_up()
                 self.log_warning(
-                    f"serve-sim: lockstep: the client owed {ls.owed(self.vnow) or 'a'} request(s) and sent "
-                    f"none in {self.hold_wait_s:g} s of wall time; the virtual clock runs on "
-                    f"(timeouts so far: {ls.timeouts})"
+                    f"serve-sim: lockstep: the client owed {ls.owed(self.vnow)} request(s) and sent none in "
+                    f"{self.hold_wait_s:g} s of wall time; the virtual clock runs on ({ls.state()})"
                 )
+                ls.give_up()
                 break
             self.wake.clear()
             with contextlib.suppress(TimeoutError):

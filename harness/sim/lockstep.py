@@ -33,9 +33,9 @@ class ClientHint:
     run: names the client's run (a new name starts a new loop; requests of one run may land out of
     send order); concurrency: the client's cap on requests in flight; seq: this request's send number in its run
     (1 = the first); ready: requests ready to send after this one (sent as soon as a slot frees);
-    followed: finished requests whose next turn the client had queued by then (so the engine knows
-    which of its finishes `ready` already counts); follow: finishing this request makes one more
-    ready (a session's next turn); index: its schedule
+    followed: requests sent with follow that ended well, their next turn queued by then (so the engine
+    knows which of its finishes `ready` already counts); follow: finishing this request (not aborted)
+    makes one more ready at once (a session's next turn); index: its schedule
     index (requests arriving at the same virtual time are queued in index order, as the virtual-time
     replay queues them); offset / next (open loop only): this request's and the next request's
     scheduled arrival, seconds after the run start.
@@ -161,6 +161,14 @@ class Lockstep:
         if free <= 0 or ready <= 0 or (self.next_due is not None and self.next_due > now):
             return wire
         return wire + (min(free, ready) if self.next_due is None else 1)
+
+    def state(self) -> str:
+        """The bookkeeping behind `owed`, for the log line of a hold that gave up."""
+        return (
+            f"run {self.run or '-'}: concurrency {self.concurrency}, in flight {self.in_flight}, "
+            f"on the wire {max(0, self.seq - self.received)}, ready {self.ready} + follow-ups "
+            f"{self.follows} - seen {self.followed}, earlier timeouts {self.timeouts}"
+        )
 
     def give_up(self) -> None:
         """The client did not send what it owed in time: run on until its loop changes."""
