@@ -212,9 +212,9 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def make_schedule(n: int, seed: int = 0):
-    # 64-token prompts: a 48-token system prompt + a 16-token question (content tokens, word tokenizer)
-    spec = parse_spec(
+def ceiling_spec(n: int):
+    """64-token prompts: a 48-token system prompt + a 16-token question (content tokens, word tokenizer)."""
+    return parse_spec(
         {
             "name": "client-ceiling",
             "api": "openai-chat",
@@ -229,7 +229,10 @@ def make_schedule(n: int, seed: int = 0):
             },
         }
     )
-    return build_schedule(spec, None, seed)
+
+
+def make_schedule(n: int, seed: int = 0):
+    return build_schedule(ceiling_spec(n), None, seed)
 
 
 def rss_mb() -> float:
@@ -379,10 +382,12 @@ def main() -> int:
     ap.add_argument("--only-shapes", action="store_true", help="skip the c=1/64/256, Poisson and long runs")
     ap.add_argument("--only-long", action="store_true", help="run only the long (memory) run")
     ap.add_argument(
-        "--workers", type=int, default=0, help="also run each shape with N client processes (c=64 split)"
+        "--workers",
+        type=int,
+        default=0,
+        help="also run each shape split over N load-generator processes (workers: N)",
     )
     ap.add_argument("--serve", choices=sorted(SHAPES), help=argparse.SUPPRESS)
-    ap.add_argument("--client-worker", nargs=4, metavar=("PORT", "N", "C", "WAIT"), help=argparse.SUPPRESS)
     ap.add_argument(
         "--write", default=str(ROOT / "docs" / "client-ceiling.md"), help="Markdown output ('' to skip)"
     )
@@ -390,8 +395,6 @@ def main() -> int:
     if a.serve:
         serve(a.serve)
         return 0
-    if a.client_worker:
-        return client_worker(*a.client_worker, engine=a.engine)
     cpus = sorted(os.sched_getaffinity(0))
     pin = not a.no_pin and len(cpus) >= 2
     srv_cpu, cli_cpu = (cpus[0], cpus[1]) if pin else (None, None)
@@ -559,7 +562,7 @@ def shapes_section(shapes: list[str], a, srv_cpu: int | None, cli_cpu: int | Non
     head = "| shape | client processes | ok | failed | req/s | client CPU ms/req | server CPU ms/req"
     head += " | full JSON parses/req | client RSS MB |"
     out = [
-        f"## Server shapes (c=64, {n:,} requests, best of {a.reps}; client RSS: each process's own)",
+        f"## Server shapes (c=64, {n:,} requests, best of {a.reps}; client RSS: the process's, or the largest worker's)",
         "",
         *(f"- `{s}`: {SHAPES[s].what}." for s in shapes),
         "",
@@ -597,49 +600,34 @@ def count_parses(proc, port: int, tmp: Path, engine: str, n: int = 500) -> float
 
 
 def multi_client(proc, port: int, workers: int, n: int, concurrency: int, engine: str) -> ShapeRow:
-    """N client processes, each n/N requests at concurrency/N, started together; CPU from their rusage."""
-    wait = time.time() + 1.5  # every process has imported and built its schedule by then
-    cmds = [
-        [sys.executable, __file__, "--engine", engine, "--client-worker", str(port)]
-        + [str(n // workers), str(concurrency // workers), f"{wait:.3f}"]
-        for _ in range(workers)
-    ]
-    s0 = proc_cpu_s(proc.pid)
-    kids = [subprocess.Popen(c, stdout=subprocess.PIPE, text=True, cwd=ROOT) for c in cmds]
-    outs = [json.loads(k.communicate()[0].strip().splitlines()[-1]) for k in kids]
-    s1 = proc_cpu_s(proc.pid)
-    wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
-    return ShapeRow(
-        "",
-        workers,
-        sum(o["ok"] for o in outs),
-        sum(o["failed"] for o in outs),
-        wall,
-        sum(o["cpu"] for o in outs),
-        s1 - s0,
-        max(o["rss"] for o in outs),
-    )
+    """The harness's own split run (harness.loadgen.split, `workers: N`): N processes, one schedule, the
+    cap split exactly; client CPU as the workers measured it over their runs."""
+    from harness.loadgen.split import run_split
 
-
-def client_worker(port: str, n: str, c: str, wait: str, engine: str) -> int:
-    """One --workers client process: wait for the common start, run, print its figures as JSON."""
-    sched = make_schedule(int(n), seed=os.getpid())
-    delay = float(wait) - time.time()
-    if delay > 0:
-        time.sleep(delay)
+    spec = ceiling_spec(n)
     with tempfile.TemporaryDirectory() as td:
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-        start = time.time()
-        res = asyncio.run(_run(sched, int(port), int(c), Path(td) / "r.jsonl", None, None, engine))
-        end = time.time()
-        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    print(
-        json.dumps(
-            {"ok": res.ok, "failed": res.failed, "start": start, "end": end, "cpu": cpu, "rss": rss_mb()}
+        out = Path(td) / "requests.jsonl"
+        s0 = proc_cpu_s(proc.pid)
+        res = run_split(
+            spec,
+            spec.workload,
+            0,
+            workers,
+            concurrency=concurrency,
+            out_path=out,
+            scheduled=n,
+            base_url=f"http://127.0.0.1:{port}",
+            api="openai-chat",
+            model="fake",
+            ids=RunIds("bench", "fake", "p", 0),
+            engine=engine,
         )
-    )
-    return 0
+        s1 = proc_cpu_s(proc.pid)
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the workers' CPU over their runs (their imports and schedule set-up apart); from the common start to
+    # the last record: the sending window
+    wall = res.end_mono - res.start_mono
+    return ShapeRow("", workers, res.ok, res.failed, wall, res.client_cpu_s, s1 - s0, kids1.ru_maxrss / 1024)
 
 
 def report(figs, notes, long_line, cpus, pin, srv_cpu, cli_cpu, load_start, load_end, reps, engine) -> str:

@@ -80,6 +80,7 @@ class LoadResult:
     end_wall: float = 0.0
     interrupted: bool = False
     time_limited: bool = False
+    client_cpu_s: float = 0.0  # this process's CPU time over the run (summed over the workers of a split run)
 
 
 def _first(c: Conversation) -> int:
@@ -132,6 +133,7 @@ async def run_schedule(
     writer = run.writer = JsonlWriter(out_path)
     res = run.res
     progress = None if quiet else Progress(label or ids.point, res.scheduled)
+    cpu0 = time.process_time()
     try:
         run.start()
         if engine == "http1":
@@ -146,6 +148,7 @@ async def run_schedule(
     finally:
         run.stop()
         res.end_mono, res.end_wall = _mono(), time.time()
+        res.client_cpu_s = time.process_time() - cpu0
         writer.close()
     return res
 

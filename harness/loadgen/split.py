@@ -182,7 +182,7 @@ def _combine(got: dict[int, LoadResult], procs: list, tally: _Tally, scheduled: 
     total = LoadResult(scheduled=scheduled, errors=Counter())
     dead = [i for i in range(len(procs)) if i not in got]
     for r in [*got.values(), *(tally.per[i] for i in dead)]:
-        for f in ("sent", "ok", "failed", "skipped", "not_sent"):
+        for f in ("sent", "ok", "failed", "skipped", "not_sent", "client_cpu_s"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
         total.errors.update(r.errors)
         total.max_in_flight += r.max_in_flight  # an upper bound: the workers' peaks need not coincide
