@@ -198,6 +198,10 @@ def test_verdict_cells_carry_their_short_reason(summary_file: Path) -> None:
     # the fixture's sim points have no GPU: the cell says so beside the word, the JSON keeps the long form
     assert "no-telemetry (sim: no GPU)" in md
     assert "| verdict |" in md
+    # the report opens with the verdict line validate and bench end with
+    from harness.validate import validate_summary
+
+    assert f"**Verdicts:** {validate_summary(s)['line']}." in md
     v = {"verdict": "below-floor", "reasons": ["busy-median SM clock 700 MHz < floor 1316 MHz (...)"]}
     tel = {"busy_median_sm_clock_mhz": 700.0}
     assert common.verdict_cell(v, tel) == "below-floor (SM 700 MHz < floor)"

@@ -85,6 +85,17 @@ def sources_note(points: list[dict[str, Any]]) -> str:
     return tables.sources_note(points)
 
 
+def verdict_line_of(summary: dict[str, Any]) -> str | None:
+    """validate's verdict line for this summary; None for a hand-made one it cannot judge."""
+    from harness.errors import HarnessError
+    from harness.validate import validate_summary
+
+    try:
+        return validate_summary(summary)["line"]
+    except (HarnessError, KeyError, TypeError):
+        return None
+
+
 def render(
     summary: dict[str, Any], charts: dict[str, list[Path]] | None = None, base: Path | None = None
 ) -> str:
@@ -95,6 +106,9 @@ def render(
         "",
         f"Summary generated {summary.get('generated_at', '?')} by harness {summary.get('harness_version', '?')}.",
     ]
+    line = verdict_line_of(summary)
+    if line:  # the same line `harness validate` and `make bench` end with
+        lines += ["", f"**Verdicts:** {line}."]
     points = summary["points"]
     pairs = summary.get("pairs") or []
     for exp, entry in sorted((summary.get("experiments") or {}).items()):
