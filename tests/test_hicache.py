@@ -381,7 +381,7 @@ def test_load_back_evicts_for_itself_with_its_path_locked():
 
 
 def test_load_back_overlaps_the_forward_layer_by_layer():
-    from harness.sim.cards import get_profile
+    from harness.sim.timing import get_profile
 
     card = get_profile("l4-8b")
     parts = [(2048, 0)]

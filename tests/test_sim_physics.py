@@ -8,9 +8,10 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.sim.args import build_parser
-from harness.sim.cards import CARDS, ETA_BW, ETA_C, FIT_POINTS, get_profile, resolve_profile
+from harness.sim.cards import CARDS, ETA_BW, ETA_C, FIT_POINTS
 from harness.sim.hicache import host_pool_tokens
 from harness.sim.models import ModelConfigError, load_model
+from harness.sim.timing import get_profile, resolve_profile
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="SGLang tree to reproduce: unified (UnifiedRadixCache, 0.5.23's server) or radix (plain RadixCache)",
     )
     p.add_argument(
-        "--card-profile", default=None, help="timing model for the TTFT column (harness.sim.cards)"
+        "--card-profile", default=None, help="timing model for the TTFT column (harness.sim.timing)"
     )
     p.add_argument(
         "--concurrency",
@@ -111,7 +111,7 @@ def run(args) -> int:
 
     configs = _configs(args)
     if args.card_profile:
-        from harness.sim.cards import get_profile
+        from harness.sim.timing import get_profile
 
         get_profile(args.card_profile)
     everything = []

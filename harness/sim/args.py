@@ -312,7 +312,7 @@ def validate(ns: argparse.Namespace) -> None:
             "--sim-radix-tree radix: --radix-eviction-policy tlru needs the unified tree "
             "(SGLang's plain RadixCache has no T-LRU bookkeeping)"
         )
-    from harness.sim.cards import DEFAULT_PROFILE, resolve_profile
+    from harness.sim.timing import DEFAULT_PROFILE, resolve_profile
 
     def warn(line: str) -> None:
         print(f"serve-sim: warning: {line}", file=sys.stderr)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.sim.cards import DEFAULT_PROFILE, CardProfile, get_profile
+from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
 MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded back

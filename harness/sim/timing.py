@@ -10,25 +10,133 @@ pair; the LM head runs once per sequence in a prefill. An MoE step reads the exp
 The default device pool follows SGLang 0.5.23's own rule (arg_groups/memory_hook.py): memory left after
 the weights and `reserved_mem` = 512 MB + 1.5 MB per chunked-prefill token + 2 MB per CUDA-graph batch
 size (+ 128 MB for tp 1), at least 10 GiB on cards over 60 GiB.
+
+A CardProfile says how long one prefill forward, one decode step and one host->device load-back take on
+a card running a model; `resolve_profile` gives the one a card name (or an alias such as l4-8b) and a
+model path resolve to. `tiny-test` stays a hand-set profile for tests.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
+from harness.errors import HarnessError
 from harness.sim.cards import (
+    ALIASES,
+    CARDS,
     DECODE_PER_SEQ_S,
     ETA_BW,
     ETA_C,
     PREFILL_PER_LAYER_S,
     Card,
-    CardProfile,
 )
-from harness.sim.models import ModelShape
+from harness.sim.models import ModelConfigError, ModelShape, builtin_names, default_model, load_model
 
 MIB = 1024**2
 GIB = 1024**3
 OS_RESERVE_GIB = 8.0  # what the OS and runtime keep of a unified memory (GB10)
+
+
+@dataclass(frozen=True)
+class CardProfile:
+    """Timing model of one GPU + model pair; all times in (unscaled) seconds."""
+
+    name: str
+    gpu: str
+    model: str
+    prefill_tokens_per_s: float
+    prefill_overhead_s: float
+    attn_per_ctx_token: float
+    decode_base_s: float
+    decode_per_req_s: float
+    decode_per_ctx_token_s: float
+    h2d_gb_per_s: float
+    kv_bytes_per_token: int
+    default_pool_tokens: int
+    chunked_prefill_size: int
+    max_running_requests: int
+    context_length: int
+    gpu_mem_gb: float
+    num_layers: int = 32
+
+    def prefill_time(self, new_tokens: int, cached_before: int) -> float:
+        """One sequence's prefill of `new_tokens` after `cached_before` tokens already in KV."""
+        if new_tokens <= 0:
+            return 0.0
+        # each new token attends to everything before it: sum of contexts = n*c + n(n-1)/2
+        ctx_sum = new_tokens * cached_before + new_tokens * (new_tokens - 1) / 2
+        return (new_tokens + self.attn_per_ctx_token * ctx_sum) / self.prefill_tokens_per_s
+
+    def batch_prefill_time(self, parts: list[tuple[int, int]]) -> float:
+        """A prefill forward over (new_tokens, cached_before) per sequence."""
+        if not parts:
+            return 0.0
+        return self.prefill_overhead_s + sum(self.prefill_time(n, c) for n, c in parts)
+
+    def decode_time(self, batch_size: int, context_tokens: int) -> float:
+        """One decode step for `batch_size` sequences holding `context_tokens` tokens in total."""
+        if batch_size <= 0:
+            return 0.0
+        return (
+            self.decode_base_s
+            + self.decode_per_req_s * batch_size
+            + self.decode_per_ctx_token_s * context_tokens
+        )
+
+    def prefill_with_load_back(
+        self, parts: list[tuple[int, int]], load_tokens: int, kv_bytes_per_token: int | None = None
+    ) -> float:
+        """A prefill forward whose host->device load-back overlaps it layer by layer, as HiCache's
+        layer-wise loading does: layer i computes once its KV has landed, so the batch takes the longer of
+        the two streams plus one layer of the other (the pipeline's fill or drain)."""
+        fwd = self.batch_prefill_time(parts)
+        load = self.load_back_time(load_tokens, kv_bytes_per_token)
+        if load <= 0.0:
+            return fwd
+        layers = max(1, self.num_layers)
+        return max(fwd + load / layers, load + fwd / layers)
+
+    def load_back_time(self, tokens: int, kv_bytes_per_token: int | None = None) -> float:
+        """Copying `tokens` of KV from the host pool into device slots over PCIe."""
+        if tokens <= 0:
+            return 0.0
+        per = kv_bytes_per_token or self.kv_bytes_per_token
+        return tokens * per / (self.h2d_gb_per_s * 1e9)
+
+    def host_memory_bytes(self, pool_tokens: int) -> float | None:
+        """Host memory HiCache may size its pool against (None: unknown, the ratio is used as given)."""
+        return None
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.gpu}, {self.model}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_KV_8B = 32 * 2 * 8 * 128 * 2  # 131,072 bytes per token in bf16
+
+# `tiny-test` keeps the hand-set profile: a fast, exaggerated card for tests.
+LEGACY: dict[str, CardProfile] = {
+    "tiny-test": CardProfile(
+        name="tiny-test",
+        gpu="simulated",
+        model="sim-tiny",
+        prefill_tokens_per_s=20_000.0,
+        prefill_overhead_s=0.001,
+        attn_per_ctx_token=0.0,
+        decode_base_s=0.002,
+        decode_per_req_s=0.0,
+        decode_per_ctx_token_s=0.0,
+        h2d_gb_per_s=10.0,
+        kv_bytes_per_token=_KV_8B,
+        default_pool_tokens=20_000,
+        chunked_prefill_size=2048,
+        max_running_requests=64,
+        context_length=32_768,
+        gpu_mem_gb=24.0,
+    ),
+}
 
 
 def sglang_defaults(card: Card) -> tuple[int, int]:
@@ -163,11 +271,56 @@ def physics_profile(hw: Card, shape: ModelShape, sm_clock_mhz: float) -> Physics
         sm_clock_mhz=sm_clock_mhz,
     )
     # the summary figures a reader of to_dict() wants: linear prefill rate, batch-1 decode step, KV read
-    from dataclasses import replace
-
     return replace(
         probe,
         prefill_tokens_per_s=probe.flops / shape.linear_flops_per_token,
         decode_base_s=shape.step_weight_bytes(1) / probe.bw,
         decode_per_ctx_token_s=kv / probe.bw,
     )
+
+
+DEFAULT_PROFILE = "l4-8b"
+
+
+def known_names() -> list[str]:
+    return [*CARDS, *ALIASES, *LEGACY]
+
+
+def resolve_profile(
+    card: str, model_path: str | None = None, sm_clock_mhz: float | None = None, *, warn=None
+) -> CardProfile:
+    """The timing profile of `card` (a card name, an alias such as l4-8b, or tiny-test) running the model
+    `model_path` names (a local folder's config.json or a built-in; else Llama-3.1-8B-Instruct, with a
+    `warn` line when a path was given but not found). Bad input raises HarnessError."""
+    if card in LEGACY:
+        return LEGACY[card]
+    name = ALIASES.get(card, card)
+    if name not in CARDS:
+        raise HarnessError(f"--card: unknown card {card!r} (known: {', '.join(known_names())})")
+    try:
+        shape = load_model(model_path)
+    except ModelConfigError as e:
+        raise HarnessError(f"--model-path: {e}") from None
+    if shape is None:
+        if model_path and model_path not in ("sim-model", "default") and warn is not None:
+            warn(
+                f"--model-path {model_path}: no config.json there and not a built-in model "
+                f"({', '.join(builtin_names())}); timing modelled with Llama-3.1-8B-Instruct's shape"
+            )
+        shape = default_model()
+    hw = CARDS[name]
+    if shape.weight_bytes > hw.visible_gib * 1024**3:
+        raise HarnessError(
+            f"--model-path {model_path}: {shape.name}'s {shape.weight_bytes / 1e9:.1f} GB of bf16 weights do not"
+            f" fit {hw.gpu}'s {hw.mem_gb:g} GB"
+        )
+    if sm_clock_mhz is not None and not 0 < sm_clock_mhz <= hw.sm_max_mhz * 1.2:
+        raise HarnessError(
+            f"--sim-sm-clock-mhz: {sm_clock_mhz:g} is outside (0, {hw.sm_max_mhz * 1.2:.0f}] for {hw.gpu}"
+        )
+    return physics_profile(hw, shape, sm_clock_mhz or hw.sm_typical_mhz)
+
+
+def get_profile(name: str) -> CardProfile:
+    """The named profile (a card, an alias or tiny-test) with the default model, or a HarnessError."""
+    return resolve_profile(name)

@@ -25,8 +25,8 @@ MEASURED_SOURCES = ("hit_rate_usage", "hit_rate_log", "hit_rate_counters", "hit_
 
 def engine_from_info(info: Any):
     """The live server's EngineConfig from its server_info, or a string saying why it is unknown."""
-    from harness.sim.cards import CardProfile
     from harness.sim.engine import EngineConfig
+    from harness.sim.timing import CardProfile
 
     if not isinstance(info, dict):
         return "no server_info.json: the server's cache settings are unknown (an attached server)"
@@ -69,7 +69,7 @@ def engine_from_info(info: Any):
         sim_radix_tree=info.get("sim_radix_tree") or "unified",
     )
     if ns.card_profile is None and profile is None:
-        from harness.sim.cards import DEFAULT_PROFILE
+        from harness.sim.timing import DEFAULT_PROFILE
 
         ns.card_profile = DEFAULT_PROFILE
     try:

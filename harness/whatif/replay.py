@@ -25,9 +25,9 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from harness.sim.cards import DEFAULT_PROFILE, get_profile
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
+from harness.sim.timing import DEFAULT_PROFILE, get_profile
 from harness.whatif.grid import Config
 from harness.whatif.inputs import Trace, TraceRequest
 
