@@ -225,3 +225,28 @@ def test_docs_sample_rewrites_only_the_readme_section(tmp_path) -> None:
         timeout=120,
     )
     assert r.returncode == 2 and "markers" in r.stderr and bad.read_text() == "# no markers\n"
+
+
+def test_servers_side_by_side_on_hit_rate_when_the_policy_table_has_no_pair() -> None:
+    def pt(server: str, rates: list[float]) -> dict[str, Any]:
+        seeds = [{"hit_rate_usage": r, "hit_rate_usage_by_turn": {"0": 0.1, "1": r}} for r in rates]
+        return _point(server, {"concurrency": 8}, seeds, workload_kind="multi-turn")
+
+    servers = {"gpu-only": SERVERS_AB["gpu-only"], "hicache": SERVERS_AB["hicache"]}
+    said = findings(
+        {
+            "points": [pt("gpu-only", [0.40, 0.41]), pt("hicache", [0.60, 0.62])],
+            "experiments": {"x": {"servers": servers}},
+        }
+    )["x"]
+    assert said[0] == (
+        "At concurrency=8, `hicache` kept the most prompt tokens cached: 61.0 % (seeds 60.0–62.0), "
+        "against `gpu-only` 40.5 % (seeds 40.0–41.0)."
+    )
+    one = findings(
+        {
+            "points": [pt("gpu-only", [0.40]), pt("hicache", [0.60])],
+            "experiments": {"x": {"servers": servers}},
+        }
+    )["x"]
+    assert one[0].startswith("At concurrency=8, one seed only, so no spread to judge the difference by")

@@ -282,6 +282,45 @@ def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> li
     return out[:3] + _caveats(used, servers, timings=False)[:1]
 
 
+# ---------------------------------------------------------------- servers side by side on the whole-run hit rate
+
+
+def hit_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+    """Per point, which server kept more of the prompt tokens cached (when the policy table has no pair)."""
+    by_key: dict[str, list[tuple[str, Spread, dict[str, Any]]]] = {}
+    for p in points:
+        s = _spread([f.get("hit_rate_usage") for f in _ok_seeds(p)])
+        if s is not None:
+            by_key.setdefault(p["point_key"], []).append((p["server"], s, p))
+    out, used = [], []
+    for key in sorted(by_key, key=lambda k: [sort_key(x) for x in k.replace("=", ",").split(",")]):
+        rows = sorted(by_key[key], key=lambda r: -r[1].median)
+        if len(rows) < 2:
+            continue
+        used += [p for _, _, p in rows]
+        best = rows[0]
+        rest = [r for r in rows[1:] if best[1].above(r[1], margin=HIT_MARGIN)]
+        at = "" if key == "default" else f"At {key}, "
+        if rest:
+            others = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rest])
+            out.append(
+                f"{at}`{best[0]}` kept the most prompt tokens "
+                f"cached: {_pct(best[1].median)} ({_pct_range(best[1])}), against {others}."
+            )
+        elif any(s.n < 2 for _, s, _ in rows):
+            vals = _join([f"`{n}` {_pct(s.median)}" for n, s, _ in rows])
+            out.append(f"{at}one seed only, so no spread to judge the difference by: {vals}.")
+        else:
+            vals = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rows])
+            out.append(f"{at}the servers' hit rates are within the seed spread (or 1 point): {vals}.")
+        if len(out) == 3:
+            break
+    if not out:
+        return []
+    out[0] = out[0][0].upper() + out[0][1:]
+    return out + _caveats(used, servers, timings=False)[:1]
+
+
 # ---------------------------------------------------------------- the summary
 
 
@@ -295,8 +334,8 @@ def experiment_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -
     if kind == "ab":
         return ab_findings(points, servers)
     if kind == "policy":
-        return policy_findings(points, servers)
-    return []
+        return policy_findings(points, servers) or hit_findings(points, servers)
+    return hit_findings(points, servers)
 
 
 def findings(summary: dict[str, Any]) -> dict[str, list[str]]:
