@@ -106,9 +106,8 @@ def _table(title: str, columns: list[tuple[str, str]], rows: list[list[str]]) ->
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
-        caption=f"no figures for: {', '.join(dropped)}" if dropped and rows else None,
-        caption_justify="left",
     )
+    t.dropped = [d.replace("\n", " ") for d in dropped] if rows else []  # type: ignore[attr-defined]
     for i in keep:
         name, kind = columns[i]
         if kind == "num":
@@ -120,6 +119,13 @@ def _table(title: str, columns: list[tuple[str, str]], rows: list[list[str]]) ->
     for r in rows:
         t.add_row(*(r[i] for i in keep))
     return t
+
+
+def _print(console: Any, table: Any) -> None:
+    """The table, then which columns were left out for having no figure in any row."""
+    console.print(table)
+    if table.dropped:
+        console.print(f"[dim]no figures for: {', '.join(table.dropped)}[/]")
 
 
 def print_tables(result: dict[str, Any], title: str, width: int | None = None, file: Any = None) -> None:
@@ -161,7 +167,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None, f
                     escape(short_reason(r)),
                 ]
             )
-        console.print(_table(f"points of {exp}", point_cols, rows))
+        _print(console, _table(f"points of {exp}", point_cols, rows))
     pair_cols = [
         ("sweep", "text"),
         ("A / B", "text"),
@@ -183,7 +189,7 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None, f
             ]
             for r in sorted(mine, key=lambda r: sweep_order(r["sweep"]))
         ]
-        console.print(_table(f"A/B pairs of {exp} (same sweep value)", pair_cols, rows))
+        _print(console, _table(f"A/B pairs of {exp} (same sweep value)", pair_cols, rows))
     console.print("[dim]reasons in full: harness validate --json[/]")
     style = "green" if result["ok"] and not _unchecked(result) else ("yellow" if result["ok"] else "red")
     console.print(f"[{style}]{escape(verdict_line(result))}[/]")
