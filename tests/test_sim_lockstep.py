@@ -154,25 +154,35 @@ def test_lockstep_owes_replacements_closed_loop() -> None:
     assert ls.owed(0.0) == 2  # seq 1 on the wire, one more free slot (five ready)
     ls.arrive(ClientHint(3, 1, 6, run="r"), 0.0)  # not a new run: same name
     ls.arrive(ClientHint(3, 3, 3, run="r"), 0.0)  # the latest send knows best
-    assert (ls.in_flight, ls.ready, ls.owed(0.0)) == (3, 3, 0)
-    ls.finish(follow=False, at=1.0)
+    r = ls.loop("r")
+    assert (r.in_flight, r.ready, ls.owed(0.0)) == (3, 3, 0)
+    ls.finish("r", follow=False, at=1.0)
     assert ls.owed(1.0) == 1
-    ls.give_up()
+    ls.give_up(1.0)
     assert ls.owed(1.0) == 0 and ls.timeouts == 1
-    ls.finish(follow=False, at=1.0)  # the loop changed: owe again
+    ls.finish("r", follow=False, at=1.0)  # the loop changed: owe again
     assert ls.owed(1.0) == 2
     ls.arrive(ClientHint(3, 4, 0, run="r"), 1.0)
     ls.arrive(ClientHint(3, 5, 0, run="r"), 1.0)
-    ls.finish(follow=False, at=1.0)
+    ls.finish("r", follow=False, at=1.0)
     assert ls.owed(2.0) == 0  # nothing ready: a session waiting on its own turn is not owed
-    ls.finish(follow=True, at=2.0)
+    ls.finish("r", follow=True, at=2.0)
     assert ls.owed(2.0) == 1  # a finished turn makes its session's next turn ready
-    ls.finish(follow=True, at=2.0)
+    ls.finish("r", follow=True, at=2.0)
     assert ls.owed(2.0) == 2  # two finishes, two follow-ups: owed both
     ls.arrive(ClientHint(3, 6, 0, followed=1, run="r"), 2.0)  # the client has seen one finish so far
     assert ls.owed(2.0) == 1  # ... the other's follow-up is still owed
-    ls.arrive(ClientHint(2, 1, 1, run="s"), 3.0)  # a new run starts afresh
-    assert (ls.in_flight, ls.ready, ls.owed(3.0)) == (1, 1, 1)
+    ls.arrive(ClientHint(2, 1, 1, run="s"), 3.0)  # another loop (a second worker process) beside it
+    sl = ls.loop("s")
+    assert (sl.in_flight, sl.ready, sl.owed(3.0)) == (1, 1, 1)
+    assert ls.owed(3.0) == 2  # both loops owe one; neither reset the other
+    ls.arrive(ClientHint(3, 7, 0, followed=2, run="r"), 3.0)
+    ls.arrive(ClientHint(2, 2, 0, run="s"), 3.0)
+    assert ls.owed(3.0) == 0 and r.in_flight == 2 and sl.in_flight == 2
+    ls.finish("s", follow=False, at=4.0)
+    ls.finish("s", follow=False, at=4.0)
+    ls.arrive(ClientHint(2, 1, 1, run="t"), 5.0)  # a new run: finished loops are forgotten
+    assert set(ls.loops) == {"r", "t"}
 
 
 def test_lockstep_open_loop_waits_for_due_arrivals() -> None:
@@ -183,7 +193,7 @@ def test_lockstep_open_loop_waits_for_due_arrivals() -> None:
     assert ls.arrive(ClientHint(4, 2, 8, offset=2.0, next=5.0), 12.5) == 12.0  # landed late: its schedule
     assert ls.arrive(ClientHint(4, 3, 7, offset=5.0, next=6.0), 13.0) == 15.0  # early: at its schedule
     assert ls.arrive(ClientHint(4, 4, 6, offset=6.0, next=7.0), 16.0) == 16.0
-    ls.finish(False, at=17.5)  # every slot was taken: the next arrival waited for this one
+    ls.finish("", False, at=17.5)  # every slot was taken: the next arrival waited for this one
     assert ls.arrive(ClientHint(4, 5, 5, offset=7.0, next=9.0), 17.5) == 17.5
 
 

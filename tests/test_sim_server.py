@@ -146,7 +146,7 @@ def test_bad_input_is_400(sim):
 def test_flush_refused_while_pending(sim):
     body = {
         "text": words(20, 50),
-        "sampling_params": {"max_new_tokens": 400, "ignore_eos": True},
+        "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True},  # >= 0.2 s of wall time
         "stream": True,
     }
     started = threading.Event()

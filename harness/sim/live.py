@@ -95,7 +95,7 @@ class LiveEngine:
     pace: Pace = field(default_factory=Pace)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     _pending: list[_Arrival] = field(default_factory=list)
-    _tracked: dict[int, bool] = field(default_factory=dict)  # id(req) -> follow, for lockstep requests
+    _tracked: dict[str, tuple[str, bool]] = field(default_factory=dict)  # rid -> (run, follow), lockstep
     _inflight: tuple[Batch, float] | None = None  # the forward being paced and its wall start
     _orders: int = 0
 
@@ -117,7 +117,7 @@ class LiveEngine:
         if hint is not None and self.hold_wait_s > 0:
             req.arrival = self.lockstep.arrive(hint, now)
             req.order = hint.index if hint.index is not None else req.order
-            self._tracked[id(req)] = hint.follow
+            self._tracked[req.rid] = (hint.run, hint.follow)
             seq: float = hint.seq
         else:
             req.arrival = now
@@ -142,10 +142,11 @@ class LiveEngine:
         self.wake.set()
 
     def _finished(self, req: SimRequest) -> None:
-        follow = self._tracked.pop(id(req), None)
-        if follow is not None:  # an aborted request's session stops: the load generator skips its next turns
-            ok = req.finish_reason != "abort"
-            self.lockstep.finish(follow and ok, req.finish_time if req.finish_time is not None else self.vnow)
+        tracked = self._tracked.pop(req.rid, None)
+        if tracked is not None:  # an aborted request's session stops: the load generator skips its next turns
+            run, follow = tracked
+            at = req.finish_time if req.finish_time is not None else self.vnow
+            self.lockstep.finish(run, follow and req.finish_reason != "abort", at)
         self.log_info(request_line(req))
 
     def _admit(self) -> None:
@@ -179,7 +180,7 @@ class LiveEngine:
                     f"serve-sim: lockstep: the client owed {ls.owed(self.vnow)} request(s) and sent none in "
                     f"{self.hold_wait_s:g} s of wall time; the virtual clock runs on ({ls.state()})"
                 )
-                ls.give_up()
+                ls.give_up(self.vnow)
                 break
             self.wake.clear()
             with contextlib.suppress(TimeoutError):

@@ -96,32 +96,25 @@ def parse_hint(value: str | None) -> ClientHint | None:
     return hint
 
 
-class Lockstep:
-    """The client's loop as the engine sees it: requests in flight, ready ones, the next scheduled arrival."""
+class _Loop:
+    """One client loop (a run, or one worker process of it) as the engine sees it: requests in flight,
+    ready ones, the next scheduled arrival."""
 
-    def __init__(self) -> None:
-        self.run: str | None = None
-        self.concurrency = 0  # 0: no lockstep client seen (never hold)
+    def __init__(self, run: str, hint: ClientHint, now: float) -> None:
+        self.run = run
+        self.concurrency = hint.concurrency
         self.seq = 0
         self.ready = 0  # the client's ready requests at its latest send
         self.followed = 0  # ... and the finishes whose follow-up it had queued by then
         self.follows = 0  # finishes with a follow-up, here
         self.in_flight = 0
-        self.received = 0  # requests of this run that arrived (seq - received are still on the wire)
-        self.anchor = 0.0  # virtual time of the run's offset 0 (open loop)
+        self.received = 0  # requests of this loop that arrived (seq - received are still on the wire)
+        self.anchor = now - (hint.offset or 0.0)  # virtual time of the run's offset 0 (open loop)
         self.next_due: float | None = None
-        self.free_at: list[float] = []  # open loop: when the client's free slots freed (virtual, a heap)
+        self.free_at: list[float] = [self.anchor] * hint.concurrency  # open loop: when slots freed (a heap)
         self.gave_up = False
-        self.timeouts = 0
 
     def arrive(self, hint: ClientHint, now: float) -> float:
-        """A request with this hint arrived at virtual time `now`; returns its virtual arrival time."""
-        new_run = hint.run != self.run if hint.run else (hint.seq == 1 and self.in_flight == 0)
-        if new_run:
-            self.run, self.seq, self.in_flight, self.received = hint.run, 0, 0, 0
-            self.ready = self.followed = self.follows = 0
-            self.anchor = now - (hint.offset or 0.0)
-            self.free_at = [self.anchor] * hint.concurrency
         self.in_flight += 1
         self.received += 1
         if hint.seq > self.seq:  # requests may land out of send order; the latest send knows best
@@ -137,8 +130,6 @@ class Lockstep:
         return max(slot, self.anchor + hint.offset)
 
     def finish(self, follow: bool, at: float) -> None:
-        """A tracked request finished at virtual time `at`: a slot is free, and its session's next turn
-        is ready if it has one."""
         self.in_flight = max(0, self.in_flight - 1)
         self.follows += int(follow)
         heapq.heappush(self.free_at, at)
@@ -151,10 +142,10 @@ class Lockstep:
         return self.ready + max(0, self.follows - self.followed)
 
     def owed(self, now: float) -> int:
-        """Requests the client sends before the clock may pass `now`: those already on the wire (a later
+        """Requests this loop sends before the clock may pass `now`: those already on the wire (a later
         send arrived first), and free slots that a ready request fills (closed loop) once the next
         scheduled arrival is due (open loop)."""
-        if self.concurrency == 0 or self.gave_up:
+        if self.gave_up:
             return 0
         wire = max(0, self.seq - self.received)
         free, ready = self.concurrency - self.in_flight - wire, self.ready_now
@@ -163,14 +154,55 @@ class Lockstep:
         return wire + (min(free, ready) if self.next_due is None else 1)
 
     def state(self) -> str:
-        """The bookkeeping behind `owed`, for the log line of a hold that gave up."""
         return (
             f"run {self.run or '-'}: concurrency {self.concurrency}, in flight {self.in_flight}, "
             f"on the wire {max(0, self.seq - self.received)}, ready {self.ready} + follow-ups "
-            f"{self.follows} - seen {self.followed}, earlier timeouts {self.timeouts}"
+            f"{self.follows} - seen {self.followed}"
         )
 
-    def give_up(self) -> None:
-        """The client did not send what it owed in time: run on until its loop changes."""
-        self.gave_up = True
+
+class Lockstep:
+    """Every client loop the engine has seen, by run name: several at once when a point's load comes
+    from several worker processes (each its own loop), or from several clients."""
+
+    def __init__(self) -> None:
+        self.loops: dict[str, _Loop] = {}
+        self.timeouts = 0
+
+    def loop(self, run: str = "") -> _Loop:
+        return self.loops[run]
+
+    def arrive(self, hint: ClientHint, now: float) -> float:
+        """A request with this hint arrived at virtual time `now`; returns its virtual arrival time."""
+        lp = self.loops.get(hint.run)
+        # a new run; without a name, a first send when nothing of the unnamed loop is in flight
+        if lp is None or (not hint.run and hint.seq == 1 and lp.in_flight == 0):
+            for run in [
+                r for r, x in self.loops.items() if x.gave_up or (x.in_flight == 0 and x.owed(now) == 0)
+            ]:
+                del self.loops[run]  # finished or abandoned loops
+            lp = self.loops[hint.run] = _Loop(hint.run, hint, now)
+        return lp.arrive(hint, now)
+
+    def finish(self, run: str, follow: bool, at: float) -> None:
+        """A request of loop `run` finished at virtual time `at`: a slot is free, and its session's next
+        turn is ready if it has one."""
+        lp = self.loops.get(run)
+        if lp is not None:
+            lp.finish(follow, at)
+
+    def owed(self, now: float) -> int:
+        """Requests the clients send before the clock may pass `now` (0: no lockstep client, never hold)."""
+        return sum(lp.owed(now) for lp in self.loops.values())
+
+    def state(self) -> str:
+        """The bookkeeping behind `owed`, for the log line of a hold that gave up."""
+        owing = [lp.state() for lp in self.loops.values() if not lp.gave_up and lp.owed(float("inf"))]
+        return "; ".join(owing or ["no loop owes"]) + f"; earlier timeouts {self.timeouts}"
+
+    def give_up(self, now: float) -> None:
+        """The loops that owe did not send in time: each runs on until its own loop changes."""
+        for lp in self.loops.values():
+            if lp.owed(now):
+                lp.gave_up = True
         self.timeouts += 1
