@@ -74,3 +74,18 @@ def test_a_million_request_schedule_is_not_built_up_front():
     assert len(s) == 1_000_000 and made[0] == 0  # nothing per request exists yet
     first = list(itertools.islice(s.conversations, 3))
     assert len(first) == 3 and made[0] == 6  # a system prompt and a question for each of the three
+
+
+def test_a_workers_part_makes_only_its_own_prompts_and_keeps_every_index():
+    for per_group in (1, 3):
+        s = build_schedule(_spec(8, per_group), None, 1)
+        full = list(s.conversations)
+        part = list(s.conversations.for_part(1, 3))
+        assert [(c.id, c.group, c.turns[0].position) for c in part] == [
+            (c.id, c.group, c.turns[0].position) for c in full
+        ]
+        for a, b in zip(full, part, strict=True):
+            if a.group % 3 == 1:  # its own: the very same prompts
+                assert (a.system, a.turns[0].question) == (b.system, b.turns[0].question)
+            else:  # another worker's: a stub, no prompt made
+                assert b.system == "" and b.turns[0].question == ""

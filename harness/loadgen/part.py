@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from harness.workloads import Schedule
@@ -29,3 +30,11 @@ class Part:
         if counted is not None:
             return counted(self.i, self.n)
         return sum(len(c.turns) for c in schedule.conversations if self.mine(c))
+
+    def feed(self, schedule: Schedule) -> Iterator[Conversation]:
+        """A lazy schedule's conversations for this part: others' may be stubs (a shared-prefix schedule
+        skips making their prompts), still in order, so arrival times are drawn for all of them."""
+        for_part = getattr(schedule.conversations, "for_part", None)
+        if self.n > 1 and for_part is not None:
+            return for_part(self.i, self.n)
+        return iter(schedule.conversations)

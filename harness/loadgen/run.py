@@ -185,7 +185,7 @@ class _Run:
         # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
         # run's memory does not grow with the trace; other schedules are queued whole at the start
         self.lazy = schedule.total is not None
-        self._feed = iter(schedule.conversations) if self.lazy else None
+        self._feed = self.part.feed(schedule) if self.lazy else None
         self.unfed = len(schedule) if self.lazy else 0  # requests of conversations not yet queued
         self.window = FEED_WINDOW
         self.timed = False  # a trace's own send times (timestamps: honor) make this an open loop

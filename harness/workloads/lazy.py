@@ -78,9 +78,15 @@ class LazySharedPrefix:
             last = c
         return last
 
-    def slice(self, start: int, stop: int) -> Iterator[Conversation]:
+    def for_part(self, i: int, n: int) -> Iterator[Conversation]:
+        """Every conversation in order, but only groups i modulo n with prompts: the others are stubs
+        (index, group, no text) that a worker of a split run counts and draws arrival times for."""
+        return self.slice(0, self.n, lambda g: g % n == i)
+
+    def slice(self, start: int, stop: int, wanted=None) -> Iterator[Conversation]:
         """Conversations start..stop-1; positions count from the schedule's start (earlier ones are replayed
-        cheaply, without prompts, when start > 0 and a group has several prompts)."""
+        cheaply, without prompts, when start > 0 and a group has several prompts). wanted(group): False
+        makes a stub without prompts."""
         wl, P = self.wl, self.wl.prompts_per_group
         seen: dict[int, int] = {}
         for i in range(stop):
@@ -95,8 +101,18 @@ class LazySharedPrefix:
                     seen[g] = pos + 1
             if i < start:
                 continue
-            system, sys_n = self._system(g)
-            rng = random.Random((self.seed * 1_000_003 + g) * 1_000_003 + p + 1)
+            if wanted is not None and not wanted(g):
+                stub = Request(i, i, 0, pos, "", 0, wl.output_tokens, group=g)
+                yield Conversation(id=i, system="", system_tokens=0, turns=[stub], group=g)
+                continue
+            if (
+                P == 1
+            ):  # one prompt per group: its question continues the group's draws (one seeding, not two)
+                rng = random.Random((self.seed * 1_000_003 + g) * 1_000_003)
+                system, sys_n = self.maker.make(rng, wl.system_prompt_tokens, self.tags(self.seed, g))
+            else:
+                system, sys_n = self._system(g)
+                rng = random.Random((self.seed * 1_000_003 + g) * 1_000_003 + p + 1)
             q, q_n = self.qsrc.make(rng, self.tags(self.seed, g) + [p] if sys_n == 0 else [])
             req = Request(
                 index=i,
