@@ -114,6 +114,18 @@ def policy_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[
     return out
 
 
+def generic_lines(points: list[dict[str, Any]]) -> list[str]:
+    """server | point | whole-run hit rate | median TTFT (modelled where the sim gave it)."""
+    modelled = all(p.get("modelled") for p in points)
+    get = _modelled_ttft if modelled else _wall_ttft
+    what = "modelled median TTFT ms" if modelled else "median TTFT ms (wall clock)"
+    out = [f"| server | point | whole-run hit rate | {what} |", "|---|---|---|---|"]
+    for p in sorted(points, key=lambda p: (p["server"], [sort_key(v) for v in p["sweep"].values()])):
+        hit = _pct_cell(_seed_values(p, lambda f: f.get("hit_rate_usage")))
+        out.append(f"| {p['server']} | {p['point_key']} | {hit} | {_ms_cell(_seed_values(p, get))} |")
+    return out
+
+
 def repeat_lines(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """How far a second run of the same command on the same machine moved each figure."""
     bmap = {(p["experiment"], p["server"], p["point_key"]): p for p in b["points"]}
@@ -192,6 +204,8 @@ def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str) ->
             lines += policy_lines(pts, servers)
         elif any("groups" in p.get("sweep", {}) for p in pts):
             lines += ab_lines(pts)
+        else:
+            lines += generic_lines(pts)
         lines.append("")
         for png in sorted((ROOT / rel).glob(f"{node}-{exp}-*.png")):
             lines += [f"![{png.stem}]({rel}/{png.name})", ""]
