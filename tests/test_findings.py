@@ -88,6 +88,7 @@ def test_ab_one_seed_says_the_spread_is_unknown() -> None:
     pts = _ab({4: ([100], [104])})
     said = ab_findings(pts, SERVERS_AB)
     assert "one seed each: no spread to judge a difference by" in said[0] and "did not matter" not in said[0]
+    assert "(`gpu-only` 100 ms; `hicache` 104 ms)" in said[0]  # no seed range made of one seed
 
 
 def test_ab_caveat_names_a_flagged_point() -> None:

@@ -190,8 +190,11 @@ def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[s
             "one seed each: no spread to judge a difference by" if one else "within the seed spread (or 5 %)"
         )
         out.append(
-            f"At {gs} groups the two are {why} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}, "
-            f"seeds {_ms_range(sa)}; `{b}` {_ms(sb.median)}, seeds {_ms_range(sb)})"
+            f"At {gs} groups the two are {why} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}"
+            + ("" if one else f", seeds {_ms_range(sa)}")
+            + f"; `{b}` {_ms(sb.median)}"
+            + ("" if one else f", seeds {_ms_range(sb)}")
+            + ")"
             + (": there it did not matter." if not one else ".")
         )
     return out[:3] + _caveats(used, servers, timings=True)[:1]
