@@ -436,8 +436,9 @@ def verdict_line(result: dict[str, Any]) -> str:
             }
         )
         says.append(
-            f"timings unchecked: NVML could not watch the GPU ({', '.join(statuses) or 'no samples'}); "
-            "re-running will not help until it can, so discount those timings"
+            f"timings unchecked: NVML could not watch a GPU ({', '.join(statuses) or 'no samples'}); "
+            "if the server used one, discount those timings (re-running will not help until NVML can "
+            "see it); if it used none, there were no clocks to check"
         )
     if counts["sim"]:
         says.append(f"timings unchecked: sim servers have no GPU, their times are {SIM_CARD}")
