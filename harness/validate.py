@@ -415,7 +415,7 @@ def verdict_line(result: dict[str, Any]) -> str:
     unchecked = counts["unobserved"] + counts["sim"] + counts["no-gpu"]
     head = (
         f"{n_pts} points, {n_pairs} pairs: {counts['checked-ok']} checked and fine, "
-        f"{counts['rerun']} flagged, {unchecked} not checkable"
+        f"{counts['rerun'] + counts['unobserved']} flagged, {unchecked} not checkable"
     )
     says: list[str] = []
     if counts["checked-ok"] and unchecked and not counts["rerun"]:

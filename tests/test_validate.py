@@ -441,7 +441,9 @@ def test_verdict_line_no_nvml_advises_no_rerun() -> None:
     lib = point_stats([{"kind": "header", "status": "no NVML: libnvidia-ml.so.1 not found"}])
     res = validate_summary(_summary([_point("llama", lib, groups=4), _point("llama", lib, groups=8)]))
     line = verdict_line(res)
-    assert not res["ok"] and "2 not checkable" in line
+    assert (
+        not res["ok"] and "0 checked and fine, 2 flagged, 2 not checkable" in line
+    )  # flagged as validate counts
     assert "re-running will not help until NVML can see it" in line and "re-run the" not in line
     assert "if it used none, there were no clocks to check" in line  # a CPU server: nothing to re-run
     assert "no NVML library" in line and short_reason(res["points"][0]) == "no NVML library"
