@@ -147,6 +147,7 @@ def test_bench_summary_predicts_trace_and_synthetic_points(tmp_path: Path) -> No
         assert p["predicted_hit_rate"] is not None and p["measured_hit_rate"] is not None
         assert p["prediction"]["flag"] is False and abs(p["prediction"]["diff_points"]) <= 3
     assert points["synthetic"]["measured_hit_rate"] > 0.3
+    assert points["synthetic"]["ideal_hit_rate"] >= points["synthetic"]["predicted_hit_rate"]
     _n, hit, total = mooncake_ideal(MOONCAKE, SLICE["start"], 120, SLICE["block_tokens"])
     assert points["trace"]["ideal_hit_rate"] == pytest.approx(hit / total)
     assert points["trace"]["median"]["hit_rate_usage_by_position"]["0"] == 0.0

@@ -144,6 +144,9 @@ def add_prediction(
     if workload.get("kind") == "trace":
         point["ideal_hit_rate"], point["ideal_basis"] = trace_ideal(point, seeds, workload, ideal, base_dir)
         point["prompt_check"] = prompt_check(seeds)
+    elif ideal and why is None:  # synthetic workloads: the replay's unbounded-cache figure
+        point["ideal_hit_rate"] = statistics.median(ideal)
+        point["ideal_basis"] = "what-if replay of the prompts sent with an unbounded cache"
 
 
 def prompt_check(seeds: list[SeedCapture]) -> dict[str, int]:
