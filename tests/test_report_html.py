@@ -106,7 +106,14 @@ def test_text_is_escaped_and_secrets_redacted(summary: dict[str, Any], tmp_path:
 def test_header_facts_name_node_card_driver_versions_and_time_scale(sample: dict[str, Any]) -> None:
     facts = dict(report_html.header_facts(sample))
     assert facts["node"] == "cpu-sim"
-    assert "sim, modelled l4-8b (NVIDIA L4" in facts["card"]
+    # the modelled card as the sim reported it in server_info (name, GPU, model)
+    cards = {
+        srv["server_info"]["card"]["name"]
+        for e in sample["experiments"].values()
+        for srv in e["servers"].values()
+        if (srv.get("server_info") or {}).get("card")
+    }
+    assert cards and all(f"sim, modelled {c} (NVIDIA L4" in facts["card"] for c in cards), facts["card"]
     assert facts["driver"].startswith("n/a (no NVML")
     shas = {m["manifest"]["git_sha"] for m in sample["experiments"].values()}
     assert all(sha in facts["git sha"] for sha in shas)
