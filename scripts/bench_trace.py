@@ -90,7 +90,11 @@ def start_sim(folder: Path) -> tuple[subprocess.Popen, str]:
             url = f"http://127.0.0.1:{m.group(1)}"
             from harness.servers.control import wait_ready
 
-            wait_ready(url + "/health", within_s=30)
+            try:
+                wait_ready(url + "/health", within_s=30)
+            except Exception:
+                proc.kill()
+                raise
             return proc, url
         time.sleep(0.05)
     proc.kill()
