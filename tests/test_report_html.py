@@ -117,7 +117,17 @@ def test_header_facts_name_node_card_driver_versions_and_time_scale(sample: dict
     assert facts["driver"].startswith("n/a (no NVML")
     shas = {m["manifest"]["git_sha"] for m in sample["experiments"].values()}
     assert all(sha in facts["git sha"] for sha in shas)
-    assert facts["time scale (sim)"].startswith("0.02 (every server is the sim)")
+    scales = sorted(
+        {
+            a[a.index("--time-scale") + 1]
+            for e in sample["experiments"].values()
+            for srv in e["servers"].values()
+            if "--time-scale" in (a := srv.get("args") or [])
+        },
+        key=float,
+    )
+    assert scales and all(f"{x} (" in facts["time scale (sim)"] for x in scales), facts["time scale (sim)"]
+    assert facts["time scale (sim)"].startswith(scales[0])
     lines = dict(report_html.launch_lines(sample))
     assert "--time-scale 0.02" in lines["working-set/hicache"]
 
@@ -207,9 +217,20 @@ def check_page(res: PageResult, summary: dict[str, Any]) -> None:
     for exp in summary["experiments"]:
         pts = [p for p in summary["points"] if p["experiment"] == exp]
         servers = sorted({p["server"] for p in pts})
-        if any("groups" in p["sweep"] for p in pts) and not any(
-            p["workload_kind"] == "multi-turn" for p in pts
-        ):
+        by_turn = any(
+            p["workload_kind"] == "multi-turn" or len(p["median"].get("hit_rate_usage_by_turn") or {}) > 1
+            for p in pts
+        )
+        if not by_turn and not any("groups" in p["sweep"] for p in pts):  # e.g. a trace: one row a point
+            (t,) = _tables(res, exp, "generic")
+            col = _col(t, "hit rate")
+            rows = {r["point"]: r["cells"] for r in t["rows"]}
+            assert set(rows) == {f"{p['server']}|{p['point_key']}" for p in pts}
+            for p in pts:
+                assert rows[f"{p['server']}|{p['point_key']}"][col].startswith(
+                    _pct(p["median"]["hit_rate_usage"])
+                )
+        elif not by_turn:
             (t,) = _tables(res, exp, "ab")
             col = _col(t, "median TTFT ms")
             assert {r["point"] for r in t["rows"]} == {p["point_key"] for p in pts}
@@ -311,10 +332,10 @@ def test_sample_suite_page_in_chromium(browser: Chromium, sample: dict[str, Any]
         for g in {p["sweep"]["groups"] for p in pts}
     }
     assert hovered in wanted.values(), (hovered, wanted)
-    # a click on the second legend entry hides that series: fewer pixels painted
-    before = next(c for c in res.dom["charts"] if c["experiment"] == "working-set" and c["kind"] == "ttft")
+    # a click on the second legend entry hides that series (uPlot marks it off) and the chart redraws
+    # with the other one; fewer pixels is not a rule: the y range re-fits to what is left
     assert res.dom["after_click"]["off"] == [False, True]
-    assert res.dom["after_click"]["painted"] < before["canvas"]["painted"]
+    assert res.dom["after_click"]["painted"] > 2000
     size = path.stat().st_size
     assert size < MAX_PAGE_BYTES
     print(
