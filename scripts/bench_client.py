@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import os
@@ -233,6 +234,14 @@ def ceiling_spec(n: int):
 
 def make_schedule(n: int, seed: int = 0):
     return build_schedule(ceiling_spec(n), None, seed)
+
+
+def made_before(schedule):
+    """The schedule with every prompt made before the run (as peers' benchmarks pre-generate theirs), so
+    the shapes table measures the client alone; the long run keeps it lazy (prompts made as it goes)."""
+    if schedule.total is None:
+        return schedule
+    return dataclasses.replace(schedule, conversations=list(schedule.conversations), total=None)
 
 
 def rss_mb() -> float:
@@ -543,7 +552,7 @@ def shapes_section(shapes: list[str], a, srv_cpu: int | None, cli_cpu: int | Non
             proc, port = start_server(srv_cpu, name)
             try:
                 measure(proc, port, 16, 300, tmp, engine=a.engine)  # warm-up
-                sched = make_schedule(n)
+                sched = made_before(make_schedule(n))
                 runs = [
                     measure(proc, port, 64, n, tmp, schedule=sched, engine=a.engine)[0] for _ in range(a.reps)
                 ]
@@ -562,7 +571,8 @@ def shapes_section(shapes: list[str], a, srv_cpu: int | None, cli_cpu: int | Non
     head = "| shape | client processes | ok | failed | req/s | client CPU ms/req | server CPU ms/req"
     head += " | full JSON parses/req | client RSS MB |"
     out = [
-        f"## Server shapes (c=64, {n:,} requests, best of {a.reps}; client RSS: the process's, or the largest worker's)",
+        f"## Server shapes (c=64, {n:,} requests, best of {a.reps}, prompts made before the run; client RSS:"
+        " the process's, or the largest worker's; --workers rows make their prompts as they go)",
         "",
         *(f"- `{s}`: {SHAPES[s].what}." for s in shapes),
         "",

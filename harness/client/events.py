@@ -40,6 +40,7 @@ class EventSink:
         "first_bytes",
         "counts",
         "last_usage",
+        "pinned",
     )
 
     def __init__(self, rec: RequestRecord, dialect: Dialect, st: StreamState, tmo, total_at: float | None):
@@ -57,6 +58,7 @@ class EventSink:
         self.first_bytes = b""  # the body's first bytes, quoted when a 200 turns out not to be a stream
         self.counts: list[int] = []  # cumulative completion_tokens sent with each text event, where sent
         self.last_usage: object = None
+        self.pinned = False  # a holed template was pinned to this stream's values (a plain one) once
 
     def head(self, status: int, now: float) -> None:
         self.rec.http_status = self.status = status
@@ -86,6 +88,10 @@ class EventSink:
                     m = rx(data)
                     if m is not None:
                         mid = m.group(1)
+                        if not self.pinned:  # this stream's values in the holes: a plain template (cheaper)
+                            self.pinned = True
+                            self.tpl = tpl = TextTemplate(data[: m.start(1)], data[m.end(1) :], tpl.skeleton)
+                            prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
                 if mid and b'"' not in mid and b"\\" not in mid:
                     try:
                         text = mid.decode()

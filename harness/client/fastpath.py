@@ -13,7 +13,9 @@ changed read field, escapes, a value of another type) goes through the full pars
 
 Templates are proven from bytes alone, so a run keeps its last few on the dialect (`Dialect.templates`)
 and every stream starts with them: a role on the first text event, or an id per request, costs one
-parse per shape per run, not per stream.
+parse per shape per run, not per stream. A holed template that matches a stream's event is pinned
+to that event's hole values once per stream (a plain template, exact for events with those values):
+an id per request then costs one regex match per stream, not one per event.
 """
 
 from __future__ import annotations
