@@ -101,6 +101,7 @@ def run_split(
     finally:
         for p in procs:
             p.join(5)
+        (out_path.parent / PIDS).unlink(missing_ok=True)
         if progress is not None:
             progress.finish(tally.read(), ())
     tally.read()
@@ -167,11 +168,13 @@ def _merge(files: list[Path], out_path: Path) -> None:
         for f in files:
             if not f.exists():
                 continue
+            carry = b""  # bytes after the last newline so far: written once their line is whole
             with open(f, "rb") as fh:
                 while chunk := fh.read(1 << 20):
-                    if len(chunk) < 1 << 20 and not chunk.endswith(b"\n"):
-                        chunk = chunk[: chunk.rfind(b"\n") + 1]
-                    out.write(chunk)
+                    data = carry + chunk
+                    cut = data.rfind(b"\n") + 1
+                    out.write(data[:cut])
+                    carry = data[cut:]
             out.flush()
             os.fsync(out.fileno())
             f.unlink()
