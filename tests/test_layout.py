@@ -17,7 +17,6 @@ WHY_ONE_FILE = "one file"
 KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_LONG = {  # to split, or to say why not
     "harness/sim/engine.py",
-    "harness/sim/radix.py",  # the radix tree port may stay whole (issue 12); its docstring should say so
 }
 
 

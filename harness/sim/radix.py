@@ -32,6 +32,11 @@ Two flavors differ in stamping details (docs/sglang-tree-notes.md):
 Speed: SGLang rebuilds its heap from every evictable leaf on each evict call. Here a heap persists
 across calls and entries are invalidated lazily (each node carries a version); a node is re-pushed
 whenever its key changes while it is an evictable leaf, so the pop order equals a fresh heapify.
+
+Why one file (over 500 lines): it is one data structure. The device and host paths (match, insert,
+evict, load_back, write-through, evict_host) update the same size counters, leaf flags, versions and
+heaps, whose joint invariants verify() checks; splitting the host-tier methods off would scatter one set
+of invariants over modules. The records (radix_nodes.py) and the checker (radix_verify.py) live apart.
 """
 
 from __future__ import annotations
@@ -40,108 +45,14 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 
 from harness.sim.hicache import HostTier
 from harness.sim.policies import key_function
+from harness.sim.radix_nodes import CacheStats, MatchResult, Node
+from harness.sim.radix_verify import verify_tree
 
 MODES = ("sglang", "exact")
 FLAVORS = ("radix", "unified")
-
-
-class Node:
-    """One edge of the tree: a run of tokens with its KV residency and eviction metadata."""
-
-    __slots__ = (
-        "children",
-        "parent",
-        "key",
-        "lock_ref",
-        "last_access_time",
-        "creation_time",
-        "hit_count",
-        "priority",
-        "dev",
-        "host",
-        "ndc",
-        "evl",
-        "hleaf",
-        "ver",
-        "hver",
-        "dirty",
-        "tlru_prefix_len",
-        "tlru_history_len",
-        "hlock",
-        "hbound",
-        "wtp",
-        "lbp",
-        "nid",
-    )
-
-    def __init__(self, key: tuple, parent: Node | None, now: float, created: float, priority: int = 0):
-        self.children: dict = {}
-        self.parent = parent
-        self.key = key
-        self.lock_ref = 0
-        self.last_access_time = now
-        self.creation_time = created
-        self.hit_count = 0
-        self.priority = priority
-        self.dev = True  # KV on device
-        self.host = False  # KV backed up on host
-        self.ndc = 0  # children with KV on device
-        self.evl = False  # evictable device leaf
-        self.hleaf = False  # evictable host leaf
-        self.ver = 0
-        self.hver = 0
-        self.dirty = False  # key changed (or became a leaf) since its last heap entry
-        self.tlru_prefix_len = 0
-        self.tlru_history_len = 0
-        self.hlock = 0  # host lock refs (SGLang's host_lock_ref): pins the host copy
-        self.hbound = 0  # host locks whose release stops at this node (the lock's older edge)
-        self.wtp = 0  # write-through ack id while the device->host copy is in flight (0: none)
-        self.lbp = 0  # nid of the load-back anchor while a write-back load is in flight (0: none)
-        self.nid = 0
-
-    def __len__(self) -> int:
-        return len(self.key)
-
-    def __repr__(self) -> str:
-        return f"Node(len={len(self.key)}, key={self.key[:4]}..., lock={self.lock_ref}, dev={self.dev}, host={self.host})"
-
-
-@dataclass
-class MatchResult:
-    """Longest cached prefix: the device part first, then the part only the host tier holds."""
-
-    device_len: int
-    host_len: int
-    last_device_node: Node
-    last_host_node: Node
-
-    @property
-    def total_len(self) -> int:
-        return self.device_len + self.host_len
-
-
-@dataclass
-class CacheStats:
-    """Counters over the cache's life (reset() keeps them; the caller diffs them)."""
-
-    evict_calls: int = 0
-    evicted_tokens: int = 0
-    load_back_calls: int = 0
-    load_back_tokens: int = 0
-    host_written_tokens: int = 0
-    host_evicted_tokens: int = 0
-    dropped_tokens: int = 0  # write-back nodes dropped because the host pool was full
-    drop_declined: int = 0  # write-back drops declined: something in the subtree locked or in flight
-    backup_calls: int = 0  # device->host copies issued (one per node)
-    reclaimed_tokens: int = 0  # host copies of device-resident nodes freed (_reclaim_full_host_duplicates)
-    load_back_refused: int = 0  # load-backs refused: over mem_quota, or no device room after evicting
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _common_prefix(a: tuple, b: tuple) -> int:
@@ -600,53 +511,7 @@ class RadixCache:
 
     def verify(self) -> None:
         """Check every structural invariant (tests and debugging): raises AssertionError on the first broken one."""
-        evictable = protected = host_used = leaves = 0
-        host_leaves = set()
-        self._flush()
-        valid = {}
-        for entry in self._heap:
-            n = entry[-1]
-            if entry[-2] == n.ver:
-                valid[id(n)] = entry[:-3]
-        stack = [self.root]
-        while stack:
-            n = stack.pop()
-            ndc = 0
-            for ck, ch in n.children.items():
-                assert ch.parent is n and ck == self._child_key(ch.key, 0), f"bad child link {ch!r}"
-                assert ch.lock_ref <= n.lock_ref or n is self.root, f"child locked more than parent {ch!r}"
-                ndc += ch.dev
-                stack.append(ch)
-            assert n.ndc == ndc, f"ndc {n.ndc} != {ndc} at {n!r}"
-            if n is self.root:
-                continue
-            ln = len(n.key)
-            assert ln > 0 and ln % self.page_size == 0, f"bad key length {n!r}"
-            assert n.dev or n.host, f"node on neither tier {n!r}"
-            assert not n.dev or n.parent is self.root or n.parent.dev, f"device node under host-only {n!r}"
-            if n.dev:
-                if n.lock_ref:
-                    protected += ln
-                else:
-                    evictable += ln
-            host_used += ln if n.host else 0
-            evl = n.dev and n.lock_ref == 0 and n.ndc == 0
-            assert n.evl == evl, f"evl={n.evl} but should be {evl}: {n!r}"
-            if evl:
-                leaves += 1
-                assert valid.get(id(n)) == self._key(n), f"evictable leaf without a current heap entry {n!r}"
-            if self.host is not None:
-                assert n.hleaf == self._is_host_leaf(n), f"hleaf={n.hleaf} wrong: {n!r}"
-                if n.hleaf:
-                    host_leaves.add(n)
-        assert (evictable, protected) == (self._evictable, self._protected), (
-            f"sizes {(self._evictable, self._protected)} != tree {(evictable, protected)}"
-        )
-        assert leaves == self._n_leaves, f"leaf count {self._n_leaves} != {leaves}"
-        assert host_used == self._host_size, f"host size {self._host_size} != tree {host_used}"
-        if self.host is not None:
-            assert self.host.used == host_used <= self.host.capacity, "host pool accounting"
-            assert host_leaves == self._host_leaves, "host leaf set out of date"
+        verify_tree(self)
 
     # --- internals -------------------------------------------------------------------------------
     def _attached(self, x: Node) -> bool:
