@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import REQUESTS, write_json_atomic
+from harness.realserver.bench_specs import bench_specs, timed
 from harness.realserver.checks import RealChecks, check_records
-from harness.spec import load_spec
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = ("workloads/llama-real.yaml", "workloads/llama-real-chat.yaml")
@@ -135,8 +135,7 @@ def run_real(
     """Prepare, run every spec on its llama-server, summarize, report, check; raises HarnessError on bad input."""
     from harness.realserver.model import make_model
     from harness.realserver.prepare import prepare_server
-    from harness.servers.redact import spec_redactor
-    from harness.sweep import bench, plan
+    from harness.sweep import plan
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
@@ -144,21 +143,13 @@ def run_real(
     seconds["build (cached)" if server.reused else "build"] = (
         server.build_seconds or 0.0 if server.reused else time.monotonic() - t0
     )
-    t1 = time.monotonic()
-    make_model(log=log)
-    seconds["model"] = time.monotonic() - t1
+    with timed(seconds, "model"):
+        make_model(log=log)
     opts = plan.BenchOptions(
         node=node, capture=Path(capture), summaries=Path(summaries), server_kind="sglang", quiet=quiet
     )
-    loaded = [load_spec(p) for p in specs]
-    plans = [plan.plan_experiment(s, opts) for s in loaded]
-    t2 = time.monotonic()
-    outcome = bench.run_plans(plans, opts, spec_redactor(loaded), log)
-    seconds["run"] = time.monotonic() - t2
-    t3 = time.monotonic()
     verdict_lines: list[str] = []
-    bench.run_stages(opts, log, verdict_lines)
-    seconds["summarize+report"] = time.monotonic() - t3
+    outcome = bench_specs(specs, opts, log, seconds, verdict_lines=verdict_lines).outcome
     summary_path = Path(summaries) / f"{node}.json"
     report_path = Path(summaries) / f"{node}.md"
     checks = point_checks(Path(capture), node)

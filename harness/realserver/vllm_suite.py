@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.spec import load_spec
+from harness.realserver.bench_specs import bench_specs, timed
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = ("workloads/vllm-real.yaml", "workloads/vllm-real-chat.yaml")
@@ -101,25 +101,16 @@ def run_vllm(
     """Prepare, bench every spec on vLLM, summarize; then the warm re-run. Raises HarnessError on bad input."""
     from harness.realserver.hf_model import make_hf_model
     from harness.realserver.vllm_env import ensure_vllm
-    from harness.servers.redact import spec_redactor
     from harness.sweep import bench, plan
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
     env = ensure_vllm(log=log)
     seconds["vllm venv (reused)" if env.reused else "vllm venv (installed)"] = time.monotonic() - t0
-    t1 = time.monotonic()
-    model = make_hf_model(env.python, log=log)
-    seconds["model"] = time.monotonic() - t1
-    loaded = [load_spec(p) for p in specs]
+    with timed(seconds, "model"):
+        model = make_hf_model(env.python, log=log)
     opts = plan.BenchOptions(node=node, capture=Path(capture), summaries=Path(summaries), quiet=quiet)
-    plans = [plan.plan_experiment(s, opts) for s in loaded]
-    t2 = time.monotonic()
-    bench.run_plans(plans, opts, spec_redactor(loaded), log)
-    seconds["bench"] = time.monotonic() - t2
-    t3 = time.monotonic()
-    bench.run_stages(opts, log)
-    seconds["summarize+report"] = time.monotonic() - t3
+    benched = bench_specs(specs, opts, log, seconds, run_label="bench")
     summary_path = Path(summaries) / f"{node}.json"
     run = VllmRun(summary_path if summary_path.exists() else None, None, seconds=seconds)
     run.prepared = {
@@ -132,13 +123,12 @@ def run_vllm(
     if run.summary_path is not None:
         run.points = point_rows(json.loads(run.summary_path.read_text(encoding="utf-8")))
     if rerun:
-        t4 = time.monotonic()
         rerun_node = node + RERUN_SUFFIX
         ropts = dataclasses.replace(opts, node=rerun_node)
-        for p in plans:
-            _rerun_warm(p, ropts, spec_redactor(loaded), log)
-        bench.run_stages(ropts, log)
-        seconds["warm re-run"] = time.monotonic() - t4
+        with timed(seconds, "warm re-run"):
+            for p in benched.plans:
+                _rerun_warm(p, ropts, benched.redact, log)
+            bench.run_stages(ropts, log)
         path = Path(summaries) / f"{rerun_node}.json"
         if path.exists():
             run.rerun_summary_path = path
