@@ -6,6 +6,7 @@ so one chart holds one series per node and server. The browser draws them (asset
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from harness.report.tables import layout
@@ -53,27 +54,37 @@ def _scaled(v: Any, k: float) -> float | None:
     return None if x is None else x * k
 
 
-def ttft_vs_prompts(exp: str, nodes: NodePoints) -> Chart | None:
-    """Median TTFT (wall clock) per groups value, one series per node × server; log x."""
-    many = len(nodes) > 1
-    xs = sorted(
+def _groups_axis(nodes: NodePoints, keep: Callable[[dict], bool] = lambda p: True) -> list[float]:
+    """The x axis of a per-groups chart: every numeric sweep.groups value of the points `keep` accepts."""
+    return sorted(
         {
             float(p["sweep"]["groups"])
             for _, pts in nodes
             for p in pts
-            if isinstance(p.get("sweep", {}).get("groups"), int | float)
+            if keep(p) and isinstance(p.get("sweep", {}).get("groups"), int | float)
         }
     )
+
+
+def _by_groups(pts: list[dict], server: str) -> dict[float, dict]:
+    """One server's points keyed by their numeric sweep.groups value."""
+    return {
+        float(p["sweep"]["groups"]): p
+        for p in pts
+        if p["server"] == server and isinstance(p.get("sweep", {}).get("groups"), int | float)
+    }
+
+
+def ttft_vs_prompts(exp: str, nodes: NodePoints) -> Chart | None:
+    """Median TTFT (wall clock) per groups value, one series per node × server; log x."""
+    many = len(nodes) > 1
+    xs = _groups_axis(nodes)
     if not xs:
         return None
     series: list[Series] = []
     for node, pts in nodes:
         for server in sorted({p["server"] for p in pts}):
-            by_x = {
-                float(p["sweep"]["groups"]): p
-                for p in pts
-                if p["server"] == server and isinstance(p.get("sweep", {}).get("groups"), int | float)
-            }
+            by_x = _by_groups(pts, server)
             if not any(_num(p["median"].get("ttft_median_s")) is not None for p in by_x.values()):
                 continue
             row: Series = {"label": _label(node, many, server), "y": [], "lo": [], "hi": [], "status": ""}
@@ -120,24 +131,13 @@ def _modelled_ttft(p: dict[str, Any]) -> tuple[float | None, float | None, float
 def ttft_modelled(exp: str, nodes: NodePoints) -> Chart | None:
     """Sim points only: the modelled card's median TTFT per groups value, from the sim's virtual clock."""
     many = len(nodes) > 1
-    xs = sorted(
-        {
-            float(p["sweep"]["groups"])
-            for _, pts in nodes
-            for p in pts
-            if p.get("modelled") and isinstance(p.get("sweep", {}).get("groups"), int | float)
-        }
-    )
+    xs = _groups_axis(nodes, lambda p: bool(p.get("modelled")))
     if not xs:
         return None
     series: list[Series] = []
     for node, pts in nodes:
         for server in sorted({p["server"] for p in pts if p.get("modelled")}):
-            by_x = {
-                float(p["sweep"]["groups"]): p
-                for p in pts
-                if p["server"] == server and isinstance(p.get("sweep", {}).get("groups"), int | float)
-            }
+            by_x = _by_groups(pts, server)
             row: Series = {"label": _label(node, many, server), "y": [], "lo": [], "hi": [], "status": ""}
             for x in xs:
                 med, lo, hi = _modelled_ttft(by_x[x]) if x in by_x else (None, None, None)
