@@ -143,12 +143,7 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
             kind=kind,
             groups=pos_int(req(wl, "groups", f, key), f, f"{key}.groups"),
             prompts_per_group=pos_int(req(wl, "prompts_per_group", f, key), f, f"{key}.prompts_per_group"),
-            system_prompt_tokens=nonneg_int(
-                req(wl, "system_prompt_tokens", f, key), f, f"{key}.system_prompt_tokens"
-            ),
-            question_tokens=parse_question(
-                req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir
-            ),
+            **_prompt_lengths(wl, f, key, base_dir),
             output_tokens=pos_int(req(wl, "output_tokens", f, key), f, f"{key}.output_tokens"),
             shuffle=shuffle,
         )
@@ -160,15 +155,22 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
         kind=kind,
         sessions=pos_int(req(wl, "sessions", f, key), f, f"{key}.sessions"),
         turns=pos_int(req(wl, "turns", f, key), f, f"{key}.turns"),
-        system_prompt_tokens=nonneg_int(
-            req(wl, "system_prompt_tokens", f, key), f, f"{key}.system_prompt_tokens"
-        ),
-        question_tokens=parse_question(
-            req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir
-        ),
+        **_prompt_lengths(wl, f, key, base_dir),
         answer_tokens=pos_int(req(wl, "answer_tokens", f, key), f, f"{key}.answer_tokens"),
         history=history,
     )
+
+
+def _prompt_lengths(wl: dict, f: str, key: str, base_dir: Path) -> dict[str, Any]:
+    """system_prompt_tokens and question_tokens, checked alike for the shared-prefix and multi-turn kinds."""
+    return {
+        "system_prompt_tokens": nonneg_int(
+            req(wl, "system_prompt_tokens", f, key), f, f"{key}.system_prompt_tokens"
+        ),
+        "question_tokens": parse_question(
+            req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir
+        ),
+    }
 
 
 def _parse_trace(wl: dict, f: str, key: str, base_dir: Path) -> TraceWorkload:
