@@ -141,10 +141,10 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
             raise SpecError(f, f"{key}.shuffle", f"expected true or false, got {shuffle!r}")
         return SharedPrefixWorkload(
             kind=kind,
-            groups=pos_int(req(wl, "groups", f, key), f, f"{key}.groups"),
-            prompts_per_group=pos_int(req(wl, "prompts_per_group", f, key), f, f"{key}.prompts_per_group"),
+            groups=_pos(wl, "groups", f, key),
+            prompts_per_group=_pos(wl, "prompts_per_group", f, key),
             **_prompt_lengths(wl, f, key, base_dir),
-            output_tokens=pos_int(req(wl, "output_tokens", f, key), f, f"{key}.output_tokens"),
+            output_tokens=_pos(wl, "output_tokens", f, key),
             shuffle=shuffle,
         )
     no_unknown(wl, MULTI_TURN_KEYS, f, key)
@@ -153,12 +153,17 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
         raise SpecError(f, f"{key}.history", f"expected one of {', '.join(HISTORY_MODES)}, got {history!r}")
     return MultiTurnWorkload(
         kind=kind,
-        sessions=pos_int(req(wl, "sessions", f, key), f, f"{key}.sessions"),
-        turns=pos_int(req(wl, "turns", f, key), f, f"{key}.turns"),
+        sessions=_pos(wl, "sessions", f, key),
+        turns=_pos(wl, "turns", f, key),
         **_prompt_lengths(wl, f, key, base_dir),
-        answer_tokens=pos_int(req(wl, "answer_tokens", f, key), f, f"{key}.answer_tokens"),
+        answer_tokens=_pos(wl, "answer_tokens", f, key),
         history=history,
     )
+
+
+def _pos(wl: dict, name: str, f: str, key: str) -> int:
+    """The required positive integer `key.name`."""
+    return pos_int(req(wl, name, f, key), f, f"{key}.{name}")
 
 
 def _prompt_lengths(wl: dict, f: str, key: str, base_dir: Path) -> dict[str, Any]:
