@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Virtual-time speed of `harness.sim.engine.simulate` (the engine `harness whatif` replays through).
+"""Virtual-time speed of `harness.sim.simulate.simulate` (the engine `harness whatif` replays through).
 
 Replays N requests (shared system prompts + a unique question, fixed answer length, Poisson arrivals)
 through the scheduler on a card profile and prints requests/s and decode steps/s of wall time, plus
@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.sim.engine import EngineConfig, SimRequest, simulate  # noqa: E402
+from harness.sim.engine import EngineConfig, SimRequest  # noqa: E402
+from harness.sim.simulate import simulate  # noqa: E402
 
 
 def workload(n: int, out: int, rate: float, seed: int) -> list[SimRequest]:

@@ -25,7 +25,8 @@ import numpy as np
 import yaml
 
 from harness.sim.args import build_parser
-from harness.sim.engine import EngineConfig, simulate
+from harness.sim.engine import EngineConfig
+from harness.sim.simulate import simulate
 from harness.spec import load_spec
 from harness.whatif.inputs import read_spec
 from harness.whatif.replay import closed_loop

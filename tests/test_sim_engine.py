@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from harness.sim.engine import Engine, EngineConfig, SimRequest, simulate
+from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.logfmt import decode_line, prefill_line
+from harness.sim.simulate import simulate
 
 
 def req(rid: str, ids: list[int], out: int = 8, at: float = 0.0) -> SimRequest:

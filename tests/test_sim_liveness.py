@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.sim.engine import Engine, EngineConfig, SchedulerStuck, SimRequest, simulate
+from harness.sim.engine import Engine, EngineConfig, SchedulerStuck, SimRequest
+from harness.sim.simulate import simulate
 
 
 def req(rid: str, ids: list[int], out: int = 8, at: float = 0.0) -> SimRequest:

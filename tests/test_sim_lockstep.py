@@ -2,7 +2,7 @@
 
 A closed-loop client with random wall delays drives the live engine (in process, and over HTTP to a
 real serve-sim); with the lockstep header every request's cached tokens and virtual stamps equal the
-virtual-time replay's (`harness.sim.engine.simulate` through what-if's closed loop).
+virtual-time replay's (`harness.sim.simulate.simulate` through what-if's closed loop).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.sim.engine import Engine, SimRequest, simulate
+from harness.sim.engine import Engine, SimRequest
 from harness.sim.live import LiveEngine, Pace, overhead_line
 from harness.sim.lockstep import BadHint, ClientHint, Lockstep, parse_hint
+from harness.sim.simulate import simulate
 from harness.whatif.inputs import Trace, TraceRequest, read_spec
 from harness.whatif.replay import Config, closed_loop, engine_config
 from harness.workloads.arrivals import arrival_offsets

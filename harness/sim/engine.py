@@ -3,262 +3,36 @@
 The engine never reads a clock itself. `schedule(now)` picks the next forward (a prefill batch or a
 decode step) and says how long it takes on the card; `complete(batch, end)` applies its results.
 Both clocks are virtual: the live server (live.py) adds the duration to its clock and paces it to
---time-scale in wall time; `simulate()` just adds it, so the same code replays traces offline far
-faster than real time, with the same results as a live run driven in lockstep.
+--time-scale in wall time; `simulate.simulate()` just adds it, so the same code replays traces offline
+far faster than real time, with the same results as a live run driven in lockstep. The records it
+works on are in sched_records.py, the pool's books in kv_pool.py.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
-
-CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
-MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded back
-INIT_NEW_TOKEN_RATIO = 0.7
-MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
-NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
-
-
-class SchedulerStuck(RuntimeError):
-    """The scheduler cannot make progress although requests are pending: an accounting bug, never a wait.
-
-    SGLang raises in the same spot ("Prefill out of memory"); the server logs it as SGLang's scheduler
-    does and exits, so a bug shows up as a crashed server instead of a silent hang.
-    """
-
-
-class EngineLog(Protocol):
-    """Where the engine reports batches (logfmt.SimLogger in the server; nothing offline)."""
-
-    def prefill(self, **fields: Any) -> None: ...
-
-    def decode(self, **fields: Any) -> None: ...
+from harness.sim.kv_pool import KvPool
+from harness.sim.sched_records import (
+    CLIP_MAX_NEW_TOKENS,
+    INIT_NEW_TOKEN_RATIO,
+    MIN_LOAD_BACK,
+    MIN_NEW_TOKEN_RATIO,
+    NEW_TOKEN_RATIO_DECAY,
+    Batch,
+    EngineConfig,
+    EngineLog,
+    EngineStats,
+    PrefillBudget,
+    PrefillPlan,
+    SchedulerStuck,
+    SimRequest,
+)
 
 
-@dataclass
-class EngineConfig:
-    """Everything the scheduler needs; `from_args` maps serve-sim's SGLang flags onto it."""
-
-    pool_tokens: int | None = None  # None: the card's default pool
-    page_size: int = 1
-    policy: str = "lru"
-    policy_config: dict[str, Any] = field(default_factory=dict)
-    disable_radix_cache: bool = False
-    hicache: bool = False
-    hicache_ratio: float | None = None  # None: SGLang's default 2.0, shrunk to fit the host memory
-    hicache_size_gb: float = 0.0
-    hicache_write_policy: str = "write_through"
-    max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None  # None: the card's; <= 0 disables chunking
-    max_prefill_tokens: int = 16384
-    decode_log_interval: int = 40
-    card: CardProfile | str = DEFAULT_PROFILE
-    kv_cache_dtype: str = "auto"
-    context_length: int | None = None
-    radix_tree: str = "unified"  # --sim-radix-tree: "unified" (0.5.23's tree) or "radix" (plain RadixCache)
-    radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
-
-    def __post_init__(self) -> None:
-        if isinstance(self.card, str):
-            self.card = get_profile(self.card)
-        card = self.card
-        if self.pool_tokens is None:
-            self.pool_tokens = card.default_pool_tokens
-        if self.max_running_requests is None:
-            self.max_running_requests = card.max_running_requests
-        if self.chunked_prefill_size is None:
-            self.chunked_prefill_size = card.chunked_prefill_size
-        if self.context_length is None:
-            self.context_length = card.context_length
-
-    @property
-    def profile(self) -> CardProfile:
-        assert isinstance(self.card, CardProfile)
-        return self.card
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        per = self.profile.kv_bytes_per_token
-        return per // 2 if self.kv_cache_dtype.startswith("fp8") else per
-
-    @property
-    def host_pool_tokens(self) -> int:
-        if not self.hicache:
-            return 0
-        from harness.errors import HarnessError
-        from harness.sim.hicache import host_pool_tokens
-
-        pool = int(self.pool_tokens or 0)
-        try:
-            return host_pool_tokens(
-                pool,
-                page_size=self.page_size,
-                ratio=self.hicache_ratio,
-                size_gb=self.hicache_size_gb,
-                kv_bytes_per_token=self.kv_bytes_per_token,
-                host_memory_bytes=self.profile.host_memory_bytes(pool),
-            )[0]
-        except ValueError as e:
-            raise HarnessError(f"--enable-hierarchical-cache: {e}") from None
-
-    @classmethod
-    def from_args(cls, ns: Any) -> EngineConfig:
-        return cls(
-            pool_tokens=ns.max_total_tokens,
-            page_size=ns.page_size,
-            policy=ns.radix_eviction_policy,
-            policy_config=dict(getattr(ns, "policy_config", {}) or {}),
-            disable_radix_cache=ns.disable_radix_cache,
-            hicache=ns.enable_hierarchical_cache,
-            hicache_ratio=ns.hicache_ratio,
-            hicache_size_gb=ns.hicache_size,
-            hicache_write_policy=ns.hicache_write_policy,
-            max_running_requests=ns.max_running_requests,
-            chunked_prefill_size=ns.chunked_prefill_size,
-            max_prefill_tokens=ns.max_prefill_tokens,
-            decode_log_interval=ns.decode_log_interval,
-            card=getattr(ns, "sim_profile", None) or ns.card_profile,
-            kv_cache_dtype=ns.kv_cache_dtype,
-            context_length=ns.context_length,
-            radix_tree=getattr(ns, "sim_radix_tree", "unified"),
-        )
-
-
-@dataclass(eq=False)
-class SimRequest:
-    """One generation request: its tokens, the answer the sim will give, and what happened to it."""
-
-    rid: str
-    input_ids: list[int] = field(repr=False)
-    output_ids: list[int] = field(repr=False)  # the whole answer the sim produces, decided up front
-    finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
-    arrival: float = 0.0
-    priority: int = 0
-    order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
-    on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
-    # results
-    cached_device: int = 0
-    cached_host: int = 0
-    first_token_time: float | None = None
-    finish_time: float | None = None
-    generated: int = 0
-    aborted: bool = False
-    retractions: int = 0
-    # scheduler state
-    kv_len: int = 0  # tokens whose KV is on the device for this request
-    tree_len: int = 0  # of those, the prefix held (locked) in the tree
-    locked: Any = field(default=None, repr=False)  # the tree node this request holds a lock on
-    counted: bool = False  # cached tokens are counted on first admission only
-    inserted_len: int = 0  # tokens this request already inserted (hits are not counted twice)
-
-    @property
-    def fill_ids(self) -> list[int]:
-        return self.input_ids + self.output_ids[: self.generated]
-
-    @property
-    def private(self) -> int:
-        return self.kv_len - self.tree_len
-
-    @property
-    def finished(self) -> bool:
-        return self.finish_time is not None
-
-    @property
-    def cached_tokens(self) -> int:
-        return self.cached_device + self.cached_host
-
-    def result(self) -> dict[str, Any]:
-        return {
-            "rid": self.rid,
-            "arrival": self.arrival,
-            "first_token": self.first_token_time,
-            "finish": self.finish_time,
-            "prompt_tokens": len(self.input_ids),
-            "completion_tokens": self.generated,
-            "cached_device": self.cached_device,
-            "cached_host": self.cached_host,
-            "retractions": self.retractions,
-        }
-
-
-@dataclass
-class Batch:
-    """One forward: a prefill over (request, new tokens) parts, or a decode step."""
-
-    kind: str  # "prefill" | "decode"
-    start: float
-    duration: float
-    parts: list[tuple[SimRequest, int]] = field(default_factory=list)  # prefill: (req, new tokens)
-    reqs: list[SimRequest] = field(default_factory=list)  # decode
-    new_tokens: int = 0
-    cached_tokens: int = 0
-    load_back_tokens: int = 0
-
-
-@dataclass
-class EngineStats:
-    """Cumulative counters behind SGLang's Prometheus metrics."""
-
-    prompt_tokens: int = 0
-    generation_tokens: int = 0
-    cached_device: int = 0
-    cached_host: int = 0
-    num_requests: int = 0
-    num_retracted: int = 0
-    last_cache_hit_rate: float = 0.0
-    gen_throughput: float = 0.0
-
-
-@dataclass
-class _PrefillBudget:
-    """What one prefill batch may still take: chunk tokens, input tokens, and the pool reservation offset."""
-
-    chunk: int
-    input: int
-    offset: float
-
-    def spend(self, tokens: int, reserve: int) -> None:
-        self.chunk -= tokens
-        self.input -= tokens
-        self.offset += reserve
-
-
-@dataclass
-class _PrefillPlan:
-    """The prefill batch being built: (request, new tokens, cached before) parts and what they hit."""
-
-    running_bs: int
-    parts: list[tuple[SimRequest, int, int]] = field(default_factory=list)
-    cached_hits: int = 0
-    load_back: int = 0
-
-
-class _NoCache:
-    """Stand-in for --disable-radix-cache: nothing is ever cached."""
-
-    def device_size(self) -> int:
-        return 0
-
-    def protected_size(self) -> int:
-        return 0
-
-    def evictable_size(self) -> int:
-        return 0
-
-    def evict(self, num_tokens: int) -> int:
-        return 0
-
-    def reset(self) -> None:
-        pass
-
-
-class Engine:
+class Engine(KvPool):
     """SGLang's scheduler loop over a device pool of `pool_tokens` KV slots."""
 
     def __init__(
@@ -290,107 +64,13 @@ class Engine:
         self.tree: Any = self._make_tree()
         self.on_finish: Callable[[SimRequest], None] | None = None
 
-    # --- cache plumbing -------------------------------------------------------------------
-    def _virtual_clock(self) -> float:
-        """Strictly increasing stamps for the tree, so equal virtual times keep their order."""
-        self._last_stamp = max(self.now, self._last_stamp + 1e-9)
-        return self._last_stamp
-
-    def _make_tree(self) -> Any:
-        cfg = self.config
-        if cfg.disable_radix_cache:
-            return _NoCache()
-        from harness.errors import HarnessError
-        from harness.sim.hicache import HostTier
-        from harness.sim.radix import RadixCache
-
-        try:
-            host = (
-                HostTier(cfg.host_pool_tokens, write_policy=cfg.hicache_write_policy) if cfg.hicache else None
-            )
-            return RadixCache(
-                page_size=self.page,
-                policy=cfg.policy,
-                policy_config=dict(cfg.policy_config) or None,
-                clock=self._clock,
-                host=host,
-                flavor=cfg.radix_tree,
-                mode=cfg.radix_mode,
-            )
-        except ValueError as e:
-            if cfg.radix_tree == "radix" and cfg.policy == "tlru":
-                raise HarnessError(f"--sim-radix-tree radix: {e}") from None
-            raise HarnessError(f"--radix-eviction-policy-config: {e}") from None
-
-    @property
-    def caching(self) -> bool:
-        return not self.config.disable_radix_cache
-
-    def available(self) -> int:
-        """Free device slots: neither in the tree nor held by a request."""
-        return self.pool - self.private_total - self.tree.device_size()
-
-    def used_tokens(self) -> int:
-        """SGLang's #token: pool - available - evictable."""
-        return self.pool - self.available() - self.tree.evictable_size()
-
-    def token_usage(self) -> float:
-        return self.used_tokens() / self.pool if self.pool else 0.0
-
-    def host_used_tokens(self) -> int:
-        host = getattr(self.tree, "host", None)
-        if host is None:
-            return 0
-        for name in ("used_tokens", "used_size", "size"):
-            v = getattr(host, name, None)
-            if v is not None:
-                return int(v() if callable(v) else v)
-        return 0
-
+    # --- queue state ----------------------------------------------------------------------
     def busy(self) -> bool:
         return bool(self.waiting or self.running or self.chunked)
 
     def pending_counts(self) -> tuple[int, int]:
         """(#queue-req, #running-req) as the flush refusal reports them."""
         return len(self.waiting), len(self.running) + (1 if self.chunked else 0)
-
-    def _ensure_free(self, tokens: int) -> bool:
-        """Evict unlocked leaves until `tokens` slots are free; False if even that is not enough."""
-        short = tokens - self.available()
-        if short > 0 and self.caching:
-            self.tree.evict(max(short, self.page))
-        return self.available() >= tokens
-
-    def _lock(self, req: SimRequest, node: Any, tree_len: int) -> None:
-        if not self.caching:
-            return
-        if node is not None:
-            self.tree.inc_lock_ref(node)
-        if req.locked is not None:
-            self.tree.dec_lock_ref(req.locked)
-        req.locked, req.tree_len = node, tree_len
-
-    def _unlock(self, req: SimRequest) -> None:
-        if self.caching and req.locked is not None:
-            self.tree.dec_lock_ref(req.locked)
-        req.locked, req.tree_len = None, 0
-
-    def _set_kv(self, req: SimRequest, kv_len: int) -> None:
-        before = req.private
-        req.kv_len = kv_len
-        self.private_total += req.private - before
-
-    def _cache_tokens(self, req: SimRequest, tokens: list[int], *, chunked: bool) -> None:
-        """cache_(un)finished_req: insert the page-aligned computed tokens and hold the new prefix."""
-        n = len(tokens) // self.page * self.page
-        if n <= req.tree_len:
-            return
-        before = req.private
-        self.tree.insert(tokens[:n], priority=req.priority, chunked=chunked, inserted_len=req.inserted_len)
-        req.inserted_len = max(req.inserted_len, n)
-        m = self.tree.match_prefix(tokens[:n])
-        self._lock(req, m.last_device_node, m.device_len)
-        self.private_total += req.private - before
 
     # --- requests ---------------------------------------------------------------------------
     def max_input_len(self) -> int:
@@ -487,19 +167,19 @@ class Engine:
         """SGLang's get_new_batch_prefill: the chunked request's next chunk, then admit from the queue."""
         if not self.waiting and self.chunked is None:
             return None
-        budget = _PrefillBudget(
+        budget = PrefillBudget(
             chunk=self._chunk_budget(),
             input=self.config.max_prefill_tokens,
             offset=self._reserved(),  # SGLang's rem_total_token_offset; room itself is read live
         )
-        plan = _PrefillPlan(running_bs=len(self.running))
+        plan = PrefillPlan(running_bs=len(self.running))
         self._continue_chunked(now, budget, plan)
         self._admit_waiting(budget, plan)
         if not plan.parts:
             return None
         return self._launch_prefill(now, plan)
 
-    def _continue_chunked(self, now: float, budget: _PrefillBudget, plan: _PrefillPlan) -> None:
+    def _continue_chunked(self, now: float, budget: PrefillBudget, plan: PrefillPlan) -> None:
         """The chunked request goes first: its next chunk, or it leaves if it was aborted."""
         req = self.chunked
         if req is None:
@@ -517,7 +197,7 @@ class Engine:
             budget.spend(take, take)
         self.chunked = None if take == left else req
 
-    def _admit_waiting(self, budget: _PrefillBudget, plan: _PrefillPlan) -> None:
+    def _admit_waiting(self, budget: PrefillBudget, plan: PrefillPlan) -> None:
         """Admit from the head of the queue while batch slots, the chunk and the pool allow."""
         limit = int(self.config.max_running_requests or 1)
         while self.waiting and self.chunked is None:
@@ -532,7 +212,7 @@ class Engine:
             if self.chunked is not None or budget.chunk <= 0 or budget.input <= 0:
                 break
 
-    def _admit_one(self, req: SimRequest, budget: _PrefillBudget, plan: _PrefillPlan) -> bool:
+    def _admit_one(self, req: SimRequest, budget: PrefillBudget, plan: PrefillPlan) -> bool:
         """Match the head request's prefix, check it fits (prefix + new tokens + output reservation),
         load its host hit back and add it to the batch; False (and unlocked) when it does not fit."""
         fill = req.fill_ids
@@ -592,7 +272,7 @@ class Engine:
         self.stats.cached_device += req.cached_device
         self.stats.cached_host += req.cached_host
 
-    def _launch_prefill(self, now: float, plan: _PrefillPlan) -> Batch:
+    def _launch_prefill(self, now: float, plan: PrefillPlan) -> Batch:
         """Take the batch's slots (evicting as needed), time it on the card and log it."""
         parts = plan.parts
         need = sum(p[1] for p in parts)
@@ -619,7 +299,7 @@ class Engine:
             load_back_tokens=plan.load_back,
         )
 
-    def _log_prefill(self, now: float, new_seq: int, new_tokens: int, plan: _PrefillPlan) -> None:
+    def _log_prefill(self, now: float, new_seq: int, new_tokens: int, plan: PrefillPlan) -> None:
         assert self.log is not None
         gap = max(now - self._last_prefill_log, 1e-9)
         throughput = self._last_prefill_tokens / gap if self._last_prefill_log else 0.0
@@ -784,59 +464,3 @@ class Engine:
             req.on_event(req)
         if self.on_finish is not None:
             self.on_finish(req)
-
-
-def simulate(
-    requests: Iterable[SimRequest],
-    config: EngineConfig,
-    *,
-    on_finish: Callable[[SimRequest, float], Iterable[SimRequest]] | None = None,
-    log: EngineLog | None = None,
-    on_step: Callable[[Engine], None] | None = None,
-    jump: bool = True,
-) -> list[SimRequest]:
-    """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
-
-    Arrivals at the same virtual time are queued by `SimRequest.order` (what-if's closed loop: the
-    schedule index), as the live sim queues a lockstep client's requests (harness.sim.live).
-    Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
-    finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
-    `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
-    every decode step one by one (the same results, slower).
-    """
-    engine = Engine(config, log=log)
-    seq = itertools.count()
-    arrivals: list[tuple[float, int, int, SimRequest]] = [
-        (r.arrival, r.order, next(seq), r) for r in requests
-    ]
-    heapq.heapify(arrivals)
-    done: list[SimRequest] = []
-    engine.on_finish = done.append
-    seen = 0
-    t = 0.0
-    inf = float("inf")
-    while arrivals or engine.busy():
-        while arrivals and arrivals[0][0] <= t:
-            engine.add(heapq.heappop(arrivals)[3])
-        if jump and engine.running and not engine.waiting:
-            t2 = engine.fast_forward(t, arrivals[0][0] if arrivals else inf)
-            if t2 != t:
-                t = t2
-                if on_step is not None:
-                    on_step(engine)
-                continue
-        batch = engine.schedule(t)
-        if batch is not None:
-            t += batch.duration
-            engine.complete(batch, t)
-            if on_step is not None:
-                on_step(engine)
-        elif arrivals:  # idle (schedule raises SchedulerStuck rather than idle with work pending)
-            t = max(t, arrivals[0][0])
-        if on_finish is not None:
-            while seen < len(done):
-                for nxt in on_finish(done[seen], t):
-                    nxt.arrival = max(nxt.arrival, t)
-                    heapq.heappush(arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
-                seen += 1
-    return done

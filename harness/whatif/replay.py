@@ -7,7 +7,7 @@ Two paths, chosen by the input:
   is the card profile's service time (prefill of the uncached part + load-back), without queueing. Fast:
   well under a second per configuration on the 12k-request trace.
 - experiment specs and captures (a concurrency, multi-turn sessions): the requests go through the sim's
-  own scheduler (`harness.sim.engine.simulate`, virtual time) as the load generator sends them: at most
+  own scheduler (`harness.sim.simulate.simulate`, virtual time) as the load generator sends them: at most
   `concurrency` in flight, a session's next turn ready when its previous one finishes, the lowest ready
   schedule index first. Batching, chunked prefill, admission and the running requests' locks are the
   live sim's; TTFT includes queueing. With concurrency 1 the result equals a live `harness serve-sim`
@@ -303,7 +303,7 @@ def replay_engine(
 
     econf: a whole EngineConfig (a live server's own, e.g. rebuilt from its server_info) instead of
     cfg's cache settings on `card`'s defaults."""
-    from harness.sim.engine import simulate
+    from harness.sim.simulate import simulate
 
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     econf = econf or engine_config(cfg, card)

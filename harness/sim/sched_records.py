@@ -1,0 +1,233 @@
+"""The scheduler's records: its config (from serve-sim's SGLang flags), a request, a forward, its counters.
+
+Apart from engine.py so the server, the responses and what-if read and build these without the scheduler
+loop; engine.py re-exports them (`from harness.sim.engine import SimRequest` keeps working).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
+
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
+MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded back
+INIT_NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+
+
+class SchedulerStuck(RuntimeError):
+    """The scheduler cannot make progress although requests are pending: an accounting bug, never a wait.
+
+    SGLang raises in the same spot ("Prefill out of memory"); the server logs it as SGLang's scheduler
+    does and exits, so a bug shows up as a crashed server instead of a silent hang.
+    """
+
+
+class EngineLog(Protocol):
+    """Where the engine reports batches (logfmt.SimLogger in the server; nothing offline)."""
+
+    def prefill(self, **fields: Any) -> None: ...
+
+    def decode(self, **fields: Any) -> None: ...
+
+
+@dataclass
+class EngineConfig:
+    """Everything the scheduler needs; `from_args` maps serve-sim's SGLang flags onto it."""
+
+    pool_tokens: int | None = None  # None: the card's default pool
+    page_size: int = 1
+    policy: str = "lru"
+    policy_config: dict[str, Any] = field(default_factory=dict)
+    disable_radix_cache: bool = False
+    hicache: bool = False
+    hicache_ratio: float | None = None  # None: SGLang's default 2.0, shrunk to fit the host memory
+    hicache_size_gb: float = 0.0
+    hicache_write_policy: str = "write_through"
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None  # None: the card's; <= 0 disables chunking
+    max_prefill_tokens: int = 16384
+    decode_log_interval: int = 40
+    card: CardProfile | str = DEFAULT_PROFILE
+    kv_cache_dtype: str = "auto"
+    context_length: int | None = None
+    radix_tree: str = "unified"  # --sim-radix-tree: "unified" (0.5.23's tree) or "radix" (plain RadixCache)
+    radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
+
+    def __post_init__(self) -> None:
+        if isinstance(self.card, str):
+            self.card = get_profile(self.card)
+        card = self.card
+        if self.pool_tokens is None:
+            self.pool_tokens = card.default_pool_tokens
+        if self.max_running_requests is None:
+            self.max_running_requests = card.max_running_requests
+        if self.chunked_prefill_size is None:
+            self.chunked_prefill_size = card.chunked_prefill_size
+        if self.context_length is None:
+            self.context_length = card.context_length
+
+    @property
+    def profile(self) -> CardProfile:
+        assert isinstance(self.card, CardProfile)
+        return self.card
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        per = self.profile.kv_bytes_per_token
+        return per // 2 if self.kv_cache_dtype.startswith("fp8") else per
+
+    @property
+    def host_pool_tokens(self) -> int:
+        if not self.hicache:
+            return 0
+        from harness.errors import HarnessError
+        from harness.sim.hicache import host_pool_tokens
+
+        pool = int(self.pool_tokens or 0)
+        try:
+            return host_pool_tokens(
+                pool,
+                page_size=self.page_size,
+                ratio=self.hicache_ratio,
+                size_gb=self.hicache_size_gb,
+                kv_bytes_per_token=self.kv_bytes_per_token,
+                host_memory_bytes=self.profile.host_memory_bytes(pool),
+            )[0]
+        except ValueError as e:
+            raise HarnessError(f"--enable-hierarchical-cache: {e}") from None
+
+    @classmethod
+    def from_args(cls, ns: Any) -> EngineConfig:
+        return cls(
+            pool_tokens=ns.max_total_tokens,
+            page_size=ns.page_size,
+            policy=ns.radix_eviction_policy,
+            policy_config=dict(getattr(ns, "policy_config", {}) or {}),
+            disable_radix_cache=ns.disable_radix_cache,
+            hicache=ns.enable_hierarchical_cache,
+            hicache_ratio=ns.hicache_ratio,
+            hicache_size_gb=ns.hicache_size,
+            hicache_write_policy=ns.hicache_write_policy,
+            max_running_requests=ns.max_running_requests,
+            chunked_prefill_size=ns.chunked_prefill_size,
+            max_prefill_tokens=ns.max_prefill_tokens,
+            decode_log_interval=ns.decode_log_interval,
+            card=getattr(ns, "sim_profile", None) or ns.card_profile,
+            kv_cache_dtype=ns.kv_cache_dtype,
+            context_length=ns.context_length,
+            radix_tree=getattr(ns, "sim_radix_tree", "unified"),
+        )
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One generation request: its tokens, the answer the sim will give, and what happened to it."""
+
+    rid: str
+    input_ids: list[int] = field(repr=False)
+    output_ids: list[int] = field(repr=False)  # the whole answer the sim produces, decided up front
+    finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
+    arrival: float = 0.0
+    priority: int = 0
+    order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
+    on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
+    # results
+    cached_device: int = 0
+    cached_host: int = 0
+    first_token_time: float | None = None
+    finish_time: float | None = None
+    generated: int = 0
+    aborted: bool = False
+    retractions: int = 0
+    # scheduler state
+    kv_len: int = 0  # tokens whose KV is on the device for this request
+    tree_len: int = 0  # of those, the prefix held (locked) in the tree
+    locked: Any = field(default=None, repr=False)  # the tree node this request holds a lock on
+    counted: bool = False  # cached tokens are counted on first admission only
+    inserted_len: int = 0  # tokens this request already inserted (hits are not counted twice)
+
+    @property
+    def fill_ids(self) -> list[int]:
+        return self.input_ids + self.output_ids[: self.generated]
+
+    @property
+    def private(self) -> int:
+        return self.kv_len - self.tree_len
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_time is not None
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.cached_device + self.cached_host
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "rid": self.rid,
+            "arrival": self.arrival,
+            "first_token": self.first_token_time,
+            "finish": self.finish_time,
+            "prompt_tokens": len(self.input_ids),
+            "completion_tokens": self.generated,
+            "cached_device": self.cached_device,
+            "cached_host": self.cached_host,
+            "retractions": self.retractions,
+        }
+
+
+@dataclass
+class Batch:
+    """One forward: a prefill over (request, new tokens) parts, or a decode step."""
+
+    kind: str  # "prefill" | "decode"
+    start: float
+    duration: float
+    parts: list[tuple[SimRequest, int]] = field(default_factory=list)  # prefill: (req, new tokens)
+    reqs: list[SimRequest] = field(default_factory=list)  # decode
+    new_tokens: int = 0
+    cached_tokens: int = 0
+    load_back_tokens: int = 0
+
+
+@dataclass
+class EngineStats:
+    """Cumulative counters behind SGLang's Prometheus metrics."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    cached_device: int = 0
+    cached_host: int = 0
+    num_requests: int = 0
+    num_retracted: int = 0
+    last_cache_hit_rate: float = 0.0
+    gen_throughput: float = 0.0
+
+
+@dataclass
+class PrefillBudget:
+    """What one prefill batch may still take: chunk tokens, input tokens, and the pool reservation offset."""
+
+    chunk: int
+    input: int
+    offset: float
+
+    def spend(self, tokens: int, reserve: int) -> None:
+        self.chunk -= tokens
+        self.input -= tokens
+        self.offset += reserve
+
+
+@dataclass
+class PrefillPlan:
+    """The prefill batch being built: (request, new tokens, cached before) parts and what they hit."""
+
+    running_bs: int
+    parts: list[tuple[SimRequest, int, int]] = field(default_factory=list)
+    cached_hits: int = 0
+    load_back: int = 0

@@ -1,0 +1,69 @@
+"""The offline driver: the engine's scheduler run in virtual time as fast as the CPU goes (what-if, tests).
+
+The live server drives the same Engine from live.py at --time-scale; this loop just adds each forward's
+duration to its clock, so both give the same results for the same arrivals.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+
+from harness.sim.engine import Engine, EngineConfig, EngineLog, SimRequest
+
+
+def simulate(
+    requests: Iterable[SimRequest],
+    config: EngineConfig,
+    *,
+    on_finish: Callable[[SimRequest, float], Iterable[SimRequest]] | None = None,
+    log: EngineLog | None = None,
+    on_step: Callable[[Engine], None] | None = None,
+    jump: bool = True,
+) -> list[SimRequest]:
+    """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
+
+    Arrivals at the same virtual time are queued by `SimRequest.order` (what-if's closed loop: the
+    schedule index), as the live sim queues a lockstep client's requests (harness.sim.live).
+    Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
+    finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
+    `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
+    every decode step one by one (the same results, slower).
+    """
+    engine = Engine(config, log=log)
+    seq = itertools.count()
+    arrivals: list[tuple[float, int, int, SimRequest]] = [
+        (r.arrival, r.order, next(seq), r) for r in requests
+    ]
+    heapq.heapify(arrivals)
+    done: list[SimRequest] = []
+    engine.on_finish = done.append
+    seen = 0
+    t = 0.0
+    inf = float("inf")
+    while arrivals or engine.busy():
+        while arrivals and arrivals[0][0] <= t:
+            engine.add(heapq.heappop(arrivals)[3])
+        if jump and engine.running and not engine.waiting:
+            t2 = engine.fast_forward(t, arrivals[0][0] if arrivals else inf)
+            if t2 != t:
+                t = t2
+                if on_step is not None:
+                    on_step(engine)
+                continue
+        batch = engine.schedule(t)
+        if batch is not None:
+            t += batch.duration
+            engine.complete(batch, t)
+            if on_step is not None:
+                on_step(engine)
+        elif arrivals:  # idle (schedule raises SchedulerStuck rather than idle with work pending)
+            t = max(t, arrivals[0][0])
+        if on_finish is not None:
+            while seen < len(done):
+                for nxt in on_finish(done[seen], t):
+                    nxt.arrival = max(nxt.arrival, t)
+                    heapq.heappush(arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
+                seen += 1
+    return done
