@@ -33,9 +33,10 @@ def fake_server_factory() -> Iterator:
         s.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def fake_server() -> Iterator[FakeServerProcess]:
-    """A shared server streaming with a 20 ms TTFT and 5 ms between tokens, recording prompts."""
+    """A server streaming with a 20 ms TTFT and 5 ms between tokens, recording prompts; one per test
+    (a shared one once died mid-suite on a loaded machine and took every later user down with it)."""
     s = FakeServerProcess("--ttft-ms", "20", "--itl-ms", "5", "--record-prompts")
     yield s
     s.stop()
