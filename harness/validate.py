@@ -422,7 +422,11 @@ def verdict_line(result: dict[str, Any]) -> str:
         says.append(f"the {counts['checked-ok']} checked are trustworthy")
     if counts["rerun"]:
         causes = sorted(
-            {r["verdict"] for r, k in zip(rows, kinds, strict=True) if k == "rerun" and r["verdict"] != "ok"}
+            {
+                r["verdict"]
+                for r, k in zip(rows, kinds, strict=True)
+                if k == "rerun" and r["verdict"] in CLOCK_PROBLEMS
+            }
             | {str(r.get("cache_state")) for r in rows if r.get("cache_state") in WARM_STATES}
             | {"client-late" for r in rows if r.get("client_late")}
         )

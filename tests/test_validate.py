@@ -470,6 +470,16 @@ def test_verdict_line_warm_cache_is_a_rerun_and_shown_in_the_reason() -> None:
     assert short_reason(res["points"][0]) == "clocks ok, warm-start"
 
 
+def test_verdict_line_rerun_names_only_what_a_rerun_changes() -> None:
+    """A warm-start point with no NVML: re-running fixes the warm cache, never the missing telemetry."""
+    lib = point_stats([{"kind": "header", "status": "no NVML: libnvidia-ml.so.1 not found"}])
+    p = _point("vllm", lib)
+    p["cache_state"] = "warm-start"
+    line = validate_summary(_summary([p]))["line"]
+    assert "re-run the flagged points (warm-start: a re-run can change these)" in line, line
+    assert "no-telemetry, warm-start" not in line
+
+
 def test_verdict_line_all_checked_is_trustworthy() -> None:
     res = validate_summary(
         _summary([_point("a", point_stats(_samples(1600))), _point("b", point_stats(_samples(1620)))])
