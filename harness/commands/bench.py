@@ -77,17 +77,19 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.suites import suite_files
 
     kind, why = choose_kind(args.server_kind)
+    scope = "; profiles with another launch (vllm, command, attach) run as their launch says"
     if kind == "sim":
         card = args.card_profile or f"from each spec's suite.sim, else {plan.DEFAULT_CARD}"
         scale = (
             f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
         )
         print(
-            f"server kind: sim (the embedded simulator; card profile {card}; time scale {scale}) because {why}",
+            f"server kind: sim (the embedded simulator; card profile {card}; time scale {scale}) for "
+            f"`launch: sglang` profiles, because {why}{scope}",
             flush=True,
         )
     else:
-        print(f"server kind: {kind}: {why}", flush=True)
+        print(f"server kind: {kind} for `launch: sglang` profiles: {why}{scope}", flush=True)
 
     if args.retries < 0:
         raise HarnessError(f"--retries: expected 0 or more, got {args.retries}")
