@@ -29,10 +29,17 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--spec", nargs="+", metavar="FILE", help="experiment specs to run instead of a suite")
     p.add_argument(
         "--server-kind",
-        choices=("auto", "sglang", "sim", "vllm"),
+        choices=("auto", "sglang", "sglang-cpu", "sim", "vllm"),
         default="auto",
         help="what `launch: sglang` profiles run as (default auto: SGLang if importable and a GPU is visible; "
+        "sglang-cpu: SGLang's own server on this CPU, with the flags and stand-ins a CPU run needs; "
         "vllm: vLLM on the same model, the profiles' SGLang flags dropped)",
+    )
+    p.add_argument(
+        "--sglang-python",
+        metavar="PATH",
+        help="the python of a venv that has SGLang, for profiles without `python:` (default: $HARNESS_SGLANG_PYTHON, "
+        "else this harness's own; with --server-kind sglang-cpu the venv `make bench-sglang` builds)",
     )
     p.add_argument("--model", help="model path or name SGLang loads (default: the spec's model)")
     p.add_argument("--capture", type=Path, default=Path("capture"), help="capture root (default: capture)")
@@ -76,7 +83,12 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep import bench, plan
     from harness.sweep.suites import suite_files
 
-    kind, why = choose_kind(args.server_kind)
+    kind, why = choose_kind(args.server_kind, args.sglang_python)
+    sglang_python = args.sglang_python
+    if kind == "sglang-cpu":
+        from harness.servers.kind import sglang_cpu_python
+
+        sglang_python = sglang_cpu_python(args.sglang_python)
     scope = "; profiles with another launch (vllm, command, attach) run as their launch says"
     if kind == "sim":
         card = args.card_profile or f"from each spec's suite.sim, else {plan.DEFAULT_CARD}"
@@ -103,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         summaries=args.summaries,
         server_kind=kind,
         kind_reason=why,
+        sglang_python=sglang_python,
         model=args.model,
         only=list(args.only),
         servers=list(args.server),

@@ -38,7 +38,7 @@ NODE_KEYS = {
     "servers",
     "bench_args",
 }
-SERVER_KINDS = ("auto", "sglang", "sim")
+SERVER_KINDS = ("auto", "sglang", "sglang-cpu", "sim")
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # `harness bench` flags the fleet sets itself for every unit
 _FLEET_FLAGS = {

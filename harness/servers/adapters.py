@@ -67,8 +67,13 @@ def _sglang_argv(p: ServerProfile, ln: Launch) -> Argv:
         raise HarnessError(
             f"server {p.name}: launch: sglang needs a model (--model M or `model:` in the spec)"
         )
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", ln.model]
+    argv = [sglang_python(p), "-m", "sglang.launch_server", "--model-path", ln.model]
     return argv + ["--host", ln.host, "--port", str(ln.port), *_runtime(p.args, ln)]
+
+
+def sglang_python(p: ServerProfile) -> str:
+    """Where SGLang lives: the profile's `python:`, else $HARNESS_SGLANG_PYTHON, else the harness's own."""
+    return p.python or os.environ.get("HARNESS_SGLANG_PYTHON") or sys.executable
 
 
 def _sim_argv(p: ServerProfile, ln: Launch) -> Argv:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from harness.errors import HarnessError
 
 
-def choose_kind(requested: str) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sim or vllm."""
+def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, str]:
+    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sglang-cpu, sim or vllm."""
+    if requested == "sglang-cpu":
+        return "sglang-cpu", _sglang_cpu_why(sglang_python)
     if requested == "sim":
         return "sim", "asked for with --server-kind sim"
     if requested == "vllm":
@@ -29,6 +31,38 @@ def choose_kind(requested: str) -> tuple[str, str]:
     if not gpu_line[0]:
         return "sim", f"no GPU visible ({gpu_line[1]})"
     return "sim", f"sglang is not usable here ({sglang_why})"
+
+
+def sglang_cpu_python(given: str | None) -> str:
+    """The interpreter a CPU run uses: the one given, else the venv `make bench-sglang` builds."""
+    if given:
+        return given
+    from harness.servers.sglang_cpu.venv import cached_env
+
+    found = cached_env()
+    if found is None:
+        raise HarnessError(
+            "--server-kind sglang-cpu: no SGLang CPU venv is built (run `make bench-sglang`, or "
+            "`python -m harness.servers.sglang_cpu.venv`, or pass --sglang-python PATH)"
+        )
+    return str(found.python)
+
+
+def _sglang_cpu_why(given: str | None) -> str:
+    import subprocess
+
+    py = sglang_cpu_python(given)
+    probe = "import importlib.metadata as m; print(m.version('sglang'))"
+    try:
+        r = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    except OSError as e:
+        raise HarnessError(f"--sglang-python: cannot run {py!r}: {e.strerror or e}") from None
+    if r.returncode != 0:
+        raise HarnessError(f"--sglang-python: {py} has no sglang installed (pip install sglang into it)")
+    return (
+        f"asked for with --server-kind sglang-cpu: SGLang {r.stdout.strip()} from {py} on the CPU "
+        "(CPU flags and import-time stand-ins added; docs/real-sglang.md)"
+    )
 
 
 def _gpu_visible() -> tuple[bool, str]:

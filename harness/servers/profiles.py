@@ -41,6 +41,7 @@ PROFILE_KEYS = {
     "ready_url",
     "ready_line",
     "ready_timeout_s",
+    "python",
 }
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
@@ -67,6 +68,7 @@ class ServerProfile:
     ready_url: str | None = None
     ready_line: str | None = None  # overrides the adapter's ready line ("" = none)
     ready_timeout_s: float | None = None
+    python: str | None = None  # launch: sglang only: the interpreter that has SGLang (default: the run's)
     matrix: dict[str, Any] = field(default_factory=dict)  # the combination this profile came from
     template: str = ""  # the name as written, before expansion
 
@@ -171,6 +173,7 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
     url = _parse_url(item, launch, args, f, key)
     host, model = _parse_host_model(item, f, key)
     env = _parse_env(item, f, key)
+    python = _parse_python(item, launch, f, key)
     engine = item.get("engine")
     if engine is not None and engine not in ENGINES:
         raise SpecError(f, f"{key}.engine", f"expected one of {', '.join(ENGINES)}, got {engine!r}")
@@ -184,6 +187,7 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
         model=model,
         env=env,
         engine=engine,
+        python=python,
         template=name,
         **_parse_readiness(item, f, key),
     )
@@ -259,6 +263,18 @@ def _parse_host_model(item: dict, f: str, key: str) -> tuple[str, str | None]:
     if model is not None and (not isinstance(model, str) or not model):
         raise SpecError(f, f"{key}.model", f"expected a model path or name, got {model!r}")
     return host, expand_path(model) if model is not None else None
+
+
+def _parse_python(item: dict, launch: str, f: str, key: str) -> str | None:
+    """`python:` names the interpreter of a venv that has SGLang (`{cache}` and `~` allowed)."""
+    py = item.get("python")
+    if py is None:
+        return None
+    if launch != "sglang":
+        raise SpecError(f, f"{key}.python", f"only for launch: sglang (this profile is launch: {launch})")
+    if not isinstance(py, str) or not py.strip():
+        raise SpecError(f, f"{key}.python", f"expected the path of a python interpreter, got {py!r}")
+    return expand_path(fill_cache(py))
 
 
 def _parse_env(item: dict, f: str, key: str) -> dict[str, str]:

@@ -35,7 +35,8 @@ class BenchOptions:
     node: str
     capture: Path = Path("capture")
     summaries: Path = Path("summaries")
-    server_kind: str = "sim"  # what `launch: sglang` profiles run as: sglang | sim | vllm
+    server_kind: str = "sim"  # what `launch: sglang` profiles run as: sglang | sglang-cpu | sim | vllm
+    sglang_python: str | None = None  # the interpreter that has SGLang, for profiles without `python:`
     kind_reason: str = ""
     model: str | None = None
     only: list[str] = field(default_factory=list)
@@ -107,7 +108,10 @@ def load_specs(files: Sequence[Path]) -> list[ExperimentSpec]:
 
 
 def resolve_profile(profile: ServerProfile, opts: BenchOptions, sim: SimSettings) -> ServerProfile:
-    """`launch: sglang` runs as opts.server_kind; a profile run on the sim gets its card and time scale."""
+    """`launch: sglang` runs as opts.server_kind; a profile run on the sim gets its card and time scale;
+    one run as SGLang on CPU gets the CPU flags and environment (harness.servers.sglang_cpu)."""
+    if profile.launch == "sglang" and opts.server_kind in ("sglang", "sglang-cpu"):
+        return _as_sglang(profile, opts)
     p = profile.with_launch(opts.server_kind) if profile.launch == "sglang" else profile
     if profile.launch == "sglang" and p.launch == "vllm":
         return dataclasses.replace(p, args=())  # SGLang's flags mean nothing to vLLM
@@ -123,6 +127,21 @@ def resolve_profile(profile: ServerProfile, opts: BenchOptions, sim: SimSettings
         extra += ["--time-scale", f"{ts:g}"]
     extra += [a for a in sim.args]
     return dataclasses.replace(p, args=(*p.args, *extra))
+
+
+def _as_sglang(profile: ServerProfile, opts: BenchOptions) -> ServerProfile:
+    """The profile as launched on SGLang: its interpreter, and on CPU the flags and env only a CPU run adds."""
+    python = profile.python or opts.sglang_python
+    if opts.server_kind != "sglang-cpu":
+        return dataclasses.replace(profile, python=python)
+    from harness.servers.sglang_cpu.flags import cpu_args, cpu_env
+
+    return dataclasses.replace(
+        profile,
+        python=python,
+        args=(*profile.args, *cpu_args(profile.args)),
+        env=cpu_env(profile.env),
+    )
 
 
 def select_points(spec: ExperimentSpec, only: list[str]) -> tuple[list[Point], str | None]:
