@@ -44,13 +44,13 @@ bench-vllm: $(STAMP)
 faults: $(STAMP)
 	$(PY) scripts/fault_report.py
 
-# refreshes the committed samples: docs/sample/ and the README's sample section (two runs of the default
+# refreshes the committed samples: docs/sample/ and docs/sample.md, the README's first result (two runs of the default
 # suite on the sim, the second only to say how far a repeat moves the figures), the fault and validate examples
 docs: $(STAMP)
 	$(VENV)/bin/harness bench --node cpu-sim --suite default --server-kind sim
 	$(VENV)/bin/harness bench --node cpu-sim-repeat --suite default --server-kind sim
 	$(PY) scripts/docs_sample.py summaries/cpu-sim.json --repeat summaries/cpu-sim-repeat.json
-	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_report_html.py -k sample_suite_page  # the README's screenshot of the page
+	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_report_html.py -k sample_suite_page  # the screenshot of the page (README, docs/reading-results.md)
 	$(PY) scripts/fault_report.py --out docs/fault-report.md
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
 

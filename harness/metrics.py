@@ -170,7 +170,7 @@ def counter_deltas(before: Scrape, after: Scrape) -> CounterDeltas:
     return out
 
 
-# SGLang's counter names (reference/sglang.md), for the hit rate over a point.
+# SGLang's counter names (docs/sglang-facts.md), for the hit rate over a point.
 PROMPT = "sglang:prompt_tokens_total"
 CACHED = "sglang:cached_tokens_total"
 GENERATION = "sglang:generation_tokens_total"

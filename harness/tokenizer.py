@@ -25,7 +25,7 @@ VOCAB: tuple[str, ...] = _build_vocab()
 _INDEX = {w: i for i, w in enumerate(VOCAB)}
 HASHED_BASE = 1 << 20
 
-# ChatML-like template of the sim (documented in the README): each message renders as
+# ChatML-like template of the sim (documented in docs/sim.md): each message renders as
 # "<|im_start|>ROLE CONTENT <|im_end|>" and the generation prompt as "<|im_start|>assistant".
 # With the word tokenizer a message therefore costs len(content) + 2 tokens, the prompt + 1.
 IM_START = "<|im_start|>"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""`make docs`: the committed sample (docs/sample/) and the README's sample section, from one summary.
+"""`make docs`: the committed sample (docs/sample/) and its page, docs/sample.md, from one summary.
 
-Writes docs/sample/<node>.json + its report (Markdown, charts), and rewrites the README between
+Writes docs/sample/<node>.json + its report (Markdown, charts), and rewrites docs/sample.md (which the README
+links to as a first result) between
 `<!-- sample:begin -->` and `<!-- sample:end -->`: the machine, that it is one run, the tables with each
 figure's seed spread, the findings computed from the summary (harness.report.findings) and, given a second
 run of the same command (`--repeat`), how far the two runs differ (how much the sim depends on machine load).
@@ -182,8 +183,9 @@ def _machine(summary: dict[str, Any]) -> str:
     return "unknown machine"
 
 
-def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str) -> str:
-    """The README's sample section: machine and run, then per experiment its findings and table."""
+def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str, out: Path) -> str:
+    """The sample section: machine and run, then per experiment its findings, table and the charts in `out`
+    (linked as `rel`, that folder relative to the page)."""
     node = summary.get("node", "?")
     seeds = sorted({s for p in summary["points"] for s in (p.get("seeds") or {})}, key=sort_key)
     lines = [
@@ -207,17 +209,17 @@ def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str) ->
         else:
             lines += generic_lines(pts)
         lines.append("")
-        for png in sorted((ROOT / rel).glob(f"{node}-{exp}-*.png")):
+        for png in sorted(out.glob(f"{node}-{exp}-*.png")):
             lines += [f"![{png.stem}]({rel}/{png.name})", ""]
     if repeat is not None:
         lines += repeat_lines(summary, repeat) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def replace_section(readme: str, text: str) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise HarnessError(f"README.md: markers {BEGIN} / {END} not found")
-    head, rest = readme.split(BEGIN, 1)
+def replace_section(doc: str, text: str, name: str = "docs/sample.md") -> str:
+    if BEGIN not in doc or END not in doc:
+        raise HarnessError(f"{name}: markers {BEGIN} / {END} not found")
+    head, rest = doc.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n{text}{END}{tail}"
 
@@ -227,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("summary", type=Path, help="summaries/<node>.json of the default suite")
     ap.add_argument("--repeat", type=Path, help="a second run's summary (same command, same machine)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "sample")
-    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    ap.add_argument(
+        "--doc",
+        "--readme",
+        dest="doc",
+        type=Path,
+        default=ROOT / "docs" / "sample.md",
+        help="the page with the markers",
+    )
     args = ap.parse_args(argv)
     try:
         summary = load_summary(args.summary)
@@ -236,13 +245,15 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(args.summary, args.out / f"{node}.json")
         written = write_report(summary, args.out, stem=node)
-        rel = args.out.resolve().relative_to(args.readme.resolve().parent).as_posix()
-        readme = args.readme.read_text(encoding="utf-8")
-        args.readme.write_text(replace_section(readme, section(summary, repeat, rel)), encoding="utf-8")
+        rel = args.out.resolve().relative_to(args.doc.resolve().parent).as_posix()
+        doc = args.doc.read_text(encoding="utf-8")
+        args.doc.write_text(
+            replace_section(doc, section(summary, repeat, rel, args.out), str(args.doc)), encoding="utf-8"
+        )
     except HarnessError as e:
         print(f"docs_sample: error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({"sample": [str(p) for p in written], "readme": str(args.readme)}))
+    print(json.dumps({"sample": [str(p) for p in written], "doc": str(args.doc)}))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Two servers (gpu-only, hicache) at two sweep values on a scripted GPU, plus a sim point with no GPU:
 one healthy pair, and one pair like the field case that motivated validate (465 vs 765 MHz busy-median
-clocks, the slower card thermally throttled). Writes the Markdown used by the README
+clocks, the slower card thermally throttled). Writes the Markdown the docs link to
 (docs/validate-example.md) or prints it. Runs in a few seconds; no GPU needed.
 
     .venv/bin/python scripts/validate_example.py [--out docs/validate-example.md]

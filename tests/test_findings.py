@@ -186,7 +186,7 @@ def test_ttft_chart_plots_modelled_time_or_says_it_is_a_sims_wall_clock(monkeypa
 
 
 @pytest.mark.slow
-def test_docs_sample_rewrites_only_the_readme_section(tmp_path) -> None:
+def test_docs_sample_rewrites_only_the_sample_section(tmp_path) -> None:
     import json
     import subprocess
     import sys
@@ -198,28 +198,30 @@ def test_docs_sample_rewrites_only_the_readme_section(tmp_path) -> None:
     build(tmp_path / "capture")
     out = tmp_path / "summaries" / "l4.json"
     summarize.write_summaries(summarize.summarize([tmp_path / "capture"]), out)
-    readme = tmp_path / "README.md"
-    readme.write_text("# top\n\n<!-- sample:begin -->\nold text\n<!-- sample:end -->\n\n## after\n")
+    page = tmp_path / "sample.md"
+    page.write_text("# top\n\n<!-- sample:begin -->\nold text\n<!-- sample:end -->\n\n## after\n")
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run(
         [sys.executable, str(root / "scripts" / "docs_sample.py"), str(out), "--repeat", str(out)]
-        + ["--out", str(tmp_path / "docs" / "sample"), "--readme", str(readme)],
+        + ["--out", str(tmp_path / "sample"), "--doc", str(page)],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
-    text = readme.read_text()
+    text = page.read_text()
     assert text.startswith("# top\n\n<!-- sample:begin -->\nOne run of `make bench NODE=l4`")
     assert text.endswith("<!-- sample:end -->\n\n## after\n") and "old text" not in text
-    assert "median over seeds" in text and "[docs/sample/l4.md](docs/sample/l4.md)" in text
+    assert "median over seeds" in text and "[sample/l4.md](sample/l4.md)" in text
     assert "reproduced every figure" in text  # the same summary twice: nothing moved
-    assert (tmp_path / "docs" / "sample" / "l4.json").exists()
-    assert json.loads(r.stdout)["readme"] == str(readme)
+    assert (tmp_path / "sample" / "l4.json").exists()
+    pngs = sorted((tmp_path / "sample").glob("l4-*.png"))  # charts linked from beside the page, not the repo
+    assert pngs and all(f"](sample/{png.name})" in text for png in pngs)
+    assert json.loads(r.stdout)["doc"] == str(page)
     bad = tmp_path / "NOMARK.md"
     bad.write_text("# no markers\n")
     r = subprocess.run(
-        [sys.executable, str(root / "scripts" / "docs_sample.py"), str(out), "--readme", str(bad)]
+        [sys.executable, str(root / "scripts" / "docs_sample.py"), str(out), "--doc", str(bad)]
         + ["--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,

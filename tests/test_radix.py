@@ -37,7 +37,7 @@ def eviction_order(c: RadixCache) -> str:
 )
 @pytest.mark.parametrize("flavor", ["radix", "unified"])
 def test_a_to_d_example(policy, expected, flavor):
-    """real-servers.md: A re-inserted 3x, B once, C matched last."""
+    """docs/real-servers.md: A re-inserted 3x, B once, C matched last."""
     c = make(policy, flavor=flavor)
     for n in "ABCD":
         c.insert(SEQS[n])

@@ -1,4 +1,4 @@
-"""Every SGLang log variant of ../shared/reference/sglang.md parses into the right record."""
+"""Every SGLang log variant of docs/sglang-facts.md parses into the right record."""
 
 from __future__ import annotations
 

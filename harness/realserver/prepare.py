@@ -25,7 +25,7 @@ from harness.paths import cache_root
 from harness.realserver import LLAMA_CPP_VERSION
 
 PACKAGE = "llama-cpp-python"
-# The reference's flags: no tests/examples, no UI (a prebuilt UI would be downloaded), no OpenSSL.
+# The flags of docs/real-servers.md: no tests/examples, no UI (a prebuilt UI would be downloaded), no OpenSSL.
 CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_TESTS=OFF",

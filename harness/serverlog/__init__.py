@@ -1,6 +1,6 @@
 """SGLang and vLLM server log lines → typed records, so cache evidence does not depend on client timing.
 
-Every SGLang variant in ../shared/reference/sglang.md is accepted (0.4.10 to 0.5.23): prefill and decode
+Every SGLang variant in docs/sglang-facts.md is accepted (0.4.10 to 0.5.23): prefill and decode
 batch lines, KV and host pool lines, the scheduler's `max_total_num_tokens=` line, ready, flush and
 HiCache prefetch lines. vLLM's lines (V0 and V1 up to 0.32): the periodic stats line with its
 `Prefix cache hit rate: X%`, the engine version, the KV cache size, and prefix-cache resets; the

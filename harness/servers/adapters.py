@@ -84,7 +84,7 @@ def _sim_argv(p: ServerProfile, ln: Launch) -> Argv:
 
 
 # What `launch: vllm` adds to every launch: prefix caching on, and cached tokens in usage. The CPU build's
-# `vllm` command fails (real-servers.md), so the module runs under the vLLM venv's python.
+# `vllm` command fails (docs/real-servers.md), so the module runs under the vLLM venv's python.
 VLLM_FLAGS = ("--enable-prefix-caching", "--enable-prompt-tokens-details")
 
 

@@ -118,7 +118,7 @@ def _measurements() -> list[Measurement]:
             "l4",
             "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
             " back with the next chunk: 1,573.58 token/s",
-            "SGLang server log of a real L4 (shared/reference/sglang.md, 2026-10-17 17:34:02)",
+            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 17:34:02)",
             4096 / 1573.58,
             _prefill_flops(llama, [(1366, 0), (1365, 0), (1365, 0)]),
             "prefill",
@@ -127,7 +127,7 @@ def _measurements() -> list[Measurement]:
             "l4",
             "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
             " 1,431.87 token/s",
-            "SGLang server log of a real L4 (shared/reference/sglang.md, 2026-10-17 18:19:03)",
+            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 18:19:03)",
             4096 / 1431.87,
             _prefill_flops(llama, [(1024, 549)] * 4),
             "prefill",

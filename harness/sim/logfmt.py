@@ -1,6 +1,6 @@
 """SGLang 0.5.23 log lines, to stderr and --log-file, so the harness's log parser reads the sim like SGLang.
 
-Formats (reference/sglang.md): `[%Y-%m-%d %H:%M:%S] message`; the KV pool, host pool,
+Formats (docs/sglang-facts.md): `[%Y-%m-%d %H:%M:%S] message`; the KV pool, host pool,
 `max_total_num_tokens=...` and ready lines at startup; one `Prefill batch, ...` line per prefill
 batch and one `Decode batch, ...` line every --decode-log-interval decode steps.
 """

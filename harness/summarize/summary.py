@@ -2,7 +2,7 @@
 
 harness.summarize.read reads the capture, harness.summarize.figures computes each seed's figures;
 here they merge over seeds, get their verdicts (harness.validate, thresholds kept in the summary)
-and are written. Schema: README.md, "Summary schema".
+and are written. Schema: docs/summary.md.
 """
 
 from __future__ import annotations

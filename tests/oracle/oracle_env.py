@@ -21,7 +21,7 @@ from pathlib import Path
 
 SGLANG_VERSION = "0.5.23"
 TORCH_PIN = "torch==2.13.0+cpu"
-# What `import sglang.srt.mem_cache.radix_cache` needs (real-servers.md); torch comes first, pinned.
+# What `import sglang.srt.mem_cache.radix_cache` needs (docs/real-servers.md); torch comes first, pinned.
 DEPS = [
     "numpy",
     "orjson",
