@@ -8,7 +8,7 @@ SUITE  ?= default
 MODEL  ?=
 SERVER_KIND ?= auto
 
-.PHONY: test check bench bench-smoke bench-real lint faults docs clean
+.PHONY: test check bench bench-smoke bench-real bench-vllm bench-sglang lint faults docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench-smoke: $(STAMP)
 
 bench-real: $(STAMP)
 	$(PY) scripts/bench_real.py --node llama-cpu
+
+# SGLang 0.5.23's own server on this CPU: a pinned venv under the build cache, a tiny model, workloads/sglang-cpu/
+bench-sglang: $(STAMP)
+	$(PY) scripts/bench_sglang.py --node sglang-cpu
 
 bench-vllm: $(STAMP)
 	$(PY) scripts/bench_vllm.py --node vllm-cpu

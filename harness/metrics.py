@@ -177,6 +177,10 @@ GENERATION = "sglang:generation_tokens_total"
 REQUESTS = "sglang:num_requests_total"
 EVICTED = "sglang:evicted_tokens_total"
 LOAD_BACK = "sglang:load_back_tokens_total"
+# HiCache's (0.5.23, with --enable-hierarchical-cache): device->host backups, and host copies dropped
+HICACHE_BACKUP_TOKENS = "sglang:hicache_backup_tokens_total"
+HICACHE_BACKUP_BYTES = "sglang:hicache_backup_bytes_total"
+HICACHE_DROPPED = "sglang:hicache_dropped_tokens_total"
 
 # vLLM's (V1, seen on 0.32.0): prefix-cache queries and hits in tokens, prompt tokens by where they came
 # from, and cache_config_info, a gauge whose labels carry the block size and the pool.
@@ -247,6 +251,9 @@ def cache_figures(d: CounterDeltas) -> dict[str, Any]:
         "generation_tokens": d.total(GENERATION),
         "evicted_tokens": d.total(EVICTED),
         "load_back_tokens": d.total(LOAD_BACK),
+        "hicache_backup_tokens": d.total(HICACHE_BACKUP_TOKENS),
+        "hicache_backup_bytes": d.total(HICACHE_BACKUP_BYTES),
+        "hicache_dropped_tokens": d.total(HICACHE_DROPPED),
         "reset": d.reset,
     }
 

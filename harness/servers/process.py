@@ -262,7 +262,9 @@ class ServerProcess:
             raise ServerError(self._why(what)) from None
 
     def _why(self, what: str) -> str:
-        return f"server {self.profile.name} {what}; log {self.log_path}: last lines: {self.quoted_tail()}"
+        cause = startup_error(self.log_tail(60))
+        said = f": {cause}" if cause else ""
+        return f"server {self.profile.name} {what}{said}; log {self.log_path}: last lines: {self.quoted_tail()}"
 
     def _save_info(self) -> None:
         info: dict[str, Any] | None = None
@@ -289,6 +291,23 @@ class ServerProcess:
     @property
     def returncode(self) -> int | None:
         return self.proc.returncode if self.proc else None
+
+    def log_size(self) -> int:
+        """Bytes in server.log now: where a point's part of the log begins."""
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_lines_since(self, offset: int, needle: str) -> list[str]:
+        """The lines written since `offset` that contain `needle` (e.g. a replaced kernel's loud line)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return []
+        return [ln.strip() for ln in text.splitlines() if needle in ln]
 
     def log_tail(self, n: int = 20) -> list[str]:
         """The last n lines this launch wrote to server.log."""
@@ -342,6 +361,19 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_STARTUP_ERROR = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_.]*(?:Error|Exception)): .+|[\w .-]+: error: .+)$")
+
+
+def startup_error(lines: list[str]) -> str | None:
+    """The line that says why a server refused to start (the last `XError: ...` or argparse `error:`),
+    e.g. SGLang's `ValueError: --radix-eviction-policy tlru needs 'threshold' ...`; None when none does."""
+    for line in reversed(lines):
+        m = _STARTUP_ERROR.match(line.strip())
+        if m:
+            return m.group(1)[:400]
+    return None
 
 
 def _killpg(pgid: int, sig: int) -> None:

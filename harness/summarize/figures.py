@@ -338,8 +338,8 @@ def counter_figures(sc: SeedCapture) -> dict[str, Any]:
     fig["counter_cached_tokens"] = cf["cached_tokens"]
     for src, v in cf["cached_by_source"].items():
         fig[f"counter_cached_{src}_tokens"] = v
-    for k in ("evicted_tokens", "load_back_tokens"):
-        fig[f"counter_{k}"] = cf[k]
+    for k in ("evicted_tokens", "load_back_tokens", "hicache_backup_tokens", "hicache_dropped_tokens"):
+        fig[f"counter_{k}"] = cf.get(k)
     fig["counter_reset"] = cf["reset"]
     fig["counter_engine"] = cf["engine"]
     fig["server_ttft_mean_s"], fig["server_ttft_requests"] = metrics.ttft_mean_s(d)

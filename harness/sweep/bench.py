@@ -142,6 +142,7 @@ def _run_with_retries(
             sw.log(f"{key}: server {name} is down (exit {server.returncode}); restarting")
             server.restart()
             outcome.restarts += 1
+        log_at = server.log_size() if isinstance(server, ServerProcess) else 0
         rec = run_point(
             spec,
             point,
@@ -160,6 +161,12 @@ def _run_with_retries(
         )
         server.points_run += 1
         status = rec.status
+        replaced = _replaced_kernel_calls(server, log_at)
+        if replaced:  # SGLang on CPU reached a kernel that has no CPU build: not what SGLang would do
+            failure = f"SGLang called a kernel replaced for the CPU run: {replaced[0]}"
+            mark_failed(pdir, failure)
+            sw.log(f"{key}: failed (attempt {attempt}): {failure}")
+            return "failed", rec
         if status != "ok" and isinstance(server, ServerProcess):
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
@@ -193,6 +200,15 @@ def _run_with_retries(
             continue
         break
     return status, rec
+
+
+def _replaced_kernel_calls(server: ServerProcess | _Attached, offset: int) -> list[str]:
+    """Lines a CPU stand-in printed during the point (harness.servers.sglang_cpu): each is a failed point."""
+    if not isinstance(server, ServerProcess):
+        return []
+    from harness.servers.sglang_cpu import SHIM_MARK
+
+    return server.log_lines_since(offset, f"{SHIM_MARK}: kernel")
 
 
 def _as_record(old: dict[str, Any] | None) -> PointRecord | dict[str, Any]:

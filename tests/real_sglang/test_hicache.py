@@ -1,0 +1,114 @@
+"""One real SGLang 0.5.23 server with HiCache (ratio 4 over a 1,200-token pool, direct io, layer-first on
+CPU): host hits in meta_info, the sglang:hicache_* counters in a point's deltas, the host pool in
+server_info, and `harness run` end to end with host hits and its three hit-rate sources agreeing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.timeout(1200)]
+ARGS = [
+    "--max-total-tokens",
+    "1200",
+    "--enable-hierarchical-cache",
+    "--hicache-ratio",
+    "4",
+    "--enable-cache-report",
+    "--enable-metrics",
+]
+
+
+@pytest.fixture(scope="module")
+def server(sglang_setup, tmp_path_factory):
+    yield from start_sglang("hicache", ARGS, sglang_setup, tmp_path_factory.mktemp("sglang-hicache"))
+
+
+def test_the_cpu_flags_include_hicaches_direct_io_and_layer_first_layout(server: RunningSglang) -> None:
+    argv = server.proc.display_argv()
+    i = argv.index("--hicache-io-backend")
+    assert argv[i + 1] == "direct" and argv[argv.index("--hicache-mem-layout") + 1] == "layer_first"
+
+
+def test_a_prefix_evicted_from_the_device_comes_back_from_host(server: RunningSglang) -> None:
+    from harness.metrics import cache_figures, counter_deltas, parse_prometheus
+    from harness.servers.control import flush_cache
+
+    assert flush_cache(server.url, paths=server.proc.reset_paths)[0] is True
+    before = parse_prometheus(httpx.get(server.url + "/metrics", timeout=10).text)
+    a = list(range(1000, 1400))
+    server.generate(a)
+    for k in range(4):  # 1,600 more tokens through a 1,200-token device pool: a is evicted to host
+        server.generate(list(range(2000 + 500 * k, 2400 + 500 * k)))
+    back = server.generate(a + [1500])["meta_info"]
+    assert back["cached_tokens"] == 400 and back["cached_tokens_details"] == {"device": 0, "host": 400}
+    after = parse_prometheus(httpx.get(server.url + "/metrics", timeout=10).text)
+    cf = cache_figures(counter_deltas(before, after))
+    assert cf["cached_by_source"].get("host") == 400, cf
+    assert cf["hicache_backup_tokens"] and cf["hicache_backup_tokens"] >= 400, cf
+    assert after.get("sglang:hicache_host_total_tokens") == 4801  # ratio 4 x 1,200 + one padding page
+
+
+def test_server_info_carries_the_host_tier_the_prediction_rebuilds(server: RunningSglang) -> None:
+    from harness.summarize.prediction import engine_from_info
+
+    info = json.loads((server.proc.server_dir / "server_info.json").read_text())
+    assert info["enable_hierarchical_cache"] is True and info["hicache_ratio"] == 4.0
+    cfg = engine_from_info(info)
+    assert not isinstance(cfg, str), cfg
+    assert cfg.hicache and cfg.host_pool_tokens == 4801, cfg
+
+
+def test_harness_run_end_to_end_host_hits_and_three_sources(server: RunningSglang, tmp_path: Path) -> None:
+    spec = (
+        (REPO / "workloads" / "sglang-cpu" / "working-set.yaml")
+        .read_text()
+        .replace("seeds: [0, 1, 2]", "seeds: [0]")
+    )
+    path = tmp_path / "ws.yaml"
+    path.write_text(spec)
+    capture, summaries = tmp_path / "capture", tmp_path / "summaries"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        str(path),
+        "--server-url",
+        server.url,
+        "--server",
+        "hicache",
+        "--node",
+        "sg",
+        "--capture",
+        str(capture),
+        "--only",
+        "groups=8",
+        "--quiet",
+        "--server-log",
+        str(server.log),
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "summarize", str(capture / "sg"), "-o", str(summaries)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (p,) = json.loads((summaries / "sg.json").read_text())["points"]
+    m = p["median"]
+    rates = [m["hit_rate_usage"], m["hit_rate_counters"], m["hit_rate_log"]]
+    assert None not in rates and max(rates) - min(rates) <= 0.01, rates
+    seed = next(iter(p["seeds"].values()))["figures"]
+    assert seed["cached_host_tokens"] > 0 and seed["counter_cached_host_tokens"] == seed["cached_host_tokens"]
