@@ -41,7 +41,10 @@ class ServerIds:
         self.word = WordTokenizer()
         self.hf = None if self.sim or maker.kind != "hf" else maker.hf
         self.text_ok = self.sim or maker.kind != "word"
-        self.engine = (info or {}).get("engine") or (info or {}).get("version") or "the server"
+        version = (info or {}).get("version")
+        self.engine = (info or {}).get("engine") or (
+            f"the server (version {version})" if version else "the server"
+        )
 
     def prompt(self, payload: Any) -> list[int]:
         if _is_ids(payload):
