@@ -57,6 +57,9 @@ class RequestRecord:
         None  # http | connect | timeout-connect | timeout-first-token | timeout-total | protocol | disconnect | truncated | cancelled
     )
     answer: str | None = None  # generated text (needed to replay multi-turn histories offline)
+    # the answer's token ids as the server returned them (/generate `output_ids`): what its tree caches
+    # after the prompt, and the history a `tokenizer: server` replay resends (harness.whatif.captured)
+    answer_ids: list[int] | None = None
     prompt_sha: str | None = None  # sha1 of the exact prompt sent (text or token ids)
     server_timings: dict[str, Any] | None = None  # e.g. llama.cpp `timings`
     # serve-sim only: the request's stamps on the sim's virtual clock (arrival_s, first_token_s,

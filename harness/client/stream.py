@@ -66,6 +66,8 @@ async def stream_request(
     finally:
         if st.pieces or st.reasoning:
             rec.answer = st.answer()
+        if st.output_ids is not None:
+            rec.answer_ids = list(st.output_ids)
         derive(rec)
     return st
 

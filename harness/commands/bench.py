@@ -26,7 +26,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--suite", choices=sorted(SUITES), default="default", help="experiments to run (default: default)"
     )
-    p.add_argument("--spec", nargs="+", metavar="FILE", help="experiment specs to run instead of a suite")
+    p.add_argument(
+        "--spec",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        help="experiment specs to run instead of a suite, in order (repeatable: --spec A --spec B runs both)",
+    )
     p.add_argument(
         "--server-kind",
         choices=("auto", "sglang", "sglang-cpu", "sim", "vllm"),

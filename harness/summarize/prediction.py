@@ -87,13 +87,14 @@ def measured(median: dict[str, Any]) -> tuple[float | None, str | None]:
     return None, None
 
 
-def predict_seed(sc: SeedCapture, econf) -> tuple[float, float, int]:
-    """(predicted hit rate, ideal hit rate, requests) of one seed's sent requests, replayed offline."""
+def predict_seed(sc: SeedCapture, econf, info: dict[str, Any] | None = None) -> tuple[float, float, int]:
+    """(predicted hit rate, ideal hit rate, requests) of one seed's sent requests, replayed offline with
+    the ids this server saw (`info`: its server_info, which says whether it is the sim)."""
     from harness.whatif.grid import Config
     from harness.whatif.inputs import read_capture
     from harness.whatif.replay import replay_engine
 
-    trace = read_capture(Path(sc.path))
+    trace = read_capture(Path(sc.path), info)
     cfg = Config(
         policy=econf.policy,
         pool=int(econf.pool_tokens),
@@ -122,7 +123,7 @@ def add_prediction(
             if not sc.requests:
                 continue
             try:
-                hit, ide, _n = predict_seed(sc, econf)
+                hit, ide, _n = predict_seed(sc, econf, info)
             except HarnessError as e:
                 why = str(e)
                 break

@@ -3,7 +3,7 @@
 - Mooncake-format JSONL (`hash_ids`: one id per block of `block_size` tokens): keys are block ids, so
   the tree runs at block granularity as SGLang's would when keyed by block ids (pools in blocks).
 - a capture point folder of ours (requests.jsonl + the manifest's spec): prompts rebuilt with the answers
-  the server returned, in send order (word tokenizer only).
+  the server returned, in send order, as the ids the server saw (any tokenizer: harness.whatif.captured).
 - an experiment spec (YAML): its workload generated with the word tokenizer, answers modelled as the sim
   gives them (`harness.sim.answers.answer_ids`), keys are token ids (pools in tokens).
 
@@ -15,41 +15,12 @@ generator would have sent them; Mooncake traces carry neither and replay one req
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.whatif.trace import Trace, TraceRequest, _prompt_ids, _request, spec_dir
 
-
-@dataclass(frozen=True)
-class TraceRequest:
-    key: tuple[int, ...]  # what the tree matches: token ids, or block ids
-    tokens: int  # prompt length in tokens
-    arrival: float = 0.0  # seconds from the trace start
-    output_tokens: int = 0
-    session: int | None = None
-    turn: int | None = None
-    output_key: tuple[int, ...] = ()  # the answer's ids, cached after the prompt when known (as SGLang does)
-    position: int | None = None  # how many times this session's / group's prefix was sent before
-    index: int = 0  # the schedule's nominal send order (the load generator sends the lowest ready index)
-    conversation: int | None = None  # turns of one conversation go strictly in order (closed loop)
-    group: int | None = None
-
-
-@dataclass
-class Trace:
-    name: str
-    requests: list[TraceRequest]
-    unit: int = 1  # tokens per key element (block size for block traces)
-    kind: str = "tokens"  # tokens | blocks
-    notes: list[str] = field(default_factory=list)
-    concurrency: int | None = None  # the run's cap on requests in flight; None: no scheduler replay
-    request_rate: float | None = None  # Poisson arrivals (requests/s) on top of the cap, as the loadgen
-    seed: int = 0  # the schedule seed (arrival offsets)
-
-    def hit_tokens(self, req: TraceRequest, units: int) -> int:
-        """Tokens a hit of `units` key elements saves; the last block counts its real length."""
-        return min(units * self.unit, req.tokens)
+__all__ = ["Trace", "TraceRequest", "read_capture", "read_input", "read_mooncake", "read_spec", "spec_dir"]
 
 
 def read_mooncake(path: Path, block_size: int = 512) -> Trace:
@@ -132,104 +103,11 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     )
 
 
-def _prompt_ids(payload, tok) -> list[int]:
-    """The ids the sim tokenizes a payload to: chat messages through its template, text word by word."""
-    from harness.tokenizer import render_chat
+def read_capture(point_dir: Path, info: dict | None = None) -> Trace:
+    """A capture point of ours, replayed with the exact ids the server saw (harness.whatif.captured)."""
+    from harness.whatif.captured import read_capture as read
 
-    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
-        payload = render_chat(payload)
-    return tok.encode(payload) if isinstance(payload, str) else list(payload)
-
-
-def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
-    return TraceRequest(
-        tuple(ids),
-        len(ids),
-        r.arrival or 0.0,  # a replayed trace's own send time (timestamps: honor)
-        len(ans),
-        conv.session,
-        r.turn,
-        tuple(ans),
-        position=r.position,
-        index=r.index,
-        conversation=conv.id,
-        group=conv.group,
-    )
-
-
-def read_capture(point_dir: Path) -> Trace:
-    """A capture point of ours: prompts rebuilt from the spec in the manifest, histories from the answers
-    the server actually returned (`answer`), requests in the order they were sent."""
-    from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
-    from harness.spec import parse_spec
-    from harness.tokenizer import WordTokenizer
-    from harness.workloads import build_schedule
-    from harness.workloads.prompts import PromptBuilder, Turnout
-
-    manifest = next(
-        (d / MANIFEST for d in (point_dir, *point_dir.parents[:3]) if (d / MANIFEST).is_file()), None
-    )
-    if manifest is None:
-        raise HarnessError(f"{point_dir}: no {MANIFEST} in this folder or the three above it")
-    try:
-        raw_spec = json.loads(manifest.read_text())["spec"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
-    spec = parse_spec(raw_spec, str(manifest), base_dir=spec_dir(manifest))
-    if spec.tokenizer != "word":
-        raise HarnessError(
-            f"{manifest}: tokenizer: only the word tokenizer can be replayed offline, got {spec.tokenizer!r}"
-        )
-    records, _bad = read_jsonl(point_dir / REQUESTS)
-    # what reached the server: not the warm-up, nor what was recorded as not sent
-    records = [r for r in records if r.get("sent_mono") is not None and not r.get("warmup")]
-    if not records:
-        raise HarnessError(f"{point_dir / REQUESTS}: no records")
-    sweep = {}
-    if (point_dir / POINT).is_file():
-        sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
-    point = next((p for p in spec.points() if p.sweep == sweep), spec.points()[0])
-    seed = int(records[0].get("seed") or 0)
-    schedule = build_schedule(spec, point.workload, seed, "word")
-    builder = PromptBuilder(schedule, spec.api)
-    tok = WordTokenizer()
-    by_index = {r.index: (c, r) for c in schedule.conversations for r in c.turns}
-    history: dict[int, list] = {}
-    reqs = []
-    for rec in sorted(records, key=lambda r: (r.get("sent_mono") or 0.0, r.get("index", 0))):
-        if rec.get("index") not in by_index:
-            raise HarnessError(
-                f"{point_dir / REQUESTS}: index {rec.get('index')!r} is not in the spec's schedule"
-            )
-        conv, req = by_index[rec["index"]]
-        hist = history.setdefault(conv.id, [])
-        prompt = builder.build(conv, req, hist[: req.turn])
-        ids = _prompt_ids(prompt.payload, tok)
-        answer = rec.get("answer") or ""
-        ans = tok.encode(answer)
-        hist.append(Turnout(answer=answer, answer_ids=tuple(ans), completion_tokens=len(ans)))
-        reqs.append(_request(ids, ans, conv, req))
-    return Trace(
-        f"{spec.name}-{point_dir.name}",
-        reqs,
-        unit=1,
-        kind="tokens",
-        concurrency=point.concurrency,
-        request_rate=point.request_rate,
-        seed=seed,
-    )
-
-
-def spec_dir(manifest: Path) -> Path:
-    """Where the captured spec's relative paths (a trace file) resolve: the spec's folder as the manifest
-    recorded it (absolute, or relative to where the run started: usually here), else the current folder."""
-    try:
-        sp = json.loads(manifest.read_text()).get("spec_path")
-    except (OSError, ValueError):
-        sp = None
-    if isinstance(sp, str) and sp and Path(sp).parent.is_dir():
-        return Path(sp).parent
-    return Path.cwd()
+    return read(point_dir, info)
 
 
 def read_input(path: Path, block_size: int = 512) -> Trace:
