@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.capture import experiment_dir, point_dir
+from harness.capture import experiment_dir, point_dir, server_dir
 from harness.capture.manifest import (
     host_facts,
     load_manifest,
@@ -401,9 +401,38 @@ def run_points(
         log or (lambda _msg: None),
     )
     outcome = Outcome()
+    if sp.todo:
+        _save_attached_info(spec, base_url, server_dir(Path(capture_root), node, spec.name, server_name))
     with sweep_progress(len(sp.todo), quiet):
         sweep_server(sw, sp, _Attached(base_url), outcome)
     return outcome.records
+
+
+ATTACHED_INFO_PATHS = (
+    "/server_info",
+    "/get_server_info",
+)  # SGLang 0.5.23's name first; the old one logs a warning
+
+
+def _save_attached_info(spec: ExperimentSpec, base_url: str, sdir: Path) -> None:
+    """An attached SGLang's cache settings, saved as a launched server's are, so its points get predicted vs
+    measured; a server without the endpoint (vLLM, llama.cpp) simply has none."""
+    import httpx
+
+    from harness.capture import SERVER_INFO, write_json_atomic
+
+    headers = spec.resolved_headers()
+    with httpx.Client(timeout=5.0, trust_env=False, headers=headers) as client:
+        for path in ATTACHED_INFO_PATHS:
+            try:
+                r = client.get(base_url.rstrip("/") + path)
+                info = r.json() if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(info, dict):
+                sdir.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(sdir / SERVER_INFO, spec_redactor([spec]).obj(info))
+                return
 
 
 def run_attached(

@@ -22,8 +22,13 @@ def _shipped_profiles() -> list[tuple[str, list[str]]]:
     from harness.servers.profiles import parse_servers
     from harness.spec import load_spec
 
+    import yaml
+
     out = []
     for path in sorted([*REPO.glob("workloads/*.yaml"), *REPO.glob("workloads/sglang-cpu/*.yaml")]):
+        raw = yaml.safe_load(path.read_text())
+        if not any(s.get("launch") == "sglang" for s in raw.get("servers") or []):
+            continue  # llama.cpp / vLLM specs (their tokenizer files exist only once those are built)
         spec = load_spec(path)
         for prof in parse_servers(spec.servers_raw, spec.matrix_raw, str(path)):
             if prof.launch == "sglang":
