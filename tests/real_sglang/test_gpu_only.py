@@ -184,4 +184,4 @@ def test_harness_run_end_to_end_three_sources_agree(server: RunningSglang, tmp_p
         assert None not in rates and max(rates) - min(rates) <= 0.01, (p["experiment"], rates)
         assert p["status"] == "ok" and p["cache_state"] == "cold", p
         if p["experiment"] == "ws-c1":  # in send order at concurrency 1 the replay is exact
-            assert m["predicted_hit_rate"] == pytest.approx(m["hit_rate_usage"], abs=1e-9), m
+            assert p["predicted_hit_rate"] == pytest.approx(m["hit_rate_usage"], abs=1e-9), p["prediction"]
