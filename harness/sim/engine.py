@@ -281,7 +281,9 @@ class Engine(KvPool):
             raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + self._stuck_message())
         for req, take, _ in parts:
             self._set_kv(req, req.kv_len + take)
-        new_tokens = sum(-(-take // self.page) * self.page for _, take, _ in parts)
+        # the exact tokens computed, as 0.5.23 logs them (adder.log_input_tokens sums raw_extend_input_len;
+        # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
+        new_tokens = sum(take for _, take, _ in parts)
         duration = self.card.prefill_with_load_back(
             [(t, c) for _, t, c in parts], plan.load_back, self.config.kv_bytes_per_token
         )
