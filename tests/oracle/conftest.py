@@ -22,7 +22,7 @@ def oracle_python() -> Path:
     try:
         if oracle_env.is_built():
             return oracle_env.ensure_oracle_python()
-        with setup_step(f"SGLang {oracle_env.SGLANG_VERSION} oracle venv (installed once, several minutes)"):
+        with setup_step(f"SGLang {oracle_env.SGLANG_VERSION} venv for the oracle (installed once, ~3 min)"):
             return oracle_env.ensure_oracle_python()
     except (oracle_env.OracleUnavailable, OSError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"SGLang {oracle_env.SGLANG_VERSION} oracle venv cannot be built here: {e}")

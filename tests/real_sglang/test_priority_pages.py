@@ -66,4 +66,8 @@ def test_server_info_and_log_give_page_size_and_policy(server: RunningSglang) ->
     prefills = parse_file(server.log).of("prefill")
     # hits come in whole pages; #new-token is the exact count computed, not rounded up to pages
     assert prefills and all(r.fields["cached_token"] % 16 == 0 for r in prefills)
-    assert {(r.fields["new_token"], r.fields["cached_token"]) for r in prefills} >= {(300, 0), (12, 288), (52, 288)}
+    assert {(r.fields["new_token"], r.fields["cached_token"]) for r in prefills} >= {
+        (300, 0),
+        (12, 288),
+        (52, 288),
+    }
