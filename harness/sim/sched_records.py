@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.sim.ingest import INGEST_LATENCY_S
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
@@ -57,6 +58,8 @@ class EngineConfig:
     context_length: int | None = None
     radix_tree: str = "unified"  # --sim-radix-tree: "unified" (0.5.23's tree) or "radix" (plain RadixCache)
     radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
+    # --sim-ingest-latency-ms / 1000: the tokenizer manager's work per request (ingest.py); None: its default
+    ingest_latency_s: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.card, str):
@@ -70,6 +73,8 @@ class EngineConfig:
             self.chunked_prefill_size = card.chunked_prefill_size
         if self.context_length is None:
             self.context_length = card.context_length
+        if self.ingest_latency_s is None:
+            self.ingest_latency_s = INGEST_LATENCY_S
 
     @property
     def profile(self) -> CardProfile:
@@ -121,7 +126,12 @@ class EngineConfig:
             kv_cache_dtype=ns.kv_cache_dtype,
             context_length=ns.context_length,
             radix_tree=getattr(ns, "sim_radix_tree", "unified"),
+            ingest_latency_s=_ms(getattr(ns, "sim_ingest_latency_ms", None)),
         )
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else float(value) / 1000.0
 
 
 @dataclass(eq=False)
@@ -132,7 +142,8 @@ class SimRequest:
     input_ids: list[int] = field(repr=False)
     output_ids: list[int] = field(repr=False)  # the whole answer the sim produces, decided up front
     finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
-    arrival: float = 0.0
+    arrival: float = 0.0  # reached the server (the client's send)
+    received: float | None = None  # reached the scheduler (after the tokenizer manager, ingest.py)
     priority: int = 0
     order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
     on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
