@@ -14,18 +14,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from harness.sim.sched_records import SimRequest
+from harness.sim.sched_records import INGEST_LATENCY_S, SimRequest
 
-# Virtual seconds of tokenizer-manager work per request (HTTP parse, GenerateReqInput normalisation,
-# request state, tokenization, pickling, the ZMQ send) on a GPU node's host CPU. 1 ms is the order of
-# one asyncio loop doing that work in Python (about a thousand requests a second; SGLang added
-# --tokenizer-worker-num because one tokenizer manager tops out near there). It only has to exceed
-# the scheduler's idle poll, and stay below a prefill, for a burst to split as SGLang splits it;
-# calibrate it against a real server with serve-sim's --sim-ingest-latency-ms.
-INGEST_LATENCY_S = 0.001
+__all__ = ["INGEST_LATENCY_S", "Ingest"]
 
 
 @dataclass

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.sim.ingest import INGEST_LATENCY_S
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
@@ -18,6 +17,14 @@ MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded bac
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+# Virtual seconds of tokenizer-manager work per request before the scheduler can receive it (ingest.py):
+# HTTP parse, GenerateReqInput normalisation, request state, tokenization, pickling, the ZMQ send, all
+# in one Python asyncio loop. 1 ms is an estimate of that Python work on a server CPU, not a
+# measurement; what matters for batching is that it exceeds an idle scheduler's poll and that a
+# burst's requests after the first reach the scheduler within its prefill (~140 ms for 277 tokens of
+# an 8B model on an L4). Fit it to a real server with serve-sim's
+# --sim-ingest-latency-ms (docs/sglang-scheduling.md).
+INGEST_LATENCY_S = 0.001
 
 
 class SchedulerStuck(RuntimeError):
