@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.sim.engine import Engine, EngineConfig, SimRequest
-from harness.sim.ingest import INGEST_LATENCY_S, Ingest
+from harness.sim.ingest import INGEST_LATENCY_S, Ingest, idle_poll
 from harness.sim.live import LiveEngine
 from harness.sim.simulate import simulate
 from harness.whatif.inputs import Trace, TraceRequest
@@ -43,8 +43,8 @@ def _burst() -> list[SimRequest]:
     return out
 
 
-def _config(latency_s: float | None = None, **kw: Any) -> EngineConfig:
-    return EngineConfig(pool_tokens=1200, card="l4", ingest_latency_s=latency_s, **kw)
+def _config(latency_s: float | None = None, poll_s: float = 0.0, **kw: Any) -> EngineConfig:
+    return EngineConfig(pool_tokens=1200, card="l4", ingest_latency_s=latency_s, idle_poll_s=poll_s, **kw)
 
 
 def test_idle_scheduler_serves_a_burst_first_request_alone() -> None:
@@ -65,6 +65,25 @@ def test_without_the_ingest_latency_a_burst_is_one_batch() -> None:
     log = Batches()
     simulate(_burst(), _config(0.0), log=log)
     assert log.prefills[0] == (4, 1088, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("poll_s", "first_batches"),
+    [
+        (0.0015, [(1, 272, 0, 0), (3, 556, 260, 1)]),  # the spin at 1.5 ms finds the first request only
+        (0.0025, [(2, 544, 0, 0), (2, 544, 0, 2)]),  # ... at 2.5 ms the first two (one group: no hit)
+        (0.005, [(4, 1088, 0, 0)]),  # ... at 5 ms all four
+    ],
+)
+def test_a_slow_idle_loop_takes_in_what_landed_before_its_spin(
+    poll_s: float, first_batches: list[tuple[int, int, int, int]]
+) -> None:
+    """With --sim-idle-poll-ms the idle scheduler sees the socket once per spin (from when it went idle):
+    the burst's first batch is whatever reached it by that spin, the split a loaded CPU run of SGLang
+    shows (1 + 3, 2 + 2 and 4 were all seen there)."""
+    log = Batches()
+    simulate(_burst(), _config(poll_s=poll_s), log=log)
+    assert log.prefills[: len(first_batches)] == first_batches
 
 
 def test_busy_scheduler_takes_what_arrived_during_a_step_together() -> None:
@@ -133,12 +152,13 @@ def test_concurrency_one_is_unchanged_but_for_the_way_in() -> None:
         assert (n.finish_time or 0) - (n.received or 0) == pytest.approx((b.finish_time or 0) - b.arrival)
 
 
-def test_live_engine_serves_the_burst_as_simulate_does() -> None:
+@pytest.mark.parametrize("poll_s", [0.0, 0.0025])
+def test_live_engine_serves_the_burst_as_simulate_does(poll_s: float) -> None:
     """The live loop pushes arrivals through the same tokenizer-manager model: the same batches."""
     want = Batches()
-    ref = {r.rid: r for r in simulate(_burst(), _config(), log=want)}
+    ref = {r.rid: r for r in simulate(_burst(), _config(poll_s=poll_s), log=want)}
     got_log = Batches()
-    engine = Engine(_config(), log=got_log)
+    engine = Engine(_config(poll_s=poll_s), log=got_log)
     live = LiveEngine(engine, time_scale=0.0002, log_info=lambda _s: None, log_warning=print)
 
     async def run() -> dict[str, SimRequest]:
@@ -159,6 +179,13 @@ def test_live_engine_serves_the_burst_as_simulate_does() -> None:
         assert got[rid].finish_time == pytest.approx(r.finish_time)
 
 
+def test_idle_poll_rounds_up_to_the_next_spin() -> None:
+    assert idle_poll(1.0, 0.0, 0.0) == 1.0
+    assert idle_poll(0.0011, 0.0, 0.001) == pytest.approx(0.002)
+    assert idle_poll(0.003, 0.0, 0.001) >= 0.003
+    assert idle_poll(5.0, 7.0, 0.5) == 5.0  # reached before the scheduler went idle: the next iteration
+
+
 def test_ingest_is_one_server_in_arrival_order() -> None:
     ing = Ingest(0.002)
     a, b, c = (SimRequest(rid=x, input_ids=[1], output_ids=[1]) for x in "abc")
@@ -174,13 +201,16 @@ def test_ingest_is_one_server_in_arrival_order() -> None:
 def test_flag_sets_the_latency_and_bad_values_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     from harness.sim.args import build_parser
 
-    ns = build_parser().parse_args(["--sim-ingest-latency-ms", "2.5"])
-    assert EngineConfig.from_args(ns).ingest_latency_s == pytest.approx(0.0025)
+    ns = build_parser().parse_args(["--sim-ingest-latency-ms", "2.5", "--sim-idle-poll-ms", "4"])
+    cfg = EngineConfig.from_args(ns)
+    assert (cfg.ingest_latency_s, cfg.idle_poll_s) == (pytest.approx(0.0025), pytest.approx(0.004))
     ns = build_parser().parse_args([])
-    assert EngineConfig.from_args(ns).ingest_latency_s == INGEST_LATENCY_S
-    for bad in ("-1", "nan"):
-        with pytest.raises(SystemExit) as exit_info:
-            build_parser().parse_args(["--sim-ingest-latency-ms", bad])
-        assert exit_info.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "--sim-ingest-latency-ms: must be in [0, 60000)" in err[0]
+    cfg = EngineConfig.from_args(ns)
+    assert (cfg.ingest_latency_s, cfg.idle_poll_s) == (INGEST_LATENCY_S, 0.0)
+    for flag in ("--sim-ingest-latency-ms", "--sim-idle-poll-ms"):
+        for bad in ("-1", "nan"):
+            with pytest.raises(SystemExit) as exit_info:
+                build_parser().parse_args([flag, bad])
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and f"{flag}: must be in [0, 60000)" in err[0]

@@ -12,12 +12,13 @@ live server (live.py) push every arrival through one `Ingest`, so they agree req
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
 from harness.sim.sched_records import INGEST_LATENCY_S, SimRequest
 
-__all__ = ["INGEST_LATENCY_S", "Ingest"]
+__all__ = ["INGEST_LATENCY_S", "Ingest", "idle_poll"]
 
 
 @dataclass
@@ -59,3 +60,14 @@ class Ingest:
 
     def __len__(self) -> int:
         return len(self._wire)
+
+
+def idle_poll(reach: float, idle_since: float, period_s: float) -> float:
+    """When an idle scheduler that went idle at `idle_since` and spins once per `period_s` first sees a
+    request that reached its socket at `reach` (0: at once). Each spin of SGLang's idle loop runs its
+    self-checks (`on_idle`), so on a slow or busy host it takes long enough for several requests of a
+    burst to land before the spin that finds the first (--sim-idle-poll-ms)."""
+    if period_s <= 0 or reach <= idle_since:
+        return reach
+    t = idle_since + math.ceil((reach - idle_since) / period_s) * period_s
+    return t if t >= reach else t + period_s

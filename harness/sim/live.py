@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.sim.engine import Batch, Engine, SimRequest
-from harness.sim.ingest import Ingest
+from harness.sim.ingest import Ingest, idle_poll
 from harness.sim.lockstep import ClientHint, Lockstep
 
 OVERHEAD_WARN = 0.05  # warn when wall-clock overhead exceeds this fraction of the paced step time
@@ -100,6 +100,7 @@ class LiveEngine:
     _tracked: dict[str, tuple[str, bool]] = field(default_factory=dict)  # rid -> (run, follow), lockstep
     _inflight: tuple[Batch, float] | None = None  # the forward being paced and its wall start
     _orders: int = 0
+    _idle_since: float = 0.0  # when the last forward ended (an idle scheduler's spins start then)
 
     def __post_init__(self) -> None:
         self.engine.on_finish = self._finished
@@ -162,16 +163,21 @@ class LiveEngine:
         """Move arrivals on as `simulate` does: those the clock reached go through the tokenizer manager (by
         virtual arrival, then schedule index), and the engine receives those that reached the scheduler.
         An idle engine's clock first jumps to the next of these events (an open-loop client's scheduled
-        arrival, or the moment the next request reaches the scheduler): one jump per call, so the
-        lockstep hold runs again before the clock passes anything else."""
+        arrival, or the idle loop's spin that sees the next request to reach the scheduler) and hands
+        nothing over: the next step's lockstep hold runs at the new time before anything moves on."""
         if not self._pending and not self.ingest:
             return
         if not self.engine.busy():
-            events = [a.req.arrival for a in self._pending]
+            first = min((a.req.arrival for a in self._pending), default=float("inf"))
             reach = self.ingest.next_at()
-            if reach is not None:
-                events.append(reach)
-            self.vnow = max(self.vnow, min(events))
+            if reach is not None and reach <= first:
+                poll_s = float(self.engine.config.idle_poll_s or 0.0)
+                target = idle_poll(reach, self._idle_since, poll_s)
+            else:
+                target = first
+            if target > self.vnow:
+                self.vnow = target
+                return  # the next step holds for what the client owes by then, then hands over
         due = [a for a in self._pending if a.req.arrival <= self.vnow]
         due.sort(key=lambda a: (a.req.arrival, a.req.order, a.seq, a.n))
         for a in due:
@@ -217,6 +223,7 @@ class LiveEngine:
         finally:
             self._inflight = None
         self.vnow = batch.start + batch.duration
+        self._idle_since = self.vnow
         self.engine.complete(batch, self.vnow)
         p = self.pace
         p.forwards += 1

@@ -67,6 +67,9 @@ class EngineConfig:
     radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
     # --sim-ingest-latency-ms / 1000: the tokenizer manager's work per request (ingest.py); None: its default
     ingest_latency_s: float | None = None
+    idle_poll_s: float = (
+        0.0  # --sim-idle-poll-ms / 1000: an idle scheduler's spin (0: it sees a request at once)
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.card, str):
@@ -134,6 +137,7 @@ class EngineConfig:
             context_length=ns.context_length,
             radix_tree=getattr(ns, "sim_radix_tree", "unified"),
             ingest_latency_s=_ms(getattr(ns, "sim_ingest_latency_ms", None)),
+            idle_poll_s=_ms(getattr(ns, "sim_idle_poll_ms", None)) or 0.0,
         )
 
 

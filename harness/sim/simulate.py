@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable
 
 from harness.sim.engine import Engine, EngineConfig, EngineLog, SimRequest
-from harness.sim.ingest import Ingest
+from harness.sim.ingest import Ingest, idle_poll
 
 
 def simulate(
@@ -36,6 +36,8 @@ def simulate(
     """
     engine = Engine(config, log=log)
     ingest = Ingest(float(config.ingest_latency_s or 0.0))
+    poll_s = float(config.idle_poll_s or 0.0)
+    idle_since = 0.0  # when the last forward ended (an idle scheduler's spins start then)
     seq = itertools.count()
     arrivals: list[tuple[float, int, int, SimRequest]] = [
         (r.arrival, r.order, next(seq), r) for r in requests
@@ -66,10 +68,14 @@ def simulate(
         if batch is not None:
             t += batch.duration
             engine.complete(batch, t)
+            idle_since = t
             if on_step is not None:
                 on_step(engine)
-        elif horizon < inf:  # idle until the next arrival or the next request reaching the scheduler
-            t = max(t, horizon)
+        elif horizon < inf:  # idle until the next arrival, or the spin that sees the next request
+            if reach is not None and reach == horizon:
+                t = max(t, idle_poll(reach, idle_since, poll_s))
+            else:
+                t = max(t, horizon)
         if on_finish is not None:
             while seen < len(done):
                 for nxt in on_finish(done[seen], t):
