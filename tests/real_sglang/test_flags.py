@@ -19,10 +19,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def _shipped_profiles() -> list[tuple[str, list[str]]]:
+    import yaml
+
     from harness.servers.profiles import parse_servers
     from harness.spec import load_spec
-
-    import yaml
 
     out = []
     for path in sorted([*REPO.glob("workloads/*.yaml"), *REPO.glob("workloads/sglang-cpu/*.yaml")]):
