@@ -264,7 +264,9 @@ class ServerProcess:
     def _why(self, what: str) -> str:
         cause = startup_error(self.log_tail(60))
         said = f": {cause}" if cause else ""
-        return f"server {self.profile.name} {what}{said}; log {self.log_path}: last lines: {self.quoted_tail()}"
+        return (
+            f"server {self.profile.name} {what}{said}; log {self.log_path}: last lines: {self.quoted_tail()}"
+        )
 
     def _save_info(self) -> None:
         info: dict[str, Any] | None = None
@@ -363,7 +365,9 @@ class ServerProcess:
         self.stop()
 
 
-_STARTUP_ERROR = re.compile(r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_.]*(?:Error|Exception)): .+|[\w .-]+: error: .+)$")
+_STARTUP_ERROR = re.compile(
+    r"^(?:\[[^\]]*\]\s*)?((?:[A-Za-z_.]*(?:Error|Exception)): .+|[\w .-]+: error: .+)$"
+)
 
 
 def startup_error(lines: list[str]) -> str | None:

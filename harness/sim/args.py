@@ -229,6 +229,25 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
         " (X-Harness-Lockstep header) before running on; 0 ignores the header",
     )
     sim.add_argument(
+        "--sim-ingest-latency-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="modelled milliseconds the tokenizer manager spends on each request before the scheduler can"
+        " receive it, one request after another (default 1.0; see docs/sglang-scheduling.md): an idle"
+        " scheduler starts a burst's first request alone and the rest join the next batch; 0 hands a burst"
+        " over at once",
+    )
+    sim.add_argument(
+        "--sim-idle-poll-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="modelled milliseconds one spin of an idle scheduler's loop takes (default 0: it sees a request"
+        " the moment it arrives, as on a quiet GPU host); on a slow or loaded host several requests of a"
+        " burst land before the spin that finds the first, and start together",
+    )
+    sim.add_argument(
         "--sim-radix-tree",
         choices=("unified", "radix"),
         default="unified",
@@ -331,6 +350,12 @@ def validate(ns: argparse.Namespace) -> None:
         raise HarnessError(f"--time-scale: must be positive, got {ns.time_scale}")
     if getattr(ns, "sim_lockstep_wait", 0) < 0:
         raise HarnessError(f"--sim-lockstep-wait: must be >= 0, got {ns.sim_lockstep_wait}")
+    ingest = getattr(ns, "sim_ingest_latency_ms", None)
+    if ingest is not None and not 0 <= ingest < 60_000:
+        raise HarnessError(f"--sim-ingest-latency-ms: must be in [0, 60000), got {ingest:g}")
+    poll = getattr(ns, "sim_idle_poll_ms", 0.0)
+    if not 0 <= poll < 60_000:
+        raise HarnessError(f"--sim-idle-poll-ms: must be in [0, 60000), got {poll:g}")
     if ns.hicache_ratio is not None and ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
     if getattr(ns, "sim_reasoning_tokens", 0) < 0:

@@ -84,6 +84,8 @@ def server_info(
     info["chunked_prefill_size"] = cfg.chunked_prefill_size
     info["max_running_requests"] = cfg.max_running_requests
     info["context_length"] = cfg.context_length
+    info["sim_ingest_latency_ms"] = float(cfg.ingest_latency_s or 0.0) * 1000.0  # the one in effect
+    info["sim_idle_poll_ms"] = float(cfg.idle_poll_s or 0.0) * 1000.0
     info["served_model_name"] = model_name
     info.update(
         max_total_num_tokens=engine.pool,

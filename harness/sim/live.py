@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.sim.engine import Batch, Engine, SimRequest
+from harness.sim.ingest import Ingest, idle_poll
 from harness.sim.lockstep import ClientHint, Lockstep
 
 OVERHEAD_WARN = 0.05  # warn when wall-clock overhead exceeds this fraction of the paced step time
@@ -94,13 +95,16 @@ class LiveEngine:
     lockstep: Lockstep = field(default_factory=Lockstep)
     pace: Pace = field(default_factory=Pace)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _pending: list[_Arrival] = field(default_factory=list)
+    _pending: list[_Arrival] = field(default_factory=list)  # arrived, not yet taken by the tokenizer manager
+    ingest: Ingest = field(default_factory=Ingest)  # ... taken, not yet received by the scheduler
     _tracked: dict[str, tuple[str, bool]] = field(default_factory=dict)  # rid -> (run, follow), lockstep
     _inflight: tuple[Batch, float] | None = None  # the forward being paced and its wall start
     _orders: int = 0
+    _idle_since: float = 0.0  # when the last forward ended (an idle scheduler's spins start then)
 
     def __post_init__(self) -> None:
         self.engine.on_finish = self._finished
+        self.ingest = Ingest(float(self.engine.config.ingest_latency_s or 0.0))
 
     # --- clock -------------------------------------------------------------------------------
     def model_now(self) -> float:
@@ -112,7 +116,8 @@ class LiveEngine:
 
     # --- requests ------------------------------------------------------------------------------
     def submit(self, req: SimRequest, hint: ClientHint | None) -> None:
-        """Stamp a request's virtual arrival and queue it for the engine (admitted between forwards)."""
+        """Stamp a request's virtual arrival and queue it for the engine (it goes through the tokenizer
+        manager once the clock reaches its arrival, and the scheduler receives it between forwards)."""
         now = self.model_now()
         if hint is not None and self.hold_wait_s > 0:
             req.arrival = self.lockstep.arrive(hint, now)
@@ -135,6 +140,11 @@ class LiveEngine:
                 self._finished(req)
                 break
         else:
+            if self.ingest.remove(req):
+                req.aborted, req.finish_reason, req.finish_time = True, "abort", self.model_now()
+                self._finished(req)
+                self.wake.set()
+                return
             was_waiting = req in self.engine.waiting
             self.engine.abort(req)
             if was_waiting:
@@ -150,20 +160,31 @@ class LiveEngine:
         self.log_info(request_line(req))
 
     def _admit(self) -> None:
-        """Hand queued arrivals to the engine once the clock reached them, as `simulate` queues them (by
-        virtual arrival, then schedule index); an idle engine's clock jumps to the earliest (an open-loop
-        client's scheduled arrival)."""
-        if not self._pending:
+        """Move arrivals on as `simulate` does: those the clock reached go through the tokenizer manager (by
+        virtual arrival, then schedule index), and the engine receives those that reached the scheduler.
+        An idle engine's clock first jumps to the next of these events (an open-loop client's scheduled
+        arrival, or the idle loop's spin that sees the next request to reach the scheduler) and hands
+        nothing over: the next step's lockstep hold runs at the new time before anything moves on."""
+        if not self._pending and not self.ingest:
             return
         if not self.engine.busy():
-            self.vnow = max(self.vnow, min(a.req.arrival for a in self._pending))
+            first = min((a.req.arrival for a in self._pending), default=float("inf"))
+            reach = self.ingest.next_at()
+            if reach is not None and reach <= first:
+                poll_s = float(self.engine.config.idle_poll_s or 0.0)
+                target = idle_poll(reach, self._idle_since, poll_s)
+            else:
+                target = first
+            if target > self.vnow:
+                self.vnow = target
+                return  # the next step holds for what the client owes by then, then hands over
         due = [a for a in self._pending if a.req.arrival <= self.vnow]
         due.sort(key=lambda a: (a.req.arrival, a.req.order, a.seq, a.n))
-        if not due:
-            return
         for a in due:
             self._pending.remove(a)
-            self.engine.add(a.req)
+            self.ingest.send(a.req, a.req.arrival)
+        for req in self.ingest.receive(self.vnow):
+            self.engine.add(req)
 
     # --- the loop ------------------------------------------------------------------------------
     async def _hold(self) -> None:
@@ -202,6 +223,7 @@ class LiveEngine:
         finally:
             self._inflight = None
         self.vnow = batch.start + batch.duration
+        self._idle_since = self.vnow
         self.engine.complete(batch, self.vnow)
         p = self.pace
         p.forwards += 1
@@ -224,7 +246,7 @@ class LiveEngine:
         while True:
             if await self.step():
                 continue
-            if self._pending:
+            if self._pending or self.ingest:
                 continue  # arrivals the clock has not reached yet: _admit jumps to them when idle
             if self.pace.forwards:
                 self.report_pace()

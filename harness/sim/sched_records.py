@@ -17,6 +17,14 @@ MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded bac
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+# Virtual seconds of tokenizer-manager work per request before the scheduler can receive it (ingest.py):
+# HTTP parse, GenerateReqInput normalisation, request state, tokenization, pickling, the ZMQ send, all
+# in one Python asyncio loop. 1 ms is an estimate of that Python work on a server CPU, not a
+# measurement; what matters for batching is that it exceeds an idle scheduler's poll and that a
+# burst's requests after the first reach the scheduler within its prefill (~140 ms for 277 tokens of
+# an 8B model on an L4). Fit it to a real server with serve-sim's
+# --sim-ingest-latency-ms (docs/sglang-scheduling.md).
+INGEST_LATENCY_S = 0.001
 
 
 class SchedulerStuck(RuntimeError):
@@ -57,6 +65,11 @@ class EngineConfig:
     context_length: int | None = None
     radix_tree: str = "unified"  # --sim-radix-tree: "unified" (0.5.23's tree) or "radix" (plain RadixCache)
     radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
+    # --sim-ingest-latency-ms / 1000: the tokenizer manager's work per request (ingest.py); None: its default
+    ingest_latency_s: float | None = None
+    idle_poll_s: float = (
+        0.0  # --sim-idle-poll-ms / 1000: an idle scheduler's spin (0: it sees a request at once)
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.card, str):
@@ -70,6 +83,8 @@ class EngineConfig:
             self.chunked_prefill_size = card.chunked_prefill_size
         if self.context_length is None:
             self.context_length = card.context_length
+        if self.ingest_latency_s is None:
+            self.ingest_latency_s = INGEST_LATENCY_S
 
     @property
     def profile(self) -> CardProfile:
@@ -121,7 +136,13 @@ class EngineConfig:
             kv_cache_dtype=ns.kv_cache_dtype,
             context_length=ns.context_length,
             radix_tree=getattr(ns, "sim_radix_tree", "unified"),
+            ingest_latency_s=_ms(getattr(ns, "sim_ingest_latency_ms", None)),
+            idle_poll_s=_ms(getattr(ns, "sim_idle_poll_ms", None)) or 0.0,
         )
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else float(value) / 1000.0
 
 
 @dataclass(eq=False)
@@ -132,7 +153,8 @@ class SimRequest:
     input_ids: list[int] = field(repr=False)
     output_ids: list[int] = field(repr=False)  # the whole answer the sim produces, decided up front
     finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
-    arrival: float = 0.0
+    arrival: float = 0.0  # reached the server (the client's send)
+    received: float | None = None  # reached the scheduler (after the tokenizer manager, ingest.py)
     priority: int = 0
     order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
     on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)

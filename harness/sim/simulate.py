@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable
 
 from harness.sim.engine import Engine, EngineConfig, EngineLog, SimRequest
+from harness.sim.ingest import Ingest, idle_poll
 
 
 def simulate(
@@ -25,13 +26,18 @@ def simulate(
     """Replay requests in virtual time; `on_finish` may return follow-up requests (closed loops).
 
     Arrivals at the same virtual time are queued by `SimRequest.order` (what-if's closed loop: the
-    schedule index), as the live sim queues a lockstep client's requests (harness.sim.live).
+    schedule index), as the live sim queues a lockstep client's requests (harness.sim.live); each
+    reaches the scheduler through the tokenizer manager (ingest.py: `config.ingest_latency_s` apart,
+    in that order), which takes in what reached it by the start of each of its iterations.
     Returns every request (follow-ups included) in finish order, with arrival, first_token_time,
     finish_time and cached_device/cached_host filled in (`SimRequest.result()` gives a dict).
     `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
     every decode step one by one (the same results, slower).
     """
     engine = Engine(config, log=log)
+    ingest = Ingest(float(config.ingest_latency_s or 0.0))
+    poll_s = float(config.idle_poll_s or 0.0)
+    idle_since = 0.0  # when the last forward ended (an idle scheduler's spins start then)
     seq = itertools.count()
     arrivals: list[tuple[float, int, int, SimRequest]] = [
         (r.arrival, r.order, next(seq), r) for r in requests
@@ -42,11 +48,17 @@ def simulate(
     seen = 0
     t = 0.0
     inf = float("inf")
-    while arrivals or engine.busy():
+    while arrivals or ingest or engine.busy():
+        # the tokenizer manager takes arrivals in order; the scheduler receives what reached it by t
         while arrivals and arrivals[0][0] <= t:
-            engine.add(heapq.heappop(arrivals)[3])
+            r = heapq.heappop(arrivals)[3]
+            ingest.send(r, r.arrival)
+        for r in ingest.receive(t):
+            engine.add(r)
+        reach = ingest.next_at()
+        horizon = min(inf if reach is None else reach, arrivals[0][0] if arrivals else inf)
         if jump and engine.running and not engine.waiting:
-            t2 = engine.fast_forward(t, arrivals[0][0] if arrivals else inf)
+            t2 = engine.fast_forward(t, horizon)
             if t2 != t:
                 t = t2
                 if on_step is not None:
@@ -56,10 +68,14 @@ def simulate(
         if batch is not None:
             t += batch.duration
             engine.complete(batch, t)
+            idle_since = t
             if on_step is not None:
                 on_step(engine)
-        elif arrivals:  # idle (schedule raises SchedulerStuck rather than idle with work pending)
-            t = max(t, arrivals[0][0])
+        elif horizon < inf:  # idle until the next arrival, or the spin that sees the next request
+            if reach is not None and reach == horizon:
+                t = max(t, idle_poll(reach, idle_since, poll_s))
+            else:
+                t = max(t, horizon)
         if on_finish is not None:
             while seen < len(done):
                 for nxt in on_finish(done[seen], t):

@@ -67,6 +67,8 @@ def engine_from_info(info: Any):
         kv_cache_dtype=info.get("kv_cache_dtype") or "auto",
         context_length=info.get("context_length"),
         sim_radix_tree=info.get("sim_radix_tree") or "unified",
+        sim_ingest_latency_ms=info.get("sim_ingest_latency_ms"),  # a real server's: None, the default
+        sim_idle_poll_ms=info.get("sim_idle_poll_ms"),
     )
     if ns.card_profile is None and profile is None:
         from harness.sim.timing import DEFAULT_PROFILE
