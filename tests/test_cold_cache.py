@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.summarize.cold import HEAD_SLACK, cache_state, first_requests, worst_state
+from harness.verdicts.cold import HEAD_SLACK, cache_state, first_requests, worst_state
 from tests.helpers.procs import STDLIB_CACHE_SERVER, ScriptServer
 
 ROOT = Path(__file__).resolve().parent.parent

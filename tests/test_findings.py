@@ -156,7 +156,7 @@ def test_policy_caveat_for_a_warm_cache_and_markdown_opens_with_the_findings() -
     servers = _policy_servers([p["server"] for p in pts])
     said = policy_findings(pts, servers)
     assert said[-1].startswith("Caveat: slru-8192 default (sim: no GPU, warm-start)")
-    summary = {"node": "n", "points": pts, "experiments": {"x": {"servers": servers}}}
+    summary = {"schema_version": 2, "node": "n", "points": pts, "experiments": {"x": {"servers": servers}}}
     assert findings(summary) == {"x": said}
     md = markdown.render(summary)
     assert md.split("## x\n\n", 1)[1].startswith(" ".join(said))
@@ -167,7 +167,7 @@ def test_ttft_chart_plots_modelled_time_or_says_it_is_a_sims_wall_clock(monkeypa
 
     seen: list[Any] = []
     monkeypatch.setattr(charts, "_save", lambda fig, path: seen.append(fig) or path)
-    summary = {"node": "n", "experiments": {"x": {"servers": SERVERS_AB}}}
+    summary = {"schema_version": 2, "node": "n", "experiments": {"x": {"servers": SERVERS_AB}}}
     pts = _ab({4: ([1400, 1420, 1390], [1380, 1430, 1400]), 16: ([4500, 4600, 4400], [1250, 1300, 1200])})
     for p in pts:
         p["spread"] = {}

@@ -243,10 +243,12 @@ def test_a_wait_for_the_cap_is_not_the_clients_lateness(fake_server_factory, tmp
 
 
 def test_validate_flags_client_late_only_above_its_bound():
-    from harness.validate import client_late
+    from harness.verdicts import client_late
 
     def point(p99_s, ttft_p50_s):
         return {
+            "experiment": "e",
+            "server": "s",
             "median": {"latency": {"ttft_s": {"p50": ttft_p50_s}}},
             "seeds": {"0": {"figures": {"client_late_s": {"p50": p99_s / 4, "p99": p99_s}}}},
         }

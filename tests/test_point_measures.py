@@ -70,7 +70,7 @@ def test_warmup_requests_are_recorded_apart_and_in_no_figure(sim, tmp_path):
     assert point["requests_warmup"] == 5 and point["requests_ok"] == 12 and point["status"] == "ok"
     assert not {r["prompt_sha"] for r in warm} & {r["prompt_sha"] for r in measured}  # other prompt text
     assert max(r["done_mono"] for r in warm) < point["start_mono"]  # before the point's window and flush
-    fig = summarize([cap / "n" / "warm"])["n"]["points"][0]["seeds"]["0"]["figures"]
+    fig = summarize([cap / "n" / "warm"])["n"].to_json()["points"][0]["seeds"]["0"]["figures"]
     assert fig["requests"] == 12 and fig["ok"] == 12
     assert fig["output_tokens"] == 12 * 16
 
@@ -81,7 +81,7 @@ def test_goodput_at_two_slos_on_the_sim(sim, tmp_path):
     ttfts = sorted(r["ttft_s"] for r in rows)
     bound_ms = ttfts[len(ttfts) // 2] * 1000  # the first run's median TTFT: this run's count is checked
     run(write_spec(tmp_path, "tight", slo={"ttft_ms": bound_ms}), sim.url, cap)
-    s = summarize([cap / "n" / "loose", cap / "n" / "tight"])["n"]
+    s = summarize([cap / "n" / "loose", cap / "n" / "tight"])["n"].to_json()
     by = {p["experiment"]: p["seeds"]["0"]["figures"] for p in s["points"]}
     loose, tight = by["loose"]["goodput"], by["tight"]["goodput"]
     assert (
@@ -95,7 +95,9 @@ def test_goodput_at_two_slos_on_the_sim(sim, tmp_path):
     dur = by["tight"]["duration_s"]
     assert tight["requests_per_s"] == pytest.approx(want / dur)
     run(write_spec(tmp_path, "impossible", slo={"ttft_ms": 0.001}), sim.url, cap)
-    none_met = summarize([cap / "n" / "impossible"])["n"]["points"][0]["seeds"]["0"]["figures"]["goodput"]
+    none_met = summarize([cap / "n" / "impossible"])["n"].to_json()["points"][0]["seeds"]["0"]["figures"][
+        "goodput"
+    ]
     assert none_met["fraction"] == 0.0 and none_met["good"] == 0 and none_met["requests_per_s"] == 0.0
     assert by["loose"]["latency"]["tpot_s"]["p50"] > 0 and by["loose"]["throughput"]["requests_per_s"] > 0
 
@@ -108,7 +110,7 @@ def read_jsonl_rows(pdir: Path):
 def test_no_slo_no_goodput(sim, tmp_path):
     cap = tmp_path / "cap"
     run(write_spec(tmp_path, "none"), sim.url, cap)
-    fig = summarize([cap / "n" / "none"])["n"]["points"][0]["seeds"]["0"]["figures"]
+    fig = summarize([cap / "n" / "none"])["n"].to_json()["points"][0]["seeds"]["0"]["figures"]
     assert fig["goodput"] is None
 
 

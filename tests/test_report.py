@@ -161,7 +161,7 @@ def test_sim_modelled_columns_come_from_the_modelled_block_never_wall_over_scale
         }
         for name, ttft in (("sim", 0.040), ("real", 0.500))
     ]
-    md = markdown.render({"node": "n", "points": points, "experiments": {"ab": entry}})
+    md = markdown.render({"schema_version": 2, "node": "n", "points": points, "experiments": {"ab": entry}})
     head = "| median TTFT ms (real / sim) | modelled median TTFT ms, l4-8b (real / sim) | output tok/s (real / sim) "
     assert head + "| modelled output tok/s, l4-8b (real / sim) |" in md
     assert "| 500 / 40 | n/a / 363 | 10.0 / 10.0 | n/a / 250.0 |" in md  # not 40 ms ÷ 0.05 = 800
@@ -199,7 +199,7 @@ def test_verdict_cells_carry_their_short_reason(summary_file: Path) -> None:
     assert "no-telemetry (sim: no GPU)" in md
     assert "| verdict |" in md
     # the report opens with the verdict line validate and bench end with
-    from harness.validate import validate_summary
+    from harness.verdicts import validate_summary
 
     assert f"**Verdicts:** {validate_summary(s)['line']}." in md
     v = {"verdict": "below-floor", "reasons": ["busy-median SM clock 700 MHz < floor 1316 MHz (...)"]}
@@ -235,11 +235,15 @@ def test_generic_table_shows_modelled_columns_for_sim_points() -> None:
             "source": "sim virtual clock (request stamps)",
         },
     }
-    md = markdown.render({"node": "n", "points": [point], "experiments": {"t": {"servers": {}}}})
+    md = markdown.render(
+        {"schema_version": 2, "node": "n", "points": [point], "experiments": {"t": {"servers": {}}}}
+    )
     assert (
         "| TTFT median ms | TTFT p99 ms | modelled median TTFT ms | modelled output tok/s | output tok/s |"
         in md
     )
     assert "| 7 | n/a | 235 | 44.0 | 1500.0 |" in md
-    plain = markdown.render({"node": "n", "points": [{**point, "modelled": None}], "experiments": {"t": {}}})
+    plain = markdown.render(
+        {"schema_version": 2, "node": "n", "points": [{**point, "modelled": None}], "experiments": {"t": {}}}
+    )
     assert "modelled" not in plain.split("## t")[1].split("\n\n")[1]

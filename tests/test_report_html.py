@@ -36,12 +36,12 @@ def summary(tmp_path_factory) -> dict[str, Any]:
     build(tmp / "capture")
     out = tmp / "summaries" / "l4.json"
     summarize.write_summaries(summarize.summarize([tmp / "capture"]), out)
-    return load_summary(out)
+    return load_summary(out).to_json()
 
 
 @pytest.fixture(scope="module")
 def sample() -> dict[str, Any]:
-    return load_summary(SAMPLE)
+    return load_summary(SAMPLE).to_json()
 
 
 # ---------------------------------------------------------------- the page as a file

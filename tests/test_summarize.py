@@ -15,7 +15,7 @@ from tests.helpers.summary_capture import T0, build, prefill, request, stamp, wr
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory) -> dict:
     root = build(tmp_path_factory.mktemp("cap") / "capture")
-    return summarize([root])["l4"]
+    return summarize([root])["l4"].to_json()
 
 
 def _point(s: dict, exp: str, server: str, key: str) -> dict:
@@ -43,7 +43,7 @@ def test_verdicts_are_kept_with_their_thresholds(summary: dict) -> None:
     """The summary holds its verdicts and the thresholds they used; validate at those returns them as is."""
     from dataclasses import asdict
 
-    from harness.validate import Thresholds, validate_summary
+    from harness.verdicts import Thresholds, validate_summary
 
     assert summary["verdict_thresholds"] == asdict(Thresholds())
     out = validate_summary(summary)
@@ -171,7 +171,7 @@ def test_points_sharing_one_second_are_cut_at_their_flush_lines(tmp_path: Path) 
         point = json.loads((d / "point.json").read_text())
         point["end_wall"] = start + 0.3
         (d / "point.json").write_text(json.dumps(point))
-    p = summarize([tmp_path])["n1"]["points"][0]
+    p = summarize([tmp_path])["n1"].to_json()["points"][0]
     assert p["seeds"]["0"]["figures"]["hit_rate_log"] == pytest.approx(0.5)  # 100 / 200
     assert p["seeds"]["1"]["figures"]["hit_rate_log"] == pytest.approx(0.5)  # 100 / 200
     assert p["seeds"]["0"]["figures"]["log_prefill_lines"] == 2
@@ -185,7 +185,7 @@ def test_log_written_in_another_time_zone_is_shifted(tmp_path: Path) -> None:
     (exp / "manifest.json").write_text(json.dumps({"experiment": "tz", "node": "n1"}))
     (srv / "server.log").write_text(prefill(T0 + 3600 + 2, 30, 70) + "\n")
     write_point(srv, {}, 0, [request(0, prompt=100, cached=70, ttft=0.1)], start=T0)
-    s = summarize([tmp_path])["n1"]
+    s = summarize([tmp_path])["n1"].to_json()
     assert s["experiments"]["tz"]["servers"]["sim"]["log"]["time_shift_s"] == -3600
     assert s["points"][0]["median"]["hit_rate_log"] == pytest.approx(0.7)
 
@@ -221,7 +221,7 @@ def test_hit_rate_from_llama_cpp_timings(tmp_path: Path) -> None:
         [rec(0, 0), rec(1, 90, cache_n=50), rec(2, 90, cache_n=50), rec(3, 90, cache_n=50)],
         start=T0 + 20,
     )
-    s = summarize([tmp_path])["cpu"]
+    s = summarize([tmp_path])["cpu"].to_json()
     (p,) = s["points"]
     f0, f1 = p["seeds"]["0"]["figures"], p["seeds"]["1"]["figures"]
     assert f0["hit_rate_usage"] == pytest.approx(200 / 500)  # the extra request counts for usage
@@ -249,7 +249,7 @@ def test_timings_agreeing_with_usage_are_not_flagged(tmp_path: Path) -> None:
         for i, c in enumerate((0, 80, 80, 40))
     ]
     write_point(srv, {}, 0, rows, start=T0)
-    f = summarize([tmp_path])["cpu"]["points"][0]["seeds"]["0"]["figures"]
+    f = summarize([tmp_path])["cpu"].to_json()["points"][0]["seeds"]["0"]["figures"]
     assert f["hit_rate_usage"] == f["hit_rate_timings"] == pytest.approx(0.5)
     assert f["hit_rate_sources"] == 2 and f["hit_rate_spread_points"] == 0 and f["hit_rate_disagree"] is False
 

@@ -91,7 +91,7 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
         server.stop()
 
     summaries = summarize([cap])
-    s = summaries["e2e"]
+    s = summaries["e2e"].to_json()
     pts = s["points"]
     assert len(pts) == 2 and all(p["status"] == "ok" for p in pts)
     for p in pts:

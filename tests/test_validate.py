@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.telemetry.stats import point_stats
-from harness.validate import (
+from harness.verdicts import (
     Thresholds,
     pair_verdicts,
     point_verdict,
@@ -220,7 +220,7 @@ def test_cli_exit_1_when_flagged_table_and_json(tmp_path: Path) -> None:
     [
         (None, "no such file"),
         ("{not json", "not JSON: line 1"),
-        ('{"points": []}', "not a harness summary"),
+        ('{"points": []}', "not a summary"),
         ('{"schema_version": 7, "points": []}', "schema_version 7 is not supported"),
         ('{"schema_version": 1, "points": {}}', "points: expected a list"),
         ('{"schema_version": 1, "points": [{"server": "a"}]}', "points[0]: missing key 'experiment'"),

@@ -98,8 +98,6 @@ class PointRecord:
     failure: str | None = None  # why the point failed (e.g. server log tail)
     telemetry_status: str | None = None  # "ok", or why there are no GPU samples
     fresh_server: bool = False  # the harness started the server for this point: nothing cached yet
-    cache_state: str | None = None  # cold | warm-start | cache-not-cold (harness.summarize.cold)
-    cache_flags: dict[str, str] = field(default_factory=dict)  # flag -> why
     # scheduled = ok + failed + skipped + not_sent (warm-up requests are counted apart)
     requests_skipped: int = 0  # multi-turn: turns not sent because an earlier turn of the session failed
     requests_not_sent: int = 0  # not sent because duration_s ran out (the point is then time_limited)

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.common import sweep_order
-from harness.validate import Thresholds, resolve_thresholds, short_reason, validate_summary, verdict_line
+from harness.verdicts import Thresholds, resolve_thresholds, short_reason, validate_summary, verdict_line
 
 STYLE = {"ok": "green", "no-telemetry": "yellow"}
 

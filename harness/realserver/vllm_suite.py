@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.capture.records import PointRecord
 from harness.realserver.bench_specs import bench_specs, timed
 
 Log = Callable[[str], None]
@@ -60,6 +61,13 @@ class VllmRun:
             if not again and p["cache_state"] != "cold":
                 out.append(f"{key}: first run on a fresh server flagged {p['cache_state']}")
         return out
+
+
+def _reset_word(rec: PointRecord) -> str:
+    """How the point's cache began, as point.json records it (the summary judges cold or not)."""
+    if rec.fresh_server:
+        return "fresh server"
+    return "cache reset" if rec.flushed else f"cache not reset ({rec.flush_note or 'no reset endpoint'})"
 
 
 def point_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -172,5 +180,5 @@ def _rerun_warm(xplan: Any, opts: Any, redactor: Any, log: Log) -> None:
                         )
                         proc.points_run += 1
                         log(
-                            f"{spec.name}/{sp.profile.name}-{label}/{rec.point}: {rec.status}, {rec.cache_state}"
+                            f"{spec.name}/{sp.profile.name}-{label}/{rec.point}: {rec.status}, {_reset_word(rec)}"
                         )

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import csv_files, html_page, markdown
+from harness.summary import parse_summary
 
 
 def write_report(
-    summary: dict[str, Any],
+    summary: Any,
     out: Path,
     stem: str | None = None,
     charts: bool = True,
@@ -23,10 +24,11 @@ def write_report(
     csv: bool = True,
 ) -> list[Path]:
     """Write `<stem>.md`, its PNG charts, `<stem>.html` and `<stem>-<experiment>.csv` into `out`;
-    returns the paths written, the Markdown first."""
+    returns the paths written, the Markdown first. `summary`: a Summary, or its JSON object."""
+    summary = parse_summary(summary)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = stem or str(summary.get("node", "report"))
+    stem = stem or summary.node
     written: list[Path] = []
     pngs: dict[str, list[Path]] = {}
     if charts:

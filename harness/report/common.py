@@ -5,50 +5,27 @@ Server labels (policy, pool, time scale, card) come from the manifest's args, el
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.summary import Summary
+from harness.summary import load_summary as read_summary
+from harness.verdicts import stored_verdict, verdict_cell, verdict_word
+
+__all__ = ["verdict_cell", "verdict_word"]  # re-exported: the report's modules take them from here
 
 
-def load_summary(path: Path | str) -> dict[str, Any]:
-    """Read a summary JSON; anything else is a one-line error (exit 2)."""
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise HarnessError(f"{path}: no such summary file") from None
-    except (OSError, ValueError) as e:
-        raise HarnessError(f"{path}: not a summary (unreadable JSON: {e})") from None
-    if not isinstance(data, dict) or "schema_version" not in data or not isinstance(data.get("points"), list):
-        raise HarnessError(
-            f"{path}: not a summary (no schema_version / points; run `harness summarize` first)"
-        )
-    return data
+def load_summary(path: Path | str) -> Summary:
+    """Read a summary through its types (schema 1 or 2); anything else is a one-line error (exit 2).
+
+    A schema-1 file, written before the verdict line was stored, gets it here, once (harness.verdicts).
+    """
+    summary = read_summary(path)
+    stored_verdict(summary)
+    return summary
 
 
-# ---------------------------------------------------------------- wording
-
-
-def verdict_word(v: Any) -> str:
-    if isinstance(v, dict):
-        return str(v.get("verdict", v.get("status", "?")))
-    return str(v) if v is not None else "n/a"
-
-
-def verdict_cell(v: Any, telemetry: dict[str, Any] | None = None, point: dict[str, Any] | None = None) -> str:
-    """The verdict word with its short reason beside it, e.g. `no-telemetry (sim: no GPU)`; the long form is in
-    the JSON. `v` is a point's verdict object or a pair; `point` adds its cache state."""
-    from harness.validate import short_reason
-
-    word = verdict_word(v)
-    if not isinstance(v, dict):
-        return word
-    row = {**v, "cache_state": (point or {}).get("cache_state")}
-    why = short_reason(row, telemetry if telemetry is not None else {})
-    return f"{word} ({why})" if why else word
+# ---------------------------------------------------------------- wording (the verdict words: harness.verdicts)
 
 
 def clock(p: dict[str, Any]) -> Any:

@@ -94,7 +94,7 @@ def _join(items: list[str]) -> str:
 
 def _caveats(points: list[dict[str, Any]], servers: dict[str, Any], timings: bool) -> list[str]:
     """What the findings' points do not vouch for: flags, not-ok seeds, and (for timings) missing telemetry."""
-    from harness.validate import short_reason
+    from harness.verdicts import short_reason
 
     out: list[str] = []
     flagged = []

@@ -15,6 +15,7 @@ from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import layout
+from harness.summary import parse_summary
 
 MAX_EVIDENCE_PER_POINT = 2
 
@@ -85,35 +86,25 @@ def sources_note(points: list[dict[str, Any]]) -> str:
     return tables.sources_note(points)
 
 
-def verdict_line_of(summary: dict[str, Any]) -> str | None:
-    """validate's verdict line for this summary; None for a hand-made one it cannot judge."""
-    from harness.errors import HarnessError
-    from harness.validate import validate_summary
+def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path | None = None) -> str:
+    """The whole report as Markdown; `charts` maps experiment → PNG paths to link.
 
-    try:
-        return validate_summary(summary)["line"]
-    except (HarnessError, KeyError, TypeError):
-        return None
-
-
-def render(
-    summary: dict[str, Any], charts: dict[str, list[Path]] | None = None, base: Path | None = None
-) -> str:
-    """The whole report as Markdown; `charts` maps experiment → PNG paths to link."""
-    node = summary.get("node", "?")
+    The verdict line is the one the summary stores (harness.verdicts, computed once by summarize);
+    a summary without one (hand-made) is rendered without it, not judged here.
+    """
+    s = parse_summary(summary)
     lines = [
-        f"# Node {node}",
+        f"# Node {s.node}",
         "",
-        f"Summary generated {summary.get('generated_at', '?')} by harness {summary.get('harness_version', '?')}.",
+        f"Summary generated {s.generated_at or '?'} by harness {s.harness_version or '?'}.",
     ]
-    line = verdict_line_of(summary)
-    if line:  # the same line `harness validate` and `make bench` end with
-        lines += ["", f"**Verdicts:** {line}."]
-    points = summary["points"]
-    pairs = summary.get("pairs") or []
-    for exp, entry in sorted((summary.get("experiments") or {}).items()):
-        pts = [p for p in points if p.get("experiment") == exp]
-        servers = entry.get("servers", {})
+    if s.verdict is not None:  # the same line `harness validate` and `make bench` end with
+        lines += ["", f"**Verdicts:** {s.verdict.line}."]
+    points = s.points
+    pairs = s.pairs
+    for exp, entry in sorted(s.experiments.items()):
+        pts = [p for p in points if p.experiment == exp]
+        servers = entry.servers
         lines += ["", f"## {exp}", ""]
         kind = layout(pts)
         if not pts:
@@ -151,9 +142,8 @@ def render(
         for png in (charts or {}).get(exp, []):
             rel = png.relative_to(base) if base and png.is_relative_to(base) else png
             lines += ["", f"![{png.stem}]({rel.as_posix()})"]
-    probs = summary.get("problems") or []
-    if probs:
-        lines += ["", "## Skipped files", ""] + [f"- `{p['path']}`: {p['reason']}" for p in probs]
-    for note in summary.get("notes") or []:
+    if s.problems:
+        lines += ["", "## Skipped files", ""] + [f"- `{p.path}`: {p.reason}" for p in s.problems]
+    for note in s.notes:
         lines += ["", f"_Note: {note}_"]
     return "\n".join(lines) + "\n"

@@ -1,8 +1,8 @@
 """Capture folders → one summary per node: per point and seed, then median and spread over seeds.
 
 harness.summarize.read reads the capture, harness.summarize.figures computes each seed's figures;
-here they merge over seeds, get their verdicts (harness.validate, thresholds kept in the summary)
-and are written. Schema: docs/summary.md.
+here they merge over seeds, get their verdicts (harness.verdicts, thresholds kept in the summary)
+and are written through the types of harness.summary (schema: docs/summary.md).
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import __version__, capture, metrics, serverlog, validate
+from harness import __version__, capture, metrics, serverlog, verdicts
 from harness.errors import HarnessError
-from harness.summarize.cold import cache_state, worst_state
 from harness.summarize.figures import (
     clock_series,
     counter_figures,
@@ -36,9 +35,10 @@ from harness.summarize.latency import SLO_FIELDS
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+from harness.summary import SCHEMA_VERSION, Summary, write_summary
+from harness.verdicts import Thresholds, cache_state, worst_state
 from harness.whatif.inputs import spec_dir
 
-SCHEMA_VERSION = 1
 _STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
 
 
@@ -142,10 +142,10 @@ def server_cache_facts(srv: Any) -> dict[str, Any]:
 
 
 def summarize_experiment(
-    exp: ExperimentCapture, problems: Problems, thresholds: validate.Thresholds | None = None
+    exp: ExperimentCapture, problems: Problems, thresholds: Thresholds | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The experiment's entry (manifest, servers) and its points, with verdicts at these thresholds."""
-    th = thresholds or validate.Thresholds()
+    th = thresholds or Thresholds()
     servers: dict[str, Any] = {}
     points: list[dict[str, Any]] = []
     workload = _find_workload(exp.manifest)
@@ -199,7 +199,7 @@ def _summarize_point(
     seeds: list[SeedCapture],
     slices: dict[Path, tuple[Any, float]],
     workload: dict[str, Any],
-    thresholds: validate.Thresholds,
+    thresholds: Thresholds,
 ) -> dict[str, Any]:
     per_seed: dict[str, Any] = {}
     figs_ok: list[dict[str, Any]] = []
@@ -277,7 +277,7 @@ def _summarize_point(
         "spread": spread,
         "telemetry": tel,
         "modelled": point_modelled(median.get("modelled"), sources, warned),
-        "verdict": validate.point_verdict(tel, thresholds),
+        "verdict": verdicts.point_verdict(tel, thresholds),
         "clock_series": series,
         "evidence": evidence,
     }
@@ -299,21 +299,20 @@ def _add_cache_state(point: dict[str, Any], seeds: list[SeedCapture], block_size
     point["cache_flags"] = flags
 
 
-def summarize(
-    dirs: Sequence[Path | str], thresholds: validate.Thresholds | None = None
-) -> dict[str, dict[str, Any]]:
+def summarize(dirs: Sequence[Path | str], thresholds: Thresholds | None = None) -> dict[str, Summary]:
     """Capture folders → {node: summary}. Several folders of the same node merge into one summary.
 
     Verdicts are computed here, once, and the summary keeps the thresholds they used
-    (`verdict_thresholds`), so `harness validate` and the report cannot disagree.
+    (`verdict_thresholds`) and the verdict line (`verdict`), so `harness validate` and the report
+    cannot disagree.
     """
-    th = thresholds or validate.Thresholds()
+    th = thresholds or Thresholds()
     problems = Problems()
     exps = read_captures(dirs, problems)
     by_node: dict[str, list[ExperimentCapture]] = {}
     for e in exps:
         by_node.setdefault(e.node, []).append(e)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Summary] = {}
     for node, node_exps in sorted(by_node.items()):
         experiments: dict[str, Any] = {}
         points: list[dict[str, Any]] = []
@@ -330,12 +329,14 @@ def summarize(
             "sources": [str(Path(d)) for d in dirs],
             "experiments": experiments,
             "points": points,
-            "pairs": validate.pair_verdicts(points, th),
+            "pairs": verdicts.pair_verdicts(points, th),
             "verdict_thresholds": asdict(th),
             "notes": [],
             "problems": [p for p in problems if _belongs(p["path"], node_exps, exps)],
         }
-        out[node] = summary
+        typed = Summary.model_validate(summary)  # a writer that strays from the types fails here
+        typed.verdict = verdicts.summary_verdict(typed)
+        out[node] = typed
     if not out:
         raise HarnessError(f"{', '.join(map(str, dirs))}: no experiment folder with manifest.json found")
     return out
@@ -347,7 +348,7 @@ def _belongs(path: str, mine: Iterable[ExperimentCapture], every: Iterable[Exper
     return not under or any(e is u for e in mine for u in under)
 
 
-def write_summaries(summaries: dict[str, dict[str, Any]], out: Path) -> list[Path]:
+def write_summaries(summaries: dict[str, Summary], out: Path) -> list[Path]:
     """A directory (or a path without .json) gets <node>.json per node; a .json path takes one node."""
     out = Path(out)
     if out.suffix == ".json" and not out.is_dir():
@@ -359,5 +360,5 @@ def write_summaries(summaries: dict[str, dict[str, Any]], out: Path) -> list[Pat
     else:
         targets = {node: out / f"{node}.json" for node in summaries}
     for node, path in targets.items():
-        capture.write_json_atomic(path, summaries[node])
+        write_summary(summaries[node], path)
     return list(targets.values())

@@ -473,7 +473,7 @@ def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = N
 
     `verdict_lines` receives validate's verdict line per node, for the caller to end its output with.
     """
-    from harness import validate
+    from harness import verdicts
     from harness.report import write_report
     from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
 
@@ -489,7 +489,7 @@ def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = N
         log(
             f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
         )
-        res = validate.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
+        res = verdicts.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
         flagged += int(res["flagged"])
         line = f"validate {node}: {res['line']}"
         if verdict_lines is None:

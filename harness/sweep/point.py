@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
-from harness.capture.files import read_jsonl, write_json_atomic
-from harness.capture.points import count_requests, measured, move_aside
+from harness.capture.files import write_json_atomic
+from harness.capture.points import count_requests, move_aside
 from harness.capture.records import PointRecord
 from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
-from harness.summarize.cold import cache_state
 from harness.workloads import PromptMaker, build_schedule
 
 # warm-up requests are drawn like the measured ones from a seed this far apart: other prompt text, so
@@ -64,8 +63,9 @@ def run_point(
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
     The cache is reset first through the server's reset endpoint (`reset_paths`, the first that exists);
-    point.json says whether the point began cold (`cache_state`, harness.summarize.cold): a point on a
-    server started for it (`fresh_server`) is cold without a reset."""
+    point.json records what happened (`flushed`, `flush_note`, `fresh_server`: a point on a server started
+    for it is cold without a reset); whether the point began cold is judged by the summary
+    (harness.verdicts.cold), with the server's block size, not here."""
     pname = point_name(point.sweep, seed)
     pdir = point_dir(Path(capture_root), node, spec.name, server_name, pname)
     pdir.mkdir(parents=True, exist_ok=True)
@@ -157,10 +157,6 @@ def run_point(
         requests_warmup=counts.warmup,
         time_limited=bool(res is not None and res.time_limited),
     )
-    rows = measured(read_jsonl(pdir / REQUESTS)[0]) if (pdir / REQUESTS).exists() else []
-    # the summary judges again, with the server's block size
-    cold = cache_state(rec.to_dict(), rows, None, getattr(point.workload, "kind", None))
-    rec.cache_state, rec.cache_flags = cold["state"], cold["flags"]
     write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
         raise KeyboardInterrupt
