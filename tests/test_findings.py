@@ -238,6 +238,7 @@ def test_servers_side_by_side_on_hit_rate_when_the_policy_table_has_no_pair() ->
     servers = {"gpu-only": SERVERS_AB["gpu-only"], "hicache": SERVERS_AB["hicache"]}
     said = findings(
         {
+            "schema_version": 2,
             "points": [pt("gpu-only", [0.40, 0.41]), pt("hicache", [0.60, 0.62])],
             "experiments": {"x": {"servers": servers}},
         }
@@ -248,6 +249,7 @@ def test_servers_side_by_side_on_hit_rate_when_the_policy_table_has_no_pair() ->
     )
     one = findings(
         {
+            "schema_version": 2,
             "points": [pt("gpu-only", [0.40]), pt("hicache", [0.60])],
             "experiments": {"x": {"servers": servers}},
         }

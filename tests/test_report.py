@@ -186,10 +186,13 @@ def test_time_scale_sources_in_order() -> None:
 
 
 def test_points_are_ordered_by_sweep_value_numerically():
-    from harness.report.common import point_order
+    from harness.report.common import as_points, point_order
 
-    pts = [{"server": "a", "sweep": {"groups": g}, "point_key": f"groups={g}"} for g in (16, 4, 64, 32)]
-    assert [p["sweep"]["groups"] for p in sorted(pts, key=point_order)] == [4, 16, 32, 64]
+    raw = [
+        {"experiment": "e", "server": "a", "sweep": {"groups": g}, "point_key": f"groups={g}"}
+        for g in (16, 4, 64, 32)
+    ]
+    assert [p.sweep["groups"] for p in sorted(as_points(raw), key=point_order)] == [4, 16, 32, 64]
 
 
 def test_verdict_cells_carry_their_short_reason(summary_file: Path) -> None:

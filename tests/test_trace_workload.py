@@ -213,6 +213,7 @@ def test_prompt_check_counts_prompts_not_as_built_and_the_report_says_so() -> No
     check = prompt_check([SimpleNamespace(requests=rows)])  # type: ignore[list-item]
     assert check == {"checked": 2, "differ": 1}
     point = {
+        "experiment": "e",
         "server": "s",
         "sweep": {},
         "point_key": "default",

@@ -5,10 +5,11 @@ Server labels (policy, pool, time scale, card) come from the manifest's args, el
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.summary import Summary
+from harness.summary import Point, Server, Summary
 from harness.summary import load_summary as read_summary
 from harness.verdicts import stored_verdict, verdict_cell, verdict_word
 
@@ -28,30 +29,40 @@ def load_summary(path: Path | str) -> Summary:
 # ---------------------------------------------------------------- wording (the verdict words: harness.verdicts)
 
 
-def clock(p: dict[str, Any]) -> Any:
-    t = p.get("telemetry") or {}
-    return t.get("busy_median_sm_clock_mhz")
+def as_points(points: Iterable[Point | Mapping[str, Any]]) -> list[Point]:
+    """Points as records: the report's functions also take the JSON objects (tests, scripts build them)."""
+    return [p if isinstance(p, Point) else Point.model_validate(p) for p in points]
 
 
-def status_note(p: dict[str, Any]) -> str:
+def as_server(entry: Server | Mapping[str, Any] | None) -> Server:
+    return entry if isinstance(entry, Server) else Server.model_validate(entry or {})
+
+
+def as_servers(servers: Mapping[str, Server | Mapping[str, Any]] | None) -> dict[str, Server]:
+    return {k: as_server(v) for k, v in (servers or {}).items()}
+
+
+def clock(p: Point) -> float | None:
+    return p.telemetry.busy_median_sm_clock_mhz if p.telemetry else None
+
+
+def status_note(p: Point) -> str:
     """Empty for ok points; otherwise e.g. ` (partial)` so a figure is never read as a clean one."""
-    return "" if p.get("status") == "ok" else f" ({p.get('status')})"
+    return "" if p.status == "ok" else f" ({p.status})"
 
 
-def cache_note(p: dict[str, Any]) -> str:
+def cache_note(p: Point) -> str:
     """` ⚠ warm-start` / ` ⚠ cache-not-cold` beside a point measured on a cache that was not cold."""
-    state = p.get("cache_state")
-    return f" ⚠ {state}" if state not in (None, "cold") else ""
+    return f" ⚠ {p.cache_state}" if p.cache_state not in (None, "cold") else ""
 
 
-def status_text(p: dict[str, Any]) -> str:
+def status_text(p: Point) -> str:
     """`ok`, or e.g. `partial: 2/3 seeds ok, median over those`."""
-    if p.get("status") == "ok":
+    if p.status == "ok":
         return "ok"
-    st = p.get("seed_status", {})
-    n_ok = sum(s == "ok" for s in st.values())
+    n_ok = sum(s == "ok" for s in p.seed_status.values())
     over = "median over those" if n_ok else "figures from not-ok seeds"
-    return f"{p.get('status')}: {n_ok}/{len(st)} seeds ok, {over}"
+    return f"{p.status}: {n_ok}/{len(p.seed_status)} seeds ok, {over}"
 
 
 def sort_key(v: Any) -> tuple[int, Any]:
@@ -65,17 +76,17 @@ def sweep_order(sweep: Any) -> tuple[Any, ...]:
     return tuple((k, sort_key(v)) for k, v in sorted(sweep.items()))
 
 
-def point_order(p: dict[str, Any]) -> tuple[Any, ...]:
+def point_order(p: Point) -> tuple[Any, ...]:
     """Server, then sweep values in numeric order (groups 4 before 16), then the point key."""
-    return (p["server"], tuple(sort_key(v) for v in p["sweep"].values()), p["point_key"])
+    return (p.server, tuple(sort_key(v) for v in p.sweep.values()), p.point_key)
 
 
 # ---------------------------------------------------------------- server labels
 
 
-def _arg(entry: dict[str, Any], flag: str) -> Any:
+def _arg(entry: Server, flag: str) -> Any:
     """A server argument from the manifest's args (list or dict) or server_info, by its SGLang name."""
-    args = entry.get("args")
+    args = entry.args
     key = flag.lstrip("-").replace("-", "_")
     if isinstance(args, list):
         flat = [str(a) for a in args]
@@ -88,8 +99,7 @@ def _arg(entry: dict[str, Any], flag: str) -> Any:
         for k in (key, flag.lstrip("-"), flag):
             if k in args:
                 return args[k]
-    info = entry.get("server_info") or {}
-    return info.get(key)
+    return entry.info().get(key)
 
 
 SGLANG_INFO_KEYS = (
@@ -106,41 +116,42 @@ SGLANG_FLAGS = (
 )
 
 
-def _is_sglang(entry: dict[str, Any]) -> bool:
+def _is_sglang(entry: Server) -> bool:
     """SGLang or the sim (which answers like it): its server_info keys, or its flags in the launch args."""
-    info = entry.get("server_info") or {}
-    if isinstance(info, dict) and any(k in info for k in SGLANG_INFO_KEYS):
+    if any(k in entry.info() for k in SGLANG_INFO_KEYS):
         return True
-    args = entry.get("args")
+    args = entry.args
     flat = [str(a) for a in args] if isinstance(args, list) else [f"--{k}" for k in (args or {})]
     return any(a.split("=", 1)[0] in SGLANG_FLAGS or "sglang" in a for a in flat)
 
 
-def server_policy(entry: dict[str, Any]) -> str:
+def server_policy(entry: Server | Mapping[str, Any] | None) -> str:
     """The radix eviction policy; SGLang's default `lru` only for SGLang-like servers, else `n/a`."""
-    v = _arg(entry, "--radix-eviction-policy")
+    srv = as_server(entry)
+    v = _arg(srv, "--radix-eviction-policy")
     if v:
         return str(v)
-    return "lru" if _is_sglang(entry) else "n/a"
+    return "lru" if _is_sglang(srv) else "n/a"
 
 
-def server_pool(entry: dict[str, Any]) -> str:
-    pool = entry.get("pool") or {}
-    dev = pool.get("device_tokens") or pool.get("max_total_num_tokens") or _arg(entry, "--max-total-tokens")
+def server_pool(entry: Server | Mapping[str, Any] | None) -> str:
+    srv = as_server(entry)
+    pool = srv.pool
+    dev = pool.device_tokens or pool.max_total_num_tokens or _arg(srv, "--max-total-tokens")
     text = f"{dev}" if dev else "n/a"
-    host = pool.get("host_tokens")
-    if host:
-        text += f" + host {host}"
-    elif pool.get("host_gb") or _arg(entry, "--enable-hierarchical-cache") or _arg(entry, "--enable-hicache"):
-        text += f" + host {pool.get('host_gb') or '?'} GB"
+    if pool.host_tokens:
+        text += f" + host {pool.host_tokens}"
+    elif pool.host_gb or _arg(srv, "--enable-hierarchical-cache") or _arg(srv, "--enable-hicache"):
+        text += f" + host {pool.host_gb or '?'} GB"
     return text
 
 
-def server_time_scale(entry: dict[str, Any]) -> float | None:
+def server_time_scale(entry: Server | Mapping[str, Any] | None) -> float | None:
     """A sim server's --time-scale (summary `time_scale`, else server_info / args); None for real servers."""
-    v = entry.get("time_scale")
+    srv = as_server(entry)
+    v: Any = srv.time_scale
     if v is None:
-        v = (entry.get("server_info") or {}).get("time_scale") or _arg(entry, "--time-scale")
+        v = srv.info().get("time_scale") or _arg(srv, "--time-scale")
     try:
         x = float(v) if v is not None and not isinstance(v, bool) else None
     except (TypeError, ValueError):
@@ -148,9 +159,9 @@ def server_time_scale(entry: dict[str, Any]) -> float | None:
     return x if x and x > 0 else None
 
 
-def server_card(entry: dict[str, Any]) -> str | None:
+def server_card(entry: Server | Mapping[str, Any] | None) -> str | None:
     """The modelled card of a sim server (server_info, else --card-profile); None when unknown."""
-    info = entry.get("server_info") or {}
+    info = as_server(entry).info()
     card = info.get("card")
     name = card.get("name") if isinstance(card, dict) else None
-    return name or info.get("card_profile") or _arg(entry, "--card-profile")
+    return str(name or info.get("card_profile") or _arg(as_server(entry), "--card-profile") or "") or None

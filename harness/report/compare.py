@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.common import sweep_order
+from harness.summary import Point, Summary
 
 FIGURES = (
     "ttft_median_s",
@@ -42,43 +44,43 @@ def is_rate(figure: str) -> bool:
     return figure.startswith("hit_rate")
 
 
-def check_figures(text: str, summaries: list[dict[str, Any]]) -> list[str]:
+def check_figures(text: str, summaries: list[Summary]) -> list[str]:
     """The comma-separated names, each a known figure or a number some point's median holds."""
     names = [f.strip() for f in text.split(",") if f.strip()]
     if not names:
         raise HarnessError("--figures: no figure named")
-    numeric = {
-        k
-        for s in summaries
-        for p in s.get("points") or []
-        for k, v in (p.get("median") or {}).items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
+    numeric = {k for s in summaries for p in s.points for k in p.median.numbers()}
     for name in names:
         if name not in FIGURES and name not in numeric:
             raise HarnessError(f"--figures: unknown figure {name!r} (known: {', '.join(FIGURES)})")
     return names
 
 
-def _key(p: dict[str, Any]) -> tuple[str, str, str]:
-    return (p["experiment"], p["server"], p["point_key"])
+def _key(p: Point) -> tuple[str, str, str]:
+    return (p.experiment, p.server, p.point_key)
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], figures: list[str]) -> list[dict[str, Any]]:
+@dataclass
+class Row:
+    """One point both summaries hold: (experiment, server, point key), both statuses, per figure (A, B, B / A)."""
+
+    key: tuple[str, str, str]
+    status: tuple[str, str]
+    figures: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
+
+
+def compare(a: Summary, b: Summary, figures: list[str]) -> list[Row]:
     """One row per point present in both, sweep values in numeric order: A and B medians and B / A."""
-    bmap = {_key(p): p for p in b["points"]}
+    bmap = {_key(p): p for p in b.points}
     rows = []
-    for pa in sorted(
-        a["points"], key=lambda p: (p["experiment"], p["server"], sweep_order(p.get("sweep") or {}))
-    ):
+    for pa in sorted(a.points, key=lambda p: (p.experiment, p.server, sweep_order(p.sweep))):
         pb = bmap.get(_key(pa))
         if pb is None:
             continue
-        row: dict[str, Any] = {"key": _key(pa), "status": (pa["status"], pb["status"]), "figures": {}}
+        row = Row(_key(pa), (pa.status, pb.status))
         for f in figures:
-            va, vb = pa["median"].get(f), pb["median"].get(f)
-            ratio = vb / va if isinstance(va, int | float) and isinstance(vb, int | float) and va else None
-            row["figures"][f] = (va, vb, ratio)
+            va, vb = pa.median.number(f), pb.median.number(f)
+            row.figures[f] = (va, vb, vb / va if va is not None and vb is not None and va else None)
         rows.append(row)
     return rows
 

@@ -9,10 +9,23 @@ rests on is flagged, not ok, or has no telemetry.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.report.common import server_card, server_policy, server_pool, server_time_scale, sort_key
+from harness.report.common import (
+    as_points,
+    as_servers,
+    server_card,
+    server_policy,
+    server_pool,
+    server_time_scale,
+    sort_key,
+)
+from harness.summary import Figures, Point, Server, Summary, parse_summary
+
+Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
+Servers = Mapping[str, Server | Mapping[str, Any]] | None
 
 HIT_MARGIN = 0.01  # hit rates closer than 1 point are not called different, whatever the seeds say
 TTFT_FACTOR = 1.05  # nor TTFTs within 5 %
@@ -40,21 +53,20 @@ def _spread(values: list[float]) -> Spread | None:
     return Spread(float(statistics.median(vals)), float(min(vals)), float(max(vals)), len(vals))
 
 
-def _ok_seeds(p: dict[str, Any]) -> list[dict[str, Any]]:
-    seeds = p.get("seeds") or {}
-    return [s.get("figures") or {} for _, s in sorted(seeds.items()) if s.get("status") == "ok"]
+def _ok_seeds(p: Point) -> list[Figures]:
+    return [s.figures for _, s in sorted(p.seeds.items()) if s.status == "ok"]
 
 
-def _ttft_ms(fig: dict[str, Any], modelled: bool) -> Any:
+def _ttft_ms(fig: Figures, modelled: bool) -> float | None:
     if modelled:
-        return ((fig.get("modelled") or {}).get("ttft_ms") or {}).get("p50")
-    v = fig.get("ttft_median_s")
+        return fig.modelled.ttft_ms.p50 if fig.modelled and fig.modelled.ttft_ms else None
+    v = fig.ttft_median_s
     return v * 1000 if isinstance(v, int | float) else None
 
 
-def _has_host_tier(entry: dict[str, Any]) -> bool:
-    pool = entry.get("pool") or {}
-    return bool(pool.get("host_tokens") or pool.get("host_gb")) or "+ host" in server_pool(entry)
+def _has_host_tier(entry: Server | None) -> bool:
+    pool = entry.pool if entry else None
+    return bool(pool and (pool.host_tokens or pool.host_gb)) or "+ host" in server_pool(entry)
 
 
 def _ms(v: float) -> str:
@@ -92,29 +104,29 @@ def _join(items: list[str]) -> str:
 # ---------------------------------------------------------------- caveats
 
 
-def _caveats(points: list[dict[str, Any]], servers: dict[str, Any], timings: bool) -> list[str]:
+def _caveats(points: list[Point], servers: dict[str, Server], timings: bool) -> list[str]:
     """What the findings' points do not vouch for: flags, not-ok seeds, and (for timings) missing telemetry."""
     from harness.verdicts import short_reason
 
     out: list[str] = []
     flagged = []
     for p in points:
-        v = p.get("verdict") or {}
-        cache = p.get("cache_state") not in (None, "cold")
-        if (isinstance(v, dict) and v.get("flagged") and (timings or cache)) or cache:
-            why = short_reason({**v, "cache_state": p.get("cache_state")}, p.get("telemetry") or {})
-            flagged.append(f"{p['server']} {p['point_key']} ({why})")
-        elif p.get("status") != "ok":
-            flagged.append(f"{p['server']} {p['point_key']} ({p.get('status')})")
+        v = p.verdict.to_json() if p.verdict else {}
+        cache = p.cache_state not in (None, "cold")
+        if (p.verdict and p.verdict.flagged and (timings or cache)) or cache:
+            why = short_reason({**v, "cache_state": p.cache_state}, p.telemetry or {})
+            flagged.append(f"{p.server} {p.point_key} ({why})")
+        elif p.status != "ok":
+            flagged.append(f"{p.server} {p.point_key} ({p.status})")
     if flagged:
         out.append(
             f"Caveat: {_join(flagged[:4])}{' and others' if len(flagged) > 4 else ''} "
             "flagged or not ok; the findings that rest on them may not hold."
         )
-    unchecked = [p for p in points if (p.get("verdict") or {}).get("verdict") == "no-telemetry"]
+    unchecked = [p for p in points if p.verdict and p.verdict.verdict == "no-telemetry"]
     if unchecked:
-        sims = sorted({p["server"] for p in unchecked if server_time_scale(servers.get(p["server"], {}))})
-        cards = sorted({c for s in sims if (c := server_card(servers.get(s, {})))})
+        sims = sorted({p.server for p in unchecked if server_time_scale(servers.get(p.server))})
+        cards = sorted({c for s in sims if (c := server_card(servers.get(s)))})
         model = f"the {', '.join(cards)} card" if cards else "a card"
         what = f"the sim's model of {model}, not a card" if sims else "no clock was watched"
         if timings:
@@ -129,17 +141,18 @@ def _caveats(points: list[dict[str, Any]], servers: dict[str, Any], timings: boo
 # ---------------------------------------------------------------- A/B: a groups sweep across servers
 
 
-def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def ab_findings(points: Points, servers: Servers) -> list[str]:
     """How a second server changed median TTFT against the first, per group count, and where it did not."""
-    names = sorted({p["server"] for p in points})
+    pts, srvs = as_points(points), as_servers(servers)
+    names = sorted({p.server for p in pts})
     if len(names) != 2:
         return []
-    host = [n for n in names if _has_host_tier(servers.get(n, {}))]
+    host = [n for n in names if _has_host_tier(srvs.get(n))]
     a, b = (names[0], names[1]) if len(host) != 1 else (next(n for n in names if n not in host), host[0])
-    modelled = all(p.get("modelled") for p in points)
-    by_g: dict[Any, dict[str, dict[str, Any]]] = {}
-    for p in points:
-        by_g.setdefault(p["sweep"].get("groups"), {})[p["server"]] = p
+    modelled = all(p.modelled for p in pts)
+    by_g: dict[Any, dict[str, Point]] = {}
+    for p in pts:
+        by_g.setdefault(p.sweep.get("groups"), {})[p.server] = p
     cut, raised, same, used = [], [], [], []
     for g in sorted(by_g, key=sort_key):
         per = by_g[g]
@@ -166,7 +179,7 @@ def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[s
     if not used:
         return []
     what = "modelled median TTFT" if modelled else "median TTFT"
-    scales = {x for n in names if (x := server_time_scale(servers.get(n, {})))}
+    scales = {x for n in names if (x := server_time_scale(srvs.get(n)))}
     if not modelled and scales:  # a sim without modelled figures: its wall clock, paced by the time scale
         x = min(scales)
         what = f"wall-clock median TTFT (a sim at --time-scale {x:g}, {1 / x:g}× faster than the card)"
@@ -197,17 +210,17 @@ def ab_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[s
             + ")"
             + (": there it did not matter." if not one else ".")
         )
-    return out[:3] + _caveats(used, servers, timings=True)[:1]
+    return out[:3] + _caveats(used, srvs, timings=True)[:1]
 
 
-def _seed_ratios(pa: dict[str, Any], pb: dict[str, Any], modelled: bool) -> list[float]:
+def _seed_ratios(pa: Point, pb: Point, modelled: bool) -> list[float]:
     """A's TTFT over B's, seed by seed (the same seed id on both sides)."""
     out = []
-    for seed, sa in (pa.get("seeds") or {}).items():
-        sb = (pb.get("seeds") or {}).get(seed)
-        if not sb or sa.get("status") != "ok" or sb.get("status") != "ok":
+    for seed, sa in pa.seeds.items():
+        sb = pb.seeds.get(seed)
+        if not sb or sa.status != "ok" or sb.status != "ok":
             continue
-        va, vb = _ttft_ms(sa.get("figures") or {}, modelled), _ttft_ms(sb.get("figures") or {}, modelled)
+        va, vb = _ttft_ms(sa.figures, modelled), _ttft_ms(sb.figures, modelled)
         if isinstance(va, int | float) and isinstance(vb, int | float) and vb > 0:
             out.append(va / vb)
     return out
@@ -216,27 +229,28 @@ def _seed_ratios(pa: dict[str, Any], pb: dict[str, Any], modelled: bool) -> list
 # ---------------------------------------------------------------- policy: multi-turn across policies x pools
 
 
-def _later_turns(points: list[dict[str, Any]]) -> list[int]:
-    turns = sorted({int(t) for p in points for t in (p["median"].get("hit_rate_usage_by_turn") or {})})
+def _later_turns(points: list[Point]) -> list[int]:
+    turns = sorted({int(t) for p in points for t in (p.median.hit_rate_usage_by_turn or {})})
     return turns[len(turns) // 2 :] if len(turns) > 1 else turns
 
 
-def _later_rate(fig: dict[str, Any], turns: list[int]) -> float | None:
-    by = fig.get("hit_rate_usage_by_turn") or {}
+def _later_rate(fig: Figures, turns: list[int]) -> float | None:
+    by = fig.hit_rate_usage_by_turn or {}
     vals = [by.get(str(t)) for t in turns]
     vals = [v for v in vals if isinstance(v, int | float)]
     return sum(vals) / len(vals) if vals and len(vals) == len(turns) else None
 
 
-def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def policy_findings(points: Points, servers: Servers) -> list[str]:
     """Per pool, which policy held the later-turn hit rate, and whether the seeds support the order."""
-    turns = _later_turns(points)
+    pts, srvs = as_points(points), as_servers(servers)
+    turns = _later_turns(pts)
     if not turns:
         return []
     span = f"turn {turns[0] + 1}" if len(turns) == 1 else f"turns {turns[0] + 1}–{turns[-1] + 1}"
-    pools: dict[str, list[tuple[str, Spread, dict[str, Any]]]] = {}
-    for p in points:
-        entry = servers.get(p["server"], {})
+    pools: dict[str, list[tuple[str, Spread, Point]]] = {}
+    for p in pts:
+        entry = srvs.get(p.server)
         s = _spread([_later_rate(f, turns) for f in _ok_seeds(p)])
         if s is not None:
             pools.setdefault(server_pool(entry), []).append((server_policy(entry), s, p))
@@ -282,19 +296,20 @@ def policy_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> li
             )
     if not out:
         return []
-    return out[:3] + _caveats(used, servers, timings=False)[:1]
+    return out[:3] + _caveats(used, srvs, timings=False)[:1]
 
 
 # ---------------------------------------------------------------- servers side by side on the whole-run hit rate
 
 
-def hit_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def hit_findings(points: Points, servers: Servers) -> list[str]:
     """Per point, which server kept more of the prompt tokens cached (when the policy table has no pair)."""
-    by_key: dict[str, list[tuple[str, Spread, dict[str, Any]]]] = {}
-    for p in points:
-        s = _spread([f.get("hit_rate_usage") for f in _ok_seeds(p)])
+    pts, srvs = as_points(points), as_servers(servers)
+    by_key: dict[str, list[tuple[str, Spread, Point]]] = {}
+    for p in pts:
+        s = _spread([f.hit_rate_usage for f in _ok_seeds(p)])
         if s is not None:
-            by_key.setdefault(p["point_key"], []).append((p["server"], s, p))
+            by_key.setdefault(p.point_key, []).append((p.server, s, p))
     out, used = [], []
     for key in sorted(by_key, key=lambda k: [sort_key(x) for x in k.replace("=", ",").split(",")]):
         rows = sorted(by_key[key], key=lambda r: -r[1].median)
@@ -321,30 +336,31 @@ def hit_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[
     if not out:
         return []
     out[0] = out[0][0].upper() + out[0][1:]
-    return out + _caveats(used, servers, timings=False)[:1]
+    return out + _caveats(used, srvs, timings=False)[:1]
 
 
 # ---------------------------------------------------------------- the summary
 
 
-def experiment_findings(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def experiment_findings(points: Points, servers: Servers) -> list[str]:
     """2–4 sentences for one experiment's points (empty when its layout has no finding to state)."""
     from harness.report.tables import layout
 
-    if not points:
+    pts, srvs = as_points(points), as_servers(servers)
+    if not pts:
         return []
-    kind = layout(points)
+    kind = layout(pts)
     if kind == "ab":
-        return ab_findings(points, servers)
+        return ab_findings(pts, srvs)
     if kind == "policy":
-        return policy_findings(points, servers) or hit_findings(points, servers)
-    return hit_findings(points, servers)
+        return policy_findings(pts, srvs) or hit_findings(pts, srvs)
+    return hit_findings(pts, srvs)
 
 
-def findings(summary: dict[str, Any]) -> dict[str, list[str]]:
+def findings(summary: Summary | Mapping[str, Any]) -> dict[str, list[str]]:
     """experiment → its sentences, for every experiment of the summary."""
-    out = {}
-    for exp, entry in (summary.get("experiments") or {}).items():
-        pts = [p for p in summary.get("points") or [] if p.get("experiment") == exp]
-        out[exp] = experiment_findings(pts, (entry or {}).get("servers") or {})
-    return out
+    s = parse_summary(summary)
+    return {
+        exp: experiment_findings([p for p in s.points if p.experiment == exp], entry.servers)
+        for exp, entry in s.experiments.items()
+    }

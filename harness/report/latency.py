@@ -6,36 +6,40 @@ Goodput shows only where the spec set an `slo` (n/a otherwise: never a made-up b
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.report.common import point_order, status_note
+from harness.report.common import as_points, point_order, status_note
+from harness.summary import Point, Record
 
 
 def _get(d: Any, path: tuple[str, ...]) -> Any:
+    """A figure by its column's path (`latency.ttft_s.p50`): the columns are data, so is the walk."""
     for k in path:
-        d = d.get(k) if isinstance(d, dict) else None
+        d = d.get(k) if isinstance(d, Mapping | Record) else None
     return d
 
 
-def _cell(p: dict[str, Any], path: tuple[str, ...], scale: float, fmt: str) -> str:
-    v = _get(p.get("median"), path)
+def _cell(p: Point, path: tuple[str, ...], scale: float, fmt: str) -> str:
+    v = _get(p.median, path)
     if not isinstance(v, int | float) or isinstance(v, bool):
         return "n/a"
     text = format(v * scale, fmt)
-    lo_hi = _get(p.get("spread"), path)
-    if len(p.get("seeds") or {}) > 1 and isinstance(lo_hi, list) and len(lo_hi) == 2 and lo_hi[0] != lo_hi[1]:
+    lo_hi = _get(p.spread, path)
+    if len(p.seeds) > 1 and isinstance(lo_hi, list) and len(lo_hi) == 2 and lo_hi[0] != lo_hi[1]:
         text += f" ({format(lo_hi[0] * scale, fmt)}–{format(lo_hi[1] * scale, fmt)})"
     return text
 
 
-def slo_text(points: list[dict[str, Any]]) -> str | None:
-    slos = {repr(s): s for p in points if isinstance(s := _get(p.get("median"), ("goodput", "slo")), dict)}
+def slo_text(points: Iterable[Point | Mapping[str, Any]]) -> str | None:
+    goodputs = [p.median.goodput for p in as_points(points)]
+    slos = {repr(g.slo): g.slo for g in goodputs if g is not None and "slo" in g}
     if not slos:
         return None
     return "; ".join(", ".join(f"{k} ≤ {v:g}" for k, v in s.items()) for s in slos.values())
 
 
-def latency_table(points: list[dict[str, Any]]) -> list[str]:
+def latency_table(points: Iterable[Point | Mapping[str, Any]]) -> list[str]:
     header = ["server", "point"]
     cols: list[tuple[str, tuple[str, ...], float, str]] = []
     for name, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("ITL", "itl_s"), ("E2E", "e2e_s")):
@@ -51,8 +55,8 @@ def latency_table(points: list[dict[str, Any]]) -> list[str]:
     ]
     header += [c[0] for c in cols]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for p in sorted(points, key=point_order):
-        row = [str(p.get("server")), str(p.get("point_key")) + status_note(p)]
+    for p in sorted(as_points(points), key=point_order):
+        row = [p.server, p.point_key + status_note(p)]
         row += [_cell(p, path, scale, fmt) for _, path, scale, fmt in cols]
         out.append("| " + " | ".join(row) + " |")
     return out

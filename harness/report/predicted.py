@@ -2,37 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.report.common import point_order
+from harness.report.common import as_points, point_order
+from harness.summary import Point
 
 
 def _pct(v: Any) -> str:
     return f"{v * 100:.1f}%" if isinstance(v, int | float) and not isinstance(v, bool) else "n/a"
 
 
-def prediction_table(points: list[dict[str, Any]]) -> list[str]:
+def prediction_table(points: Iterable[Point | Mapping[str, Any]]) -> list[str]:
     """One row per point that has a prediction (or says why not); empty when no point was predicted."""
     rows = []
-    for p in sorted(points, key=point_order):
-        pr = p.get("prediction")
+    for p in sorted(as_points(points), key=point_order):
+        pr = p.prediction
         if not isinstance(pr, dict):
             continue
         diff = pr.get("diff_points")
         flag = f"⚠ over {pr.get('flag_points', 3):g} points" if pr.get("flag") else ""
-        if p.get("predicted_hit_rate") is None:
+        if p.predicted_hit_rate is None:
             flag = f"no prediction: {pr.get('why_none') or 'n/a'}"
-        pc = p.get("prompt_check") or {}
+        pc = p.prompt_check if isinstance(p.prompt_check, dict) else {}
         if pc.get("differ"):
             flag += f"{'; ' if flag else ''}{pc['differ']} of {pc['checked']} prompts not as built"
         rows.append(
             [
-                p["server"],
-                p["point_key"],
-                _pct(p.get("measured_hit_rate")),
-                _pct(p.get("predicted_hit_rate")),
+                p.server,
+                p.point_key,
+                _pct(p.measured_hit_rate),
+                _pct(p.predicted_hit_rate),
                 f"{diff:+.2f}" if isinstance(diff, int | float) else "n/a",
-                _pct(p.get("ideal_hit_rate")),
+                _pct(p.ideal_hit_rate),
                 flag,
             ]
         )

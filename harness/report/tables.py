@@ -6,10 +6,13 @@ reasons. The layout comes from the data (see `layout`): A/B for a groups sweep, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.common import (
+    as_points,
+    as_servers,
     cache_note,
     clock,
     point_order,
@@ -23,6 +26,10 @@ from harness.report.common import (
     verdict_cell,
     verdict_word,
 )
+from harness.summary import Pair, Point, Record, Server, Summary, parse_summary
+
+Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests and scripts build
+Servers = Mapping[str, Server | Mapping[str, Any]] | None
 
 
 @dataclass
@@ -72,41 +79,42 @@ def pct(v: Any) -> str:
 
 def reasons_text(v: Any) -> str:
     """A verdict's reasons on one line (what the badge shows on hover)."""
+    if isinstance(v, Record):
+        v = v.to_json()
     if isinstance(v, dict):
         return "; ".join(str(r) for r in v.get("reasons") or []) or verdict_word(v)
     return ""
 
 
-def point_badge(p: dict[str, Any], who: bool = False) -> Badge:
+def point_badge(p: Point, who: bool = False) -> Badge:
     """A point's clock verdict; `who` names its server (where one cell holds several servers' badges)."""
-    return Badge(verdict_word(p.get("verdict")), reasons_text(p.get("verdict")), p["server"] if who else "")
+    return Badge(verdict_word(p.verdict), reasons_text(p.verdict), p.server if who else "")
 
 
-def layout(points: list[dict[str, Any]]) -> str:
+def layout(points: Points) -> str:
     """`policy` for multi-turn points (hit rate per turn), `ab` for a groups sweep, else `generic`."""
-    if any(
-        p.get("workload_kind") == "multi-turn" or len(p["median"].get("hit_rate_usage_by_turn") or {}) > 1
-        for p in points
-    ):
+    pts = as_points(points)
+    if any(p.workload_kind == "multi-turn" or len(p.median.hit_rate_usage_by_turn or {}) > 1 for p in pts):
         return "policy"
-    if any("groups" in p.get("sweep", {}) for p in points):
+    if any("groups" in p.sweep for p in pts):
         return "ab"
     return "generic"
 
 
-def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def time_scale_lines(points: Points, servers: Servers) -> list[str]:
     """Sentences for a table with sim servers: where their modelled figures come from, what --time-scale did."""
+    pts, srvs = as_points(points), as_servers(servers)
     by_scale: dict[float, list[str]] = {}
-    for name in sorted({p["server"] for p in points}):
-        x = server_time_scale(servers.get(name, {}))
+    for name in sorted({p.server for p in pts}):
+        x = server_time_scale(srvs.get(name))
         if x is not None:
             by_scale.setdefault(x, []).append(name)
     lines = []
     for x, names in sorted(by_scale.items()):
-        cards = sorted({c for n in names if (c := server_card(servers.get(n, {})))})
+        cards = sorted({c for n in names if (c := server_card(srvs.get(n)))})
         card = f"modelled {', '.join(cards)} card" if cards else "modelled card"
         speed = f"{1 / x:g}x faster than" if x < 1 else (f"{x:g}x slower than" if x > 1 else "as fast as")
-        sources = sorted({str(m["source"]) for p in points if (m := p.get("modelled")) and m.get("source")})
+        sources = sorted({p.modelled.source for p in pts if p.modelled and p.modelled.source})
         src = (
             f"modelled columns are the {card}'s time from the sim's own clock ({'; '.join(sources)})"
             if sources
@@ -116,8 +124,8 @@ def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> l
             f"Sim server{'s' if len(names) > 1 else ''} {', '.join(names)}: {src}; --time-scale {x:g} "
             f"only paced the run ({speed} the card), and the other timings are this machine's wall clock."
         )
-    sims = [p for p in points if p.get("modelled")]
-    over = [m for p in sims if (m := p["modelled"].get("wall_overhead_max")) is not None]
+    sims = [p.modelled for p in pts if p.modelled]
+    over = [m.wall_overhead_max for m in sims if m.wall_overhead_max is not None]
     if over:
         lines.append(
             f"On {len(over)} of {len(sims)} sim points serve-sim warned that its wall-clock overhead passed "
@@ -127,26 +135,32 @@ def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> l
     return lines
 
 
-def modelled(p: dict[str, Any], key: str) -> Any:
-    """A point's modelled figure: `ttft_p50_ms`, `output_tok_s`; None without a modelled block."""
-    m = p.get("modelled") or {}
-    if key == "ttft_p50_ms":
-        return (m.get("ttft_ms") or {}).get("p50")
-    return m.get(key)
+def modelled_ttft_p50_ms(p: Point) -> float | None:
+    """A point's modelled median TTFT (ms); None without a modelled block."""
+    return p.modelled.ttft_ms.p50 if p.modelled and p.modelled.ttft_ms else None
 
 
-def pairs_of(pairs: list[dict[str, Any]], exp: str, key: str) -> list[dict[str, Any]]:
-    return [pr for pr in pairs if pr.get("experiment") in (exp, None) and pr.get("point_key") == key]
+def modelled_tok_s(p: Point) -> float | None:
+    return p.modelled.output_tok_s if p.modelled else None
+
+
+def pairs_of(pairs: Iterable[Pair], exp: str, key: str) -> list[Pair]:
+    return [pr for pr in pairs if pr.experiment in (exp, None) and pr.point_key == key]
 
 
 def ab(
-    exp: str, points: list[dict[str, Any]], pairs: list[dict[str, Any]], entries: dict[str, Any] | None = None
+    exp: str,
+    points: Points,
+    pairs: Iterable[Pair | Mapping[str, Any]],
+    entries: Servers = None,
 ) -> Table:
     """Servers side by side per groups value: TTFT (and the modelled card's for sims), tok/s, clocks."""
-    servers = sorted({p["server"] for p in points})
-    by_key: dict[str, dict[str, dict[str, Any]]] = {}
-    for p in points:
-        by_key.setdefault(p["point_key"], {})[p["server"]] = p
+    pts, srvs = as_points(points), as_servers(entries)
+    prs_all = [pr if isinstance(pr, Pair) else Pair.model_validate(pr) for pr in pairs]
+    servers = sorted({p.server for p in pts})
+    by_key: dict[str, dict[str, Point]] = {}
+    for p in pts:
+        by_key.setdefault(p.point_key, {})[p.server] = p
     names = " / ".join(servers)
     header = [
         "groups",
@@ -157,58 +171,53 @@ def ab(
         "verdict",
         "status",
     ]
-    with_model = any(p.get("modelled") for p in points)
+    with_model = any(p.modelled for p in pts)
     if with_model:  # sim servers: the modelled card's figures, from the sim's virtual clock
-        cards = sorted({c for s in servers if (c := server_card((entries or {}).get(s, {})))})
+        cards = sorted({c for s in servers if (c := server_card(srvs.get(s)))})
         on = f", {', '.join(cards)}" if cards else ""
         header.insert(3, f"modelled median TTFT ms{on} ({names})")
         header.insert(5, f"modelled output tok/s{on} ({names})")
-    extra_keys = sorted({k for p in points for k in p["sweep"] if k != "groups"})
+    extra_keys = sorted({k for p in pts for k in p.sweep if k != "groups"})
     if extra_keys:
         header.insert(1, "point")
     rows: list[list[Cell]] = []
     keys: list[str] = []
     for key, per in sorted(
-        by_key.items(), key=lambda kv: sort_key(next(iter(kv[1].values()))["sweep"].get("groups"))
+        by_key.items(), key=lambda kv: sort_key(next(iter(kv[1].values())).sweep.get("groups"))
     ):
         any_p = next(iter(per.values()))
 
-        def cell(fn: Any, per: dict[str, dict[str, Any]] = per) -> Cell:
+        def cell(fn: Any, per: dict[str, Point] = per) -> Cell:
             return Cell(" / ".join(fn(per[s]) + status_note(per[s]) if s in per else "—" for s in servers))
 
-        prs = pairs_of(pairs, exp, key)
+        prs = pairs_of(prs_all, exp, key)
         if prs:
-            pr = prs[0]
             verdict = Cell(
-                verdict_cell(pr),
+                verdict_cell(prs[0]),
                 [
-                    Badge(
-                        verdict_word(x.get("verdict", x)),
-                        "; ".join(x.get("reasons") or []) or verdict_word(x.get("verdict", x)),
-                        f"{x.get('a')} vs {x.get('b')}",
-                    )
+                    Badge(verdict_word(x), "; ".join(x.reasons) or verdict_word(x), f"{x.a} vs {x.b}")
                     for x in prs
                 ],
             )
         else:
             verdict = Cell(
                 " / ".join(
-                    verdict_cell(per[s].get("verdict"), per[s].get("telemetry"), per[s]) if s in per else "—"
+                    verdict_cell(per[s].verdict, per[s].telemetry, per[s]) if s in per else "—"
                     for s in servers
                 ),
                 [point_badge(per[s], who=True) for s in servers if s in per],
             )
         row = [
-            Cell(str(any_p["sweep"].get("groups", ""))),
-            Cell(num(any_p.get("prompt_tokens_to_keep"), "d")),
-            cell(lambda p: ms(p["median"].get("ttft_median_s"))),
-            cell(lambda p: num(p["median"].get("output_tok_s"))),
+            Cell(str(any_p.sweep.get("groups", ""))),
+            Cell(num(any_p.prompt_tokens_to_keep, "d")),
+            cell(lambda p: ms(p.median.ttft_median_s)),
+            cell(lambda p: num(p.median.output_tok_s)),
             cell(lambda p: num(clock(p), ".0f")),
             verdict,
             Cell(
                 (
                     "ok"
-                    if all(per[s].get("status") == "ok" for s in per) and len(per) == len(servers)
+                    if all(per[s].status == "ok" for s in per) and len(per) == len(servers)
                     else "; ".join(
                         f"{s}: {status_text(per[s])}" if s in per else f"{s}: not run" for s in servers
                     )
@@ -217,59 +226,57 @@ def ab(
             ),
         ]
         if with_model:
-            row.insert(3, cell(lambda p: num(modelled(p, "ttft_p50_ms"), ".0f")))
-            row.insert(5, cell(lambda p: num(modelled(p, "output_tok_s"))))
+            row.insert(3, cell(lambda p: num(modelled_ttft_p50_ms(p), ".0f")))
+            row.insert(5, cell(lambda p: num(modelled_tok_s(p))))
         if extra_keys:
-            row.insert(1, Cell(",".join(f"{k}={any_p['sweep'].get(k)}" for k in extra_keys)))
+            row.insert(1, Cell(",".join(f"{k}={any_p.sweep.get(k)}" for k in extra_keys)))
         rows.append(row)
         keys.append(key)
     return Table("ab", header, rows, keys, "A/B: servers side by side per number of distinct prompts")
 
 
-def policy(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]) -> Table:
+def policy(exp: str, points: Points, servers: Servers) -> Table:
     """One row per server (policy × pool): whole-run hit rate and per turn."""
-    turns = sorted({int(t) for p in points for t in (p["median"].get("hit_rate_usage_by_turn") or {})})
-    multi = len({p["point_key"] for p in points}) > 1
+    pts, srvs = as_points(points), as_servers(servers)
+    turns = sorted({int(t) for p in pts for t in (p.median.hit_rate_usage_by_turn or {})})
+    multi = len({p.point_key for p in pts}) > 1
     header = ["pool (tokens)", "policy", "server"] + (["point"] if multi else [])
-    with_model = any(p.get("modelled") for p in points)
+    with_model = any(p.modelled for p in pts)
     header += ["whole-run hit rate"] + [f"turn {t + 1}" for t in turns]
     header += ["modelled median TTFT ms", "modelled output tok/s"] if with_model else []
     header += ["median SM clock MHz", "verdict", "status"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
     for p in sorted(
-        points,
-        key=lambda p: (
-            server_pool(servers.get(p["server"], {})),
-            server_policy(servers.get(p["server"], {})),
-            p["point_key"],
-        ),
+        pts,
+        key=lambda p: (server_pool(srvs.get(p.server)), server_policy(srvs.get(p.server)), p.point_key),
     ):
-        entry = servers.get(p["server"], {})
-        by_turn = p["median"].get("hit_rate_usage_by_turn") or {}
-        m = p["median"]
-        whole = m.get("hit_rate_usage")
+        entry = srvs.get(p.server)
+        by_turn = p.median.hit_rate_usage_by_turn or {}
+        m = p.median
+        whole = m.hit_rate_usage
         if whole is None:
-            whole = m.get("hit_rate_counters", m.get("hit_rate_log"))
-        flag = " ⚠ sources disagree" if m.get("hit_rate_disagree") else ""
-        texts = [server_pool(entry), server_policy(entry), p["server"]] + ([p["point_key"]] if multi else [])
+            whole = m.hit_rate_counters if "hit_rate_counters" in m else m.hit_rate_log
+        flag = " ⚠ sources disagree" if m.hit_rate_disagree else ""
+        texts = [server_pool(entry), server_policy(entry), p.server] + ([p.point_key] if multi else [])
         texts += [pct(whole) + flag + status_note(p) + cache_note(p)] + [
             pct(by_turn.get(str(t))) for t in turns
         ]
         if with_model:
-            texts += [num(modelled(p, "ttft_p50_ms"), ".0f"), num(modelled(p, "output_tok_s"))]
+            texts += [num(modelled_ttft_p50_ms(p), ".0f"), num(modelled_tok_s(p))]
         texts += [num(clock(p), ".0f")]
         row = [Cell(t) for t in texts]
         row += [
-            Cell(verdict_cell(p.get("verdict"), p.get("telemetry"), p), [point_badge(p)]),
+            Cell(verdict_cell(p.verdict, p.telemetry, p), [point_badge(p)]),
             Cell(status_text(p)),
         ]
         rows.append(row)
-        keys.append(f"{p['server']}|{p['point_key']}")
+        keys.append(f"{p.server}|{p.point_key}")
     return Table("policy", header, rows, keys, "Eviction policy × pool: hit rate per turn")
 
 
-def generic(points: list[dict[str, Any]]) -> Table:
+def generic(points: Points) -> Table:
+    pts = as_points(points)
     header = [
         "server",
         "point",
@@ -283,38 +290,38 @@ def generic(points: list[dict[str, Any]]) -> Table:
         "verdict",
         "status",
     ]
-    sim = any(p.get("modelled") for p in points)
+    sim = any(p.modelled for p in pts)
     if sim:  # the modelled card's figures from the sim's virtual clock, beside the wall-clock ones
         header[6:6] = ["modelled median TTFT ms", "modelled output tok/s"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
-    for p in sorted(points, key=point_order):
-        m = p["median"]
+    for p in sorted(pts, key=point_order):
+        m = p.median
         texts = [
-            p["server"],
-            p["point_key"] + status_note(p) + cache_note(p),
-            num(m.get("requests"), ".0f"),
-            num(m.get("failures"), ".0f"),
-            ms(m.get("ttft_median_s")),
-            ms(m.get("ttft_p99_s")),
-            num(m.get("output_tok_s")),
-            pct(m.get("hit_rate_usage")),
+            p.server,
+            p.point_key + status_note(p) + cache_note(p),
+            num(m.requests, ".0f"),
+            num(m.failures, ".0f"),
+            ms(m.ttft_median_s),
+            ms(m.ttft_p99_s),
+            num(m.output_tok_s),
+            pct(m.hit_rate_usage),
             num(clock(p), ".0f"),
         ]
         if sim:
-            texts[6:6] = [num(modelled(p, "ttft_p50_ms"), ".0f"), num(modelled(p, "output_tok_s"))]
+            texts[6:6] = [num(modelled_ttft_p50_ms(p), ".0f"), num(modelled_tok_s(p))]
         rows.append(
             [Cell(t) for t in texts]
             + [
-                Cell(verdict_cell(p.get("verdict"), p.get("telemetry"), p), [point_badge(p)]),
+                Cell(verdict_cell(p.verdict, p.telemetry, p), [point_badge(p)]),
                 Cell(status_text(p)),
             ]
         )
-        keys.append(f"{p['server']}|{p['point_key']}")
+        keys.append(f"{p.server}|{p.point_key}")
     return Table("generic", header, rows, keys, "Points")
 
 
-def sources(points: list[dict[str, Any]]) -> Table:
+def sources(points: Points) -> Table:
     """The hit-rate sources side by side, with the seed spread of the usage figure."""
     header = [
         "server",
@@ -330,55 +337,53 @@ def sources(points: list[dict[str, Any]]) -> Table:
     ]
     rows: list[list[Cell]] = []
     keys: list[str] = []
-    for p in sorted(points, key=point_order):
-        m = p["median"]
-        sp = (p.get("spread") or {}).get("hit_rate_usage")
-        usage = pct(m.get("hit_rate_usage")) + (
-            f" [{pct(sp[0])}–{pct(sp[1])}]" if sp and sp[0] != sp[1] else ""
+    for p in sorted(as_points(points), key=point_order):
+        m = p.median
+        sp = p.spread.get("hit_rate_usage")
+        usage = pct(m.hit_rate_usage) + (
+            f" [{pct(sp[0])}–{pct(sp[1])}]" if isinstance(sp, list) and sp and sp[0] != sp[1] else ""
         )
-        log = pct(m.get("hit_rate_log"))
-        if m.get("log_coarse"):
-            log = f"coarse ({pct(m.get('hit_rate_log_coarse'))})"
-        flags = ["disagree"] if m.get("hit_rate_disagree") else []
-        flags += list(p.get("cache_flags") or {})
+        log = pct(m.hit_rate_log)
+        if m.log_coarse:
+            log = f"coarse ({pct(m.hit_rate_log_coarse)})"
+        flags = ["disagree"] if m.hit_rate_disagree else []
+        flags += list(p.cache_flags)
         texts = [
-            p["server"],
-            p["point_key"],
+            p.server,
+            p.point_key,
             usage,
-            pct(m.get("hit_rate_timings")),
+            pct(m.hit_rate_timings),
             log,
-            pct(m.get("hit_rate_counters")),
-            num(p.get("block_size"), "d"),
-            num(m.get("hit_rate_spread_points"), ".2f"),
+            pct(m.hit_rate_counters),
+            num(p.block_size, "d"),
+            num(m.hit_rate_spread_points, ".2f"),
             ", ".join(flags),
-            p.get("status", "?"),
+            p.status if "status" in p else "?",
         ]
         rows.append([Cell(t) for t in texts])
-        keys.append(f"{p['server']}|{p['point_key']}")
+        keys.append(f"{p.server}|{p.point_key}")
     return Table("sources", header, rows, keys, "Hit rate by source")
 
 
-def cache_warnings(points: list[dict[str, Any]]) -> list[str]:
+def cache_warnings(points: Points) -> list[str]:
     """Why a point is flagged warm-start or cache-not-cold: its hit rate is not a cold-cache figure."""
     out = []
-    for p in sorted(points, key=point_order):
-        for flag, why in (p.get("cache_flags") or {}).items():
-            out.append(f"⚠ {flag}: {p['server']} {p['point_key']}: {why}")
+    for p in sorted(as_points(points), key=point_order):
+        for flag, why in p.cache_flags.items():
+            out.append(f"⚠ {flag}: {p.server} {p.point_key}: {why}")
     return out
 
 
-def sources_note(points: list[dict[str, Any]]) -> str:
+def sources_note(points: Points) -> str:
     """What each source is, for the engines these points ran on, and why a cell is n/a."""
-    seed_figs = [s.get("figures") or {} for p in points for s in (p.get("seeds") or {}).values()]
-    engines = {f.get("counter_engine") for f in seed_figs} - {None}  # strings are not merged over seeds
+    seed_figs = [s.figures for p in as_points(points) for s in p.seeds.values()]
+    engines = {f.counter_engine for f in seed_figs} - {None}  # strings are not merged over seeds
     counters = []
     if "sglang" in engines or not engines:
         counters.append("Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total (SGLang)")
     if "vllm" in engines:
         counters.append("Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total (vLLM)")
-    whys = sorted(
-        {w for f in seed_figs if (w := f.get("hit_rate_counters_why")) or (w := f.get("log_coarse_why"))}
-    )
+    whys = sorted({w for f in seed_figs if (w := f.hit_rate_counters_why) or (w := f.log_coarse_why)})
     text = (
         "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
         "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "
@@ -402,50 +407,53 @@ LATENCY = (
 )
 
 
-def goodput_figures(points: list[dict[str, Any]]) -> list[str]:
+def goodput_figures(points: list[Point]) -> list[str]:
     """Median figures about goodput / SLOs, when the summary has them (names containing `goodput`)."""
-    return sorted({k for p in points for k, v in p["median"].items() if "goodput" in k and _scalar(v)})
+    return sorted({k for p in points for k, v in p.median.items() if "goodput" in k and _scalar(v)})
 
 
 def _scalar(v: Any) -> bool:
     return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
 
 
-def latency(points: list[dict[str, Any]]) -> Table:
+def latency(points: Points) -> Table:
     """Latency percentiles and throughput per point (and goodput when present), with seed min–max."""
-    good = goodput_figures(points)
+    pts = as_points(points)
+    good = goodput_figures(pts)
     header = ["server", "point", "requests", "failures"] + [h for h, _ in LATENCY]
     header += ["output tok/s", "input tok/s"] + good + ["status"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
-    for p in sorted(points, key=point_order):
-        m, sp = p["median"], p.get("spread") or {}
+    for p in sorted(pts, key=point_order):
+        m, sp = p.median, p.spread
 
-        def with_spread(f: str, fmt: Any, m: dict[str, Any] = m, sp: dict[str, Any] = sp) -> str:
+        def with_spread(f: str, fmt: Any, m: Any = m, sp: Any = sp) -> str:
             s = sp.get(f)
-            text = fmt(m.get(f))
+            text = fmt(m.number(f))
             if isinstance(s, list) and len(s) == 2 and None not in s and fmt(s[0]) != fmt(s[1]):
                 text += f" [{fmt(s[0])}–{fmt(s[1])}]"
             return text
 
-        texts = [p["server"], p["point_key"], num(m.get("requests"), ".0f"), num(m.get("failures"), ".0f")]
+        texts = [p.server, p.point_key, num(m.requests, ".0f"), num(m.failures, ".0f")]
         texts += [with_spread(f, ms1) for _, f in LATENCY]
         texts += [with_spread("output_tok_s", num), with_spread("input_tok_s", num)]
-        texts += [num(m.get(g), ".3g") for g in good] + [status_text(p)]
+        texts += [num(m.number(g), ".3g") for g in good] + [status_text(p)]
         rows.append([Cell(t) for t in texts])
-        keys.append(f"{p['server']}|{p['point_key']}")
+        keys.append(f"{p.server}|{p.point_key}")
     return Table("latency", header, rows, keys, "Latency and throughput (median over seeds [min–max])")
 
 
-def experiment_tables(summary: dict[str, Any], exp: str) -> list[Table]:
+def experiment_tables(summary: Summary | Mapping[str, Any], exp: str) -> list[Table]:
     """The main table of the experiment's layout, then hit rate by source, then latency."""
-    pts = [p for p in summary["points"] if p.get("experiment") == exp]
+    s = parse_summary(summary)
+    pts = [p for p in s.points if p.experiment == exp]
     if not pts:
         return []
-    servers = ((summary.get("experiments") or {}).get(exp) or {}).get("servers", {})
+    entry = s.experiments.get(exp)
+    servers = entry.servers if entry else {}
     kind = layout(pts)
     if kind == "ab":
-        main = ab(exp, pts, summary.get("pairs") or [], servers)
+        main = ab(exp, pts, s.pairs, servers)
     elif kind == "policy":
         main = policy(exp, pts, servers)
     else:

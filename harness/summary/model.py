@@ -121,6 +121,18 @@ class Goodput(Record):
     slo: dict[str, Num] = Field(default_factory=dict, description="the spec's bounds (ms)")
 
 
+class Modelled(Record):
+    """A sim point's figures on the modelled card, from the sim's virtual clock (never wall ÷ time scale)."""
+
+    ttft_ms: Pcts | None = None
+    tpot_ms: Pcts | None = None
+    output_tok_s: Num | None = None
+    requests: Num | None = None
+    source: StrictStr | None = Field(None, description="request stamps, or the sim's log lines")
+    wall_overhead_max: Num | None = Field(None, description="the worst overhead serve-sim warned of")
+    notes: list[StrictStr] = Field(default_factory=list)
+
+
 class Figures(Record):
     """One seed's figures (`seeds.<seed>.figures`), or their median over seeds (`median`).
 
@@ -158,13 +170,27 @@ class Figures(Record):
     hit_rate_usage_by_position: dict[str, Num | None] | None = None
     ttft_median_s_by_position: dict[str, Num | None] | None = None
     time_limited: StrictBool | None = Field(None, description="duration_s cut the point short")
-    modelled: JsonObject | None = Field(None, description="the sim's virtual-clock figures")
+    modelled: Modelled | None = Field(None, description="the sim's virtual-clock figures")
     hit_rate_log: Num | None = Field(None, description="from the server log's prefill or stats lines")
     log_slice: StrictStr | None = Field(None, description="how the point's log lines were chosen")
+    log_coarse: StrictBool | None = Field(None, description="vLLM: the log's rounding moves it > 2 points")
+    hit_rate_log_coarse: Num | None = None
+    log_coarse_why: StrictStr | None = None
     hit_rate_counters: Num | None = Field(None, description="from /metrics counter deltas")
+    hit_rate_counters_why: StrictStr | None = None
+    counter_engine: StrictStr | None = Field(None, description="sglang or vllm: whose counters")
     hit_rate_sources: Num | None = Field(None, description="how many hit-rate sources gave a figure")
     hit_rate_spread_points: Num | None = Field(None, description="max - min of the sources, points")
     hit_rate_disagree: StrictBool | None = Field(None, description="spread above DISAGREE_POINTS")
+
+    def number(self, name: str) -> float | None:
+        """A figure chosen by name at run time (`harness compare --figures`): a number, else None."""
+        v = self.get(name)
+        return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    def numbers(self) -> list[str]:
+        """The names of every figure that holds a number (declared or not)."""
+        return [k for k in self.keys() if self.number(k) is not None]
 
 
 class Telemetry(Record):
@@ -267,7 +293,7 @@ class Point(Record):
     server: StrictStr
     sweep: JsonObject = Field(default_factory=dict, description="the matrix values of this point")
     point_key: StrictStr = Field("default", description="`k=v,...` of the sweep, `default` without one")
-    status: StrictStr = Field("ok", description="the worst of its seeds' statuses")
+    status: StrictStr | None = Field(None, description="the worst of its seeds' statuses")
     seed_status: dict[str, StrictStr] = Field(default_factory=dict)
     median_over: StrictStr | None = Field(None, description="`ok seeds`, or `all seeds (none ok)`")
     workload_kind: StrictStr | None = None
@@ -276,7 +302,7 @@ class Point(Record):
     median: Figures = Field(default_factory=Figures)
     spread: JsonObject = Field(default_factory=dict, description="[min, max] over seeds of each figure")
     telemetry: Telemetry | None = None
-    modelled: JsonObject | None = None
+    modelled: Modelled | None = None
     verdict: ClockVerdict | None = None
     clock_series: dict[str, ClockSeries] = Field(default_factory=dict, description="per seed, for the chart")
     evidence: list[StrictStr] = Field(default_factory=list, description="server log lines, verbatim")
@@ -304,13 +330,27 @@ class ServerLog(Record):
     time_shift_s: Num = Field(0.0, description="added to log stamps read in another time zone")
 
 
+class Pool(Record):
+    """KV pool sizes as the server's log printed them (harness.serverlog.pool_sizes)."""
+
+    device_tokens: StrictInt | None = None
+    max_total_num_tokens: StrictInt | None = None
+    host_tokens: StrictInt | None = Field(None, description="HiCache's host tier")
+    host_gb: Num | None = None
+    kv_pools: dict[str, StrictInt] | None = None
+
+
 class Server(Record):
     cache: CacheFacts = Field(default_factory=CacheFacts)
-    args: JsonValue = Field(None, description="launch arguments from the manifest")
-    server_info: JsonValue = None
+    args: JsonValue = Field(None, description="launch arguments from the manifest (a list or an object)")
+    server_info: JsonValue = Field(None, description="the server's own /get_server_info (SGLang, the sim)")
     time_scale: Num | None = Field(None, description="a sim server's --time-scale")
-    pool: JsonObject = Field(default_factory=dict, description="pool sizes the log printed")
+    pool: Pool = Field(default_factory=Pool, description="pool sizes the log printed")
     log: ServerLog = Field(default_factory=ServerLog)
+
+    def info(self) -> JsonObject:
+        """server_info as an object ({} when the server gave none): the server's own keys, read by name."""
+        return self.server_info if isinstance(self.server_info, dict) else {}
 
 
 class Experiment(Record):
