@@ -21,16 +21,27 @@ from harness.summary.io import READABLE_MAJORS
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "summary.md"
 
-HEAD = """# The summary: `summaries/<node>.json`
+HEAD = """# Summary schema (`summaries/<node>.json`)
 
-_Generated from `harness/summary/model.py` by `scripts/summary_doc.py`; edit the types, then run it
-(tests/test_summary_model.py fails when this file and the types disagree)._
+_Generated from the types in `harness/summary/model.py` by `scripts/summary_doc.py`: edit the types,
+then run it (tests/test_summary_model.py fails when this file and the types disagree)._
 
-`harness summarize` writes one summary per node; `harness report`, `harness validate`, `harness compare`
-and `harness fleet` read it through the same types. Schema version {version}; files of schema
-{readable} still read (schema 2 added the top-level `verdict`). Every level keeps keys it does not
-declare (figures gain keys per server kind), and a key a writer did not set is absent, not null.
-`Num` is a JSON number (an int stays an int); `JSON` is any JSON value.
+`harness summarize CAPTURE_DIR… -o summaries/` writes one file per node; `harness report`, `harness
+validate`, `harness compare` and `harness fleet` read it back through the same types. Several capture
+folders of one node merge into one file (the same point in two folders: the ok one, else the first, is
+kept and the other listed under `problems`). Times are seconds, rates are fractions (0.5 = 50 %), token
+counts are tokens. A figure the data cannot give is `null`, never 0; a key a writer did not set is
+absent. Every object keeps keys it does not declare (figures gain keys per server kind).
+`Num` is a JSON number (an int stays an int), `JSON` any JSON value.
+
+Schema version {version}; files of schema {readable} read (schema 2 added the top-level `verdict`).
+"""
+
+TAIL = """The report's "Predicted vs measured" table puts each point's measured hit rate beside what
+`harness whatif` predicts for the same requests on the same server settings, with the difference
+(flagged over 3 points) and, for traces, the ideal ([prediction against measurement](whatif.md#prediction-against-measurement)).
+The report's "Hit rate by source" table shows the four sources side by side with the block size (n/a
+where that point has no such figure, and the note under the table says why).
 """
 
 
@@ -56,6 +67,11 @@ def _type(tp: object) -> str:
     if origin is dict:
         return f"{{str: {_type(args[1])}}}"
     return getattr(tp, "__name__", str(tp))
+
+
+def _cell(text: str | None) -> str:
+    """A description as one table cell: a `|` in it would end the cell."""
+    return (text or "").replace("|", "\\|")
 
 
 def _records() -> list[type[m.Record]]:
@@ -89,9 +105,10 @@ def render() -> str:
         lines += ["| key | type | required | meaning |", "|---|---|---|---|"]
         for name, f in cls.model_fields.items():
             lines.append(
-                f"| `{name}` | {_type(f.annotation)} | {'yes' if f.is_required() else ''} | {f.description or ''} |"
+                f"| `{name}` | {_type(f.annotation)} | {'yes' if f.is_required() else ''} | {_cell(f.description)} |"
             )
         lines.append("")
+    lines.append(TAIL)
     return "\n".join(lines).rstrip() + "\n"
 
 

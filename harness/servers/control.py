@@ -142,7 +142,7 @@ def flush_cache(
     """POST the first reset endpoint that exists until it succeeds; (None, note) when none exists.
 
     Refusals are retried: SGLang's 400 while requests are pending, vLLM's 200 `{"success": false}`
-    while blocks are still held. Anything but a success leaves the point's cache warm (summarize.cold).
+    while blocks are still held. Anything but a success leaves the point's cache warm (harness.verdicts.cold).
     """
     missing = []
     for path in paths:

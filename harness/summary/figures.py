@@ -1,0 +1,212 @@
+"""The figures of a point × seed and of their median: request figures, latency, goodput, telemetry.
+
+Written by harness.summarize.figures (one seed) and merged over seeds by harness.summarize.summary.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr
+
+from harness.summary.record import Num, Record
+
+
+class Pcts(Record):
+    """Percentiles over a point's ok requests (pandas linear quantiles); null where no request gave a value."""
+
+    p50: Num | None = None
+    p90: Num | None = None
+    p99: Num | None = None
+
+
+class Latency(Record):
+    """Each `{p50, p90, p99}` over ok requests."""
+
+    ttft_s: Pcts = Field(default_factory=Pcts, description="time to first token, from the scheduled send")
+    tpot_s: Pcts = Field(
+        default_factory=Pcts, description="(E2E − TTFT) / (completion tokens − 1) per request"
+    )
+    itl_s: Pcts = Field(
+        default_factory=Pcts,
+        description="per output token: an event carrying k tokens (per the server's per-event counts) gives k gaps of gap / k",
+    )
+    e2e_s: Pcts = Field(default_factory=Pcts, description="scheduled send → done")
+
+
+class Throughput(Record):
+    """Of ok requests over `duration_s`."""
+
+    requests_per_s: Num | None = None
+    output_tokens_per_s: Num | None = None
+
+
+class Goodput(Record):
+    """With a spec `slo` only (null without one: never a made-up bound)."""
+
+    fraction: Num | None = Field(
+        None,
+        description="ok requests within every bound / scheduled requests (less those a `duration_s` left unsent)",
+    )
+    requests_per_s: Num | None = Field(None, description="those requests per second")
+    good: Num | None = Field(None, description="how many requests were within every bound")
+    slo: dict[str, Num] = Field(
+        default_factory=dict, description="the spec's bounds (ms): `ttft_ms`, `tpot_ms`, `e2e_ms`"
+    )
+
+
+class Modelled(Record):
+    """A sim point's figures on the modelled card, from the sim's virtual clock (harness.summarize.modelled):
+    medians over seeds; never wall-clock ÷ `--time-scale`. Null for real servers."""
+
+    ttft_ms: Pcts | None = Field(None, description="first token − arrival")
+    tpot_ms: Pcts | None = Field(
+        None, description="(finish − first token) / (completion tokens − 1), answers of 2+ tokens"
+    )
+    output_tok_s: Num | None = Field(None, description="Σ completion tokens / (last finish − first arrival)")
+    requests: Num | None = None
+    source: StrictStr | None = Field(
+        None,
+        description="`sim virtual clock (request stamps)`: the records' `sim_time`; `… (server log)`: the point's `Sim request finished` lines, for captures without them",
+    )
+    wall_overhead_max: Num | None = Field(
+        None,
+        description="the largest of the sim's wall-clock overhead warnings in the point's log slice, as a fraction of the paced step time; null without warnings",
+    )
+    notes: list[StrictStr] = Field(default_factory=list, description="what those warnings mean; [] without")
+
+
+class Figures(Record):
+    """One seed's figures (`seeds.<seed>.figures`), and the same names in `median` and `spread`.
+
+    In `median` every number is the median over the seeds in `median_over`, every flag the or of
+    theirs, and per-turn / per-position objects go key by key. Keys a server kind does not give are
+    absent; besides those declared here a seed may carry `log_hit_rate_method`,
+    `log_hit_rate_uncertainty` (vLLM: how the log figure was read, ± from the log's rounding),
+    `log_prefill_lines`, `log_new_tokens`, `log_cached_tokens` (sums over the point's prefill lines,
+    lowest TP rank only), `pool_device_tokens`, `pool_host_tokens`, `max_total_num_tokens` (pool sizes
+    logged up to the point's end), `server_ttft_mean_s`, `server_ttft_requests` (Δ`_sum` / Δ`_count` of
+    the server's own TTFT histogram), `counter_prompt_tokens`, `counter_cached_tokens`,
+    `counter_cached_<source>_tokens` (the counter deltas; `<source>` = device, host, storage for SGLang,
+    `local_cache_hit`, `external_kv_transfer` for vLLM), `counter_evicted_tokens`,
+    `counter_load_back_tokens` (when exported), `counter_reset`, `counter_reset_series` (a counter went
+    down or vanished, a server restart: no counter figures for that seed).
+    """
+
+    requests: Num | None = Field(None, description="measured request records")
+    ok: Num | None = Field(None, description="requests that finished ok")
+    failures: Num | None = None
+    errors: dict[str, Num] | None = Field(None, description="failures by `error_kind`")
+    ttft_median_s: Num | None = Field(None, description="TTFT of ok requests, from the scheduled send time")
+    ttft_p90_s: Num | None = None
+    ttft_p99_s: Num | None = None
+    itl_median_s: Num | None = Field(
+        None, description="gaps between text-carrying stream events, pooled over ok requests"
+    )
+    itl_p99_s: Num | None = None
+    e2e_median_s: Num | None = Field(None, description="scheduled send → done")
+    duration_s: Num | None = Field(None, description="first scheduled send → last completion")
+    output_tokens: Num | None = Field(None, description="usage sums over ok requests")
+    prompt_tokens: Num | None = None
+    output_tok_s: Num | None = Field(None, description="those sums / `duration_s`")
+    latency: Latency | None = None
+    throughput: Throughput | None = None
+    client_late_s: Pcts | None = Field(
+        None,
+        description="`{p50, p99}` of the client's own lateness: sent − scheduled (`late_s`, charged to TTFT) less any wait for a free slot under the concurrency cap; `harness validate` flags a point `client-late` when p99 > max(5 ms, 5 % of the median TTFT). A closed loop has no schedule (lateness 0)",
+    )
+    slot_wait_s: Pcts | None = Field(
+        None, description="`{p50, p99}` of the time open-loop requests waited for a free slot under the cap"
+    )
+    goodput: Goodput | None = Field(None, description="null without a spec `slo`")
+    input_tok_s: Num | None = None
+    cached_tokens: Num | None = Field(
+        None,
+        description="Σ usage cached tokens (null when no request reported; a null among reported values counts 0, as SGLang reports null for zero)",
+    )
+    hit_rate_usage: Num | None = Field(None, description="Σ cached / Σ prompt tokens of ok requests")
+    hit_rate_timings: Num | None = Field(
+        None,
+        description="Σ `timings.cache_n` / Σ (`cache_n` + `prompt_n`) over ok requests whose llama.cpp `server_timings` give both; null when none does",
+    )
+    cached_device_tokens: Num | None = Field(None, description="usage split, when the server gives it")
+    cached_host_tokens: Num | None = None
+    hit_rate_usage_by_turn: dict[str, Num | None] | None = Field(
+        None,
+        description="per `RequestRecord.turn` (0-based keys; the report prints turn 1…T); only with 2+ turns",
+    )
+    ttft_median_s_by_turn: dict[str, Num | None] | None = None
+    hit_rate_usage_by_position: dict[str, Num | None] | None = Field(
+        None, description="per `RequestRecord.position` (0 = first use of a group/session prefix)"
+    )
+    ttft_median_s_by_position: dict[str, Num | None] | None = None
+    time_limited: StrictBool | None = Field(None, description="the point's sending was cut by `duration_s`")
+    modelled: Modelled | None = Field(
+        None, description="this seed's modelled figures, when the records or the log carry sim stamps"
+    )
+    hit_rate_log: Num | None = Field(
+        None,
+        description="SGLang: `#cached-token / (#cached-token + #new-token)` over the point's prefill lines (`#new-token` is page-rounded; host-tier hits count as cached); vLLM: from its `Prefix cache hit rate` lines; null when coarse",
+    )
+    log_slice: StrictStr | None = Field(
+        None,
+        description="how the log lines were tied to the point: after its own `Cache flushed successfully!` line up to the next flush line, else the wall-clock window widened by 1 s (0.1 s with millisecond stamps)",
+    )
+    log_coarse: StrictBool | None = Field(
+        None, description="vLLM: the log's rounding moves the figure by more than 2 points"
+    )
+    hit_rate_log_coarse: Num | None = Field(None, description="the figure that was too coarse to compare")
+    log_coarse_why: StrictStr | None = None
+    hit_rate_counters: Num | None = Field(
+        None,
+        description="Δ`sglang:cached_tokens_total` / Δ`sglang:prompt_tokens_total` between metrics-before.prom and metrics-after.prom; vLLM: Δ(`vllm:prefix_cache_hits_total` + `vllm:external_prefix_cache_hits_total`) / Δ`vllm:prefix_cache_queries_total`",
+    )
+    hit_rate_counters_why: StrictStr | None = Field(
+        None, description="why there is no counter figure, when there is none"
+    )
+    counter_engine: StrictStr | None = Field(None, description="whose counters: `sglang` or `vllm`")
+    hit_rate_sources: Num | None = Field(
+        None, description="how many of usage / timings / log / counters were available"
+    )
+    hit_rate_spread_points: Num | None = Field(
+        None, description="max − min of the available hit rates, in percentage points"
+    )
+    hit_rate_disagree: StrictBool | None = Field(None, description="that spread exceeds 2 points")
+
+    def number(self, name: str) -> float | None:
+        """A figure chosen by name at run time (`harness compare --figures`): a number, else None."""
+        v = self.get(name)
+        return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    def numbers(self) -> list[str]:
+        """The names of every figure that holds a number (declared or not)."""
+        return [k for k in self.keys() if self.number(k) is not None]
+
+
+class Telemetry(Record):
+    """harness.telemetry.stats.point_stats over the samples; without telemetry.jsonl only `status`.
+
+    Also kept: `governing_gpu`, `sm_clock_min_mhz`, `sm_clock_max_mhz`, `power_cap_fraction`,
+    `reasons_seen`, `energy_j`, `energy_per_output_token_j`, `violation_power_ns`,
+    `violation_thermal_ns`, `per_gpu`.
+    """
+
+    status: StrictStr | None = Field(
+        None, description="why there are (no) samples: point.json's `telemetry_status`, or `absent`"
+    )
+    n_samples: StrictInt | None = None
+    n_gpus: StrictInt | None = None
+    n_busy: StrictInt | None = Field(None, description="samples with gpu_util >= 50%")
+    busy_median_sm_clock_mhz: Num | None = Field(
+        None, description="median SM clock over busy samples, of the governing GPU"
+    )
+    max_sm_clock_mhz: Num | None = Field(None, description="the part's max SM clock")
+    thermal_fraction: Num | None = Field(None, description="share of samples with a thermal throttle flag")
+    hw_slowdown: StrictBool | None = None
+    power_brake: StrictBool | None = None
+    temp_max_c: Num | None = None
+
+
+class ClockSeries(Record):
+    """The first GPU's SM clock over the point (≤ 300 samples), for the chart."""
+
+    t_s: list[Num] = Field(default_factory=list, description="seconds since the first sample")
+    sm_clock_mhz: list[Num] = Field(default_factory=list)

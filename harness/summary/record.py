@@ -1,0 +1,88 @@
+"""The base of every summary record (harness.summary.model): typed fields, key order kept, the by-key shim.
+
+pydantic v2 rather than dataclasses: a summary is read back from disk by validate, report, compare
+and fleet merge, so every reader needs its shape checked with an error that names the key
+(`points[3].verdict.flagged`); pydantic does that from the annotations, where dataclasses would need a
+hand-written walker of the same types, and its field descriptions feed docs/summary.md
+(scripts/summary_doc.py). Three choices keep the written JSON exactly what summarize wrote before
+the types (tests/test_summary_model.py round-trips docs/sample/cpu-sim.json):
+- numbers are `Num` (StrictInt | StrictFloat): an int stays an int, nothing is coerced from a string;
+- a key never written stays absent (dumped with exclude_unset) and keys keep the order they came in;
+- each level allows keys it does not declare (`extra="allow"`): figures gain keys per server kind and
+  bench-real adds its own block; an older reader keeps them and writes them back.
+Readers not yet migrated still reach fields by key (`Record.get`, `record["key"]`): the shim goes once
+scripts/count_untyped.py counts no string-key lookup in report/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    StrictFloat,
+    StrictInt,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+Num = StrictInt | StrictFloat
+JsonObject = dict[str, JsonValue]
+
+
+class Record(BaseModel):
+    """A level of the summary: typed fields, unknown keys kept, key order kept, unset keys not written."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=False)
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        rec = handler(data)
+        if isinstance(data, dict) and isinstance(rec, Record):
+            rec._order = list(data)
+        return rec
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if not isinstance(out, dict) or not self._order:
+            return out
+        first = {k: out[k] for k in self._order if k in out}
+        return {**first, **{k: v for k, v in out.items() if k not in first}}
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The JSON object as written: declared keys that were set, then the rest, in their order."""
+        return self.model_dump(exclude_unset=True)  # type: ignore[return-value]
+
+    # ------------------------------------------------ the by-key shim for readers not yet migrated
+
+    def _has(self, key: str) -> bool:
+        return key in self.model_fields_set or key in (self.__pydantic_extra__ or {})
+
+    def __getitem__(self, key: str) -> Any:
+        if not self._has(key):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._has(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if self._has(key) else default
+
+    def keys(self) -> list[str]:
+        return [k for k in self.to_json()]
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return ((k, getattr(self, k)) for k in self.keys())
+
+    def values(self) -> Iterator[Any]:
+        return (getattr(self, k) for k in self.keys())
