@@ -167,7 +167,7 @@ def test_ttft_chart_plots_modelled_time_or_says_it_is_a_sims_wall_clock(monkeypa
 
     seen: list[Any] = []
     monkeypatch.setattr(charts, "_save", lambda fig, path: seen.append(fig) or path)
-    summary = {"schema_version": 2, "node": "n", "experiments": {"x": {"servers": SERVERS_AB}}}
+    summary = {"schema_version": 2, "node": "n", "points": [], "experiments": {"x": {"servers": SERVERS_AB}}}
     pts = _ab({4: ([1400, 1420, 1390], [1380, 1430, 1400]), 16: ([4500, 4600, 4400], [1250, 1300, 1200])})
     for p in pts:
         p["spread"] = {}

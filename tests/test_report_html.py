@@ -21,6 +21,7 @@ from harness.report import html_compare
 from harness.report import html_page as report_html
 from harness.report.common import load_summary
 from harness.summarize import summary as summarize
+from harness.summary import Point
 from tests.helpers.browser import Chromium, PageResult, can_unshare_net, ensure_chromium
 from tests.helpers.summary_capture import build
 
@@ -354,6 +355,7 @@ def test_compare_reading_says_clock_cache_or_card(summary: dict[str, Any]) -> No
     ok = {**p, "verdict": {"verdict": "ok", "reasons": [], "flagged": False}}
     hot = {**p, "verdict": {"verdict": "thermal", "reasons": ["thermal 40 %"], "flagged": True}}
     colder = {**ok, "median": {**p["median"], "hit_rate_usage": p["median"]["hit_rate_usage"] - 0.1}}
+    p, ok, hot, colder = (Point.model_validate(x) for x in (p, ok, hot, colder))
     assert html_compare.reading([("a", ok), ("b", hot)], 2.0).startswith("clock: b: thermal")
     assert html_compare.reading([("a", ok), ("b", colder)], 2.0) == "cache: hit rate differs by 10.0 points"
     assert html_compare.reading([("a", ok), ("b", ok)], 0.5) == (

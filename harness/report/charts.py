@@ -5,6 +5,7 @@ Every chart has a title, axis labels with units and a caption naming experiment,
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,29 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
-from harness.report.common import server_card, server_policy, server_pool, server_time_scale  # noqa: E402
+from harness.report.common import (  # noqa: E402
+    as_points,
+    server_card,
+    server_policy,
+    server_pool,
+    server_time_scale,
+)
+from harness.summary import Point, Server, Summary, parse_summary  # noqa: E402
+
+Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
 
 
-def _caption(fig: Any, summary: dict[str, Any], exp: str) -> None:
+def _servers(summary: Summary, exp: str) -> dict[str, Server]:
+    entry = summary.experiments.get(exp)
+    return entry.servers if entry else {}
+
+
+def _caption(fig: Any, summary: Summary, exp: str) -> None:
     """Experiment, node and date (the run's start from the manifest, else when the summary was made)."""
-    manifest = ((summary.get("experiments") or {}).get(exp) or {}).get("manifest") or {}
-    date = str(manifest.get("start_time") or summary.get("generated_at") or "?")[:10]
-    fig.text(
-        0.01, 0.01, f"experiment {exp} · node {summary.get('node', '?')} · {date}", fontsize=8, color="0.3"
-    )
+    entry = summary.experiments.get(exp)
+    start = entry.manifest.get("start_time") if entry else None
+    date = str(start or summary.generated_at or "?")[:10]
+    fig.text(0.01, 0.01, f"experiment {exp} · node {summary.node} · {date}", fontsize=8, color="0.3")
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -37,7 +51,7 @@ def _finish(
     fig: Any,
     ax: Any,
     drawn: bool,
-    summary: dict[str, Any],
+    summary: Summary,
     exp: str,
     path: Path,
     labels: tuple[str, str, str],
@@ -62,54 +76,59 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def _ttft_ms(p: dict[str, Any], modelled: bool) -> Any:
+def _modelled_p50(p: Point | None, fig_of_seed: Any = None) -> float | None:
+    m = fig_of_seed.modelled if fig_of_seed is not None else (p.modelled if p else None)
+    return m.ttft_ms.p50 if m is not None and m.ttft_ms is not None else None
+
+
+def _ttft_ms(p: Point, modelled: bool) -> float | None:
     """A point's median TTFT in ms: the sim's modelled p50 (its own clock) or the wall-clock median."""
     if modelled:
-        return ((p.get("modelled") or {}).get("ttft_ms") or {}).get("p50")
-    v = p["median"].get("ttft_median_s")
+        return _modelled_p50(p)
+    v = p.median.ttft_median_s
     return v * 1000 if isinstance(v, int | float) else None
 
 
-def _ttft_spread_ms(p: dict[str, Any], modelled: bool) -> tuple[float, float] | None:
+def _ttft_spread_ms(p: Point, modelled: bool) -> tuple[float, float] | None:
     """min and max over the point's ok seeds, in ms."""
     if not modelled:
-        lo, hi = (p.get("spread") or {}).get("ttft_median_s") or [None, None]
-        return (lo * 1000, hi * 1000) if lo is not None and hi is not None else None
+        lo, hi = p.spread.get("ttft_median_s") or [None, None]  # type: ignore[misc]
+        return (lo * 1000, hi * 1000) if isinstance(lo, int | float) and isinstance(hi, int | float) else None
     vals = [
         v
-        for s in (p.get("seeds") or {}).values()
-        if s.get("status") == "ok"
-        and isinstance(
-            v := (((s.get("figures") or {}).get("modelled") or {}).get("ttft_ms") or {}).get("p50"),
-            int | float,
-        )
+        for s in p.seeds.values()
+        if s.status == "ok" and isinstance(v := _modelled_p50(None, s.figures), int | float)
     ]
     return (min(vals), max(vals)) if vals else None
 
 
-def ttft_vs_prompts(
-    summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path
-) -> Path | None:
+def _x(p: Point, key: str) -> float | None:
+    v = p.sweep.get(key)
+    return v if isinstance(v, int | float) else None
+
+
+def ttft_vs_prompts(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
     """Median TTFT against the number of distinct prompts (groups), log x, one line per server, seed spread shaded."""
-    xs_key = "groups" if any("groups" in p["sweep"] for p in points) else None
+    s, points = parse_summary(summary), as_points(points)
+    xs_key = "groups" if any("groups" in p.sweep for p in points) else None
     if xs_key is None:
         return None
     # a sim's modelled time (its own clock) when every point has it; else wall clock, said so for a sim
     modelled = all(isinstance(_ttft_ms(p, True), int | float) for p in points)
-    servers = (summary.get("experiments") or {}).get(exp, {}).get("servers") or {}
-    scales = sorted({x for p in points if (x := server_time_scale(servers.get(p["server"], {})))})
-    cards = sorted({c for p in points if (c := server_card(servers.get(p["server"], {})))})
+    servers = _servers(s, exp)
+    scales = sorted({x for p in points if (x := server_time_scale(servers.get(p.server)))})
+    cards = sorted({c for p in points if (c := server_card(servers.get(p.server)))})
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
-    for server in sorted({p["server"] for p in points}):
+    for server in sorted({p.server for p in points}):
         pts = sorted(
-            (p for p in points if p["server"] == server and isinstance(p["sweep"].get(xs_key), int | float)),
-            key=lambda p: p["sweep"][xs_key],
+            (p for p in points if p.server == server and _x(p, xs_key) is not None),
+            key=lambda p: _x(p, xs_key) or 0.0,
         )
         pts = [p for p in pts if isinstance(_ttft_ms(p, modelled), int | float)]
         if not pts:
             continue
-        x = [p["sweep"][xs_key] for p in pts]
+        x = [_x(p, xs_key) for p in pts]
         y = [_ttft_ms(p, modelled) for p in pts]
         spreads = [_ttft_spread_ms(p, modelled) for p in pts]
         (line,) = ax.plot(x, y, marker="o", label=server)
@@ -118,16 +137,14 @@ def ttft_vs_prompts(
                 x, [sp[0] for sp in spreads], [sp[1] for sp in spreads], alpha=0.2, color=line.get_color()
             )
         for xi, yi, p in zip(x, y, pts, strict=True):
-            if p["status"] != "ok":
-                ax.annotate(p["status"], (xi, yi), fontsize=7, color="red")
+            if p.status != "ok":
+                ax.annotate(p.status, (xi, yi), fontsize=7, color="red")
         drawn = True
     if drawn:
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(
-            sorted({p["sweep"][xs_key] for p in points if isinstance(p["sweep"].get(xs_key), int | float)})
-        )
+        ax.set_xticks(sorted({x for p in points if (x := _x(p, xs_key)) is not None}))
     ylabel, note = "median TTFT (ms)", ""
     if modelled:
         ylabel = "modelled median TTFT (ms)"
@@ -143,28 +160,27 @@ def ttft_vs_prompts(
         "distinct prompts (shared-prefix groups, log scale)",
         ylabel,
     )
-    return _finish(fig, ax, drawn, summary, exp, path, labels, legend_size=None, grid="both")
+    return _finish(fig, ax, drawn, s, exp, path, labels, legend_size=None, grid="both")
 
 
-def hit_rate_per_turn(
-    summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path
-) -> Path | None:
+def hit_rate_per_turn(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
     """Usage hit rate per turn, one line per policy x pool (server), per point when there are several."""
-    servers = (summary.get("experiments", {}).get(exp) or {}).get("servers", {})
+    s, pts_ = parse_summary(summary), as_points(points)
+    servers = _servers(s, exp)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
-    multi = len({p["point_key"] for p in points}) > 1
-    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
-        by_turn = p["median"].get("hit_rate_usage_by_turn") or {}
+    multi = len({p.point_key for p in pts_}) > 1
+    for p in sorted(pts_, key=lambda p: (p.server, p.point_key)):
+        by_turn = p.median.hit_rate_usage_by_turn or {}
         pts = sorted((int(t), v) for t, v in by_turn.items() if isinstance(v, int | float))
         if not pts:
             continue
-        entry = servers.get(p["server"], {})
-        label = f"{server_policy(entry)} · pool {server_pool(entry)} ({p['server']})"
+        entry = servers.get(p.server)
+        label = f"{server_policy(entry)} · pool {server_pool(entry)} ({p.server})"
         if multi:
-            label += f" {p['point_key']}"
-        if p["status"] != "ok":
-            label += f" [{p['status']}]"
+            label += f" {p.point_key}"
+        if p.status != "ok":
+            label += f" [{p.status}]"
         ax.plot([t + 1 for t, _ in pts], [v * 100 for _, v in pts], marker="o", label=label)
         drawn = True
     ax.set_ylim(0, 100)
@@ -174,35 +190,36 @@ def hit_rate_per_turn(
         "turn (1 = first request of each session)",
         "hit rate: cached / prompt tokens (%)",
     )
-    return _finish(fig, ax, drawn, summary, exp, path, labels)
+    return _finish(fig, ax, drawn, s, exp, path, labels)
 
 
-def sm_clock(summary: dict[str, Any], exp: str, points: list[dict[str, Any]], path: Path) -> Path | None:
+def sm_clock(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
     """SM clock over each point's run (first seed with samples), one line per server x point."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
-    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
-        series = p.get("clock_series") or {}
+    for p in sorted(as_points(points), key=lambda p: (p.server, p.point_key)):
+        series = p.clock_series
         if not series:
             continue
         seed = sorted(series, key=lambda s: (len(s), s))[0]
-        s = series[seed]
-        ax.plot(s["t_s"], s["sm_clock_mhz"], label=f"{p['server']} {p['point_key']} seed {seed}", linewidth=1)
+        cs = series[seed]
+        ax.plot(cs.t_s, cs.sm_clock_mhz, label=f"{p.server} {p.point_key} seed {seed}", linewidth=1)
         drawn = True
     labels = (
         f"{exp}: SM clock during each point",
         "time since the point's first sample (s)",
         "SM clock (MHz)",
     )
-    return _finish(fig, ax, drawn, summary, exp, path, labels)
+    return _finish(fig, ax, drawn, parse_summary(summary), exp, path, labels)
 
 
-def draw_all(summary: dict[str, Any], out: Path, stem: str) -> dict[str, list[Path]]:
+def draw_all(summary: Any, out: Path, stem: str) -> dict[str, list[Path]]:
     """Every chart that the data supports, per experiment."""
+    summary = parse_summary(summary)
     out = Path(out)
     result: dict[str, list[Path]] = {}
-    for exp in sorted(summary.get("experiments") or {}):
-        pts = [p for p in summary["points"] if p.get("experiment") == exp]
+    for exp in sorted(summary.experiments):
+        pts = [p for p in summary.points if p.experiment == exp]
         if not pts:
             continue
         base = out / f"{stem}-{_safe(exp)}"

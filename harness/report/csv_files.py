@@ -9,11 +9,13 @@ scalar figure under its summary name (seconds, fractions, tokens), then dict fig
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.report.common import server_policy, server_pool, server_time_scale, verdict_word
 from harness.report.tables import reasons_text
+from harness.summary import Summary, parse_summary
 
 ID_COLUMNS = [
     "node",
@@ -38,7 +40,7 @@ def _is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, bool | int | float | str)
 
 
-def _flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(figures: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Scalars as they are; dicts as `figure.key` (`hit_rate_usage_by_turn.0`, `modelled.ttft_ms.p50`);
     lists (spreads, notes) left out."""
     out: dict[str, Any] = {}
@@ -51,60 +53,61 @@ def _flatten(figures: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def experiment_rows(summary: dict[str, Any], exp: str) -> list[dict[str, Any]]:
+def experiment_rows(summary: Summary | Mapping[str, Any], exp: str) -> list[dict[str, Any]]:
     """Each point's seeds (in seed order) then its median row; points in server and sweep order."""
-    entry = (summary.get("experiments") or {}).get(exp) or {}
-    servers = entry.get("servers") or {}
+    s = parse_summary(summary)
+    entry = s.experiments.get(exp)
+    servers = entry.servers if entry else {}
     rows: list[dict[str, Any]] = []
-    pts = [p for p in summary["points"] if p.get("experiment") == exp]
+    pts = [p for p in s.points if p.experiment == exp]
     pts.sort(
         key=lambda p: (
-            p["server"],
-            tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in p.get("sweep", {}).values()),
+            p.server,
+            tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in p.sweep.values()),
         )
     )
     for p in pts:
-        s_entry = servers.get(p["server"], {})
+        s_entry = servers.get(p.server)
         common = {
-            "node": summary.get("node"),
+            "node": s.get("node"),
             "experiment": exp,
-            "server": p["server"],
-            "point_key": p["point_key"],
+            "server": p.server,
+            "point_key": p.point_key,
             "policy": server_policy(s_entry),
             "pool_tokens": server_pool(s_entry),
             "time_scale": server_time_scale(s_entry),
-            "workload_kind": p.get("workload_kind"),
-            "prompt_tokens_to_keep": p.get("prompt_tokens_to_keep"),
+            "workload_kind": p.workload_kind,
+            "prompt_tokens_to_keep": p.prompt_tokens_to_keep,
         }
-        sweep = {f"sweep.{k}": v for k, v in (p.get("sweep") or {}).items()}
-        for seed in sorted(p.get("seeds") or {}, key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s)):
-            sd = p["seeds"][seed]
-            tel = sd.get("telemetry") or {}
+        sweep = {f"sweep.{k}": v for k, v in p.sweep.items()}
+        for seed in sorted(p.seeds, key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s)):
+            sd = p.seeds[seed]
             rows.append(
                 {
                     **common,
                     "row": "seed",
                     "seed": seed,
-                    "status": sd.get("status"),
-                    "sm_clock_busy_median_mhz": tel.get("busy_median_sm_clock_mhz"),
+                    "status": sd.status,
+                    "sm_clock_busy_median_mhz": sd.telemetry.busy_median_sm_clock_mhz,
                     "verdict": None,
                     "verdict_reasons": None,
                     **sweep,
-                    **_flatten(sd.get("figures") or {}),
+                    **_flatten(sd.figures.to_json()),  # every figure, by its summary name
                 }
             )
+        median = {k: v for k, v in p.median.to_json().items() if k != "modelled"}
         rows.append(
             {
                 **common,
                 "row": "median",
                 "seed": None,
-                "status": p.get("status"),
-                "sm_clock_busy_median_mhz": (p.get("telemetry") or {}).get("busy_median_sm_clock_mhz"),
-                "verdict": verdict_word(p.get("verdict")),
-                "verdict_reasons": reasons_text(p.get("verdict")),
+                "status": p.status,
+                "sm_clock_busy_median_mhz": p.telemetry.busy_median_sm_clock_mhz if p.telemetry else None,
+                "verdict": verdict_word(p.verdict),
+                "verdict_reasons": reasons_text(p.verdict),
                 **sweep,
-                **_flatten({k: v for k, v in (p.get("median") or {}).items() if k != "modelled"}),
-                **_flatten({"modelled": p.get("modelled")} if p.get("modelled") else {}),
+                **_flatten(median),
+                **_flatten({"modelled": p.modelled.to_json()} if p.modelled else {}),
             }
         )
     return rows
@@ -114,13 +117,14 @@ def _cell(v: Any) -> Any:
     return "" if v is None else v
 
 
-def write_csvs(summary: dict[str, Any], out: Path, stem: str | None = None) -> list[Path]:
+def write_csvs(summary: Summary | Mapping[str, Any], out: Path, stem: str | None = None) -> list[Path]:
     """`<stem>-<experiment>.csv` per experiment with points; returns the paths written."""
+    summary = parse_summary(summary)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = stem or str(summary.get("node", "report"))
+    stem = stem or summary.node
     written = []
-    for exp in sorted(summary.get("experiments") or {}):
+    for exp in sorted(summary.experiments):
         rows = experiment_rows(summary, exp)
         if not rows:
             continue

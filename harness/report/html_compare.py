@@ -5,6 +5,7 @@ with one series per node and server, then each node's own tables, pair verdicts 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,20 @@ from harness.report.html_page import (
     toc,
 )
 from harness.report.tables import Badge, experiment_tables, ms, num, pct, reasons_text
+from harness.summary import Point, Summary, parse_summary
+
+Nodes = list[tuple[str, Summary]]  # (label, that node's summary)
 
 
-def compare_table(exp: str, nodes: list[tuple[str, dict[str, Any]]]) -> str:
+def compare_table(exp: str, nodes: Nodes) -> str:
     """One row per server × point, one column group per node: TTFT, hit rate, SM clock and its verdict."""
     keys: list[tuple[str, str]] = []
-    per: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    per: dict[str, dict[tuple[str, str], Point]] = {}
     for label, s in nodes:
-        for p in s["points"]:
-            if p.get("experiment") != exp:
+        for p in s.points:
+            if p.experiment != exp:
                 continue
-            k = (p["server"], p["point_key"])
+            k = (p.server, p.point_key)
             if k not in keys:
                 keys.append(k)
             per.setdefault(label, {})[k] = p
@@ -57,20 +61,20 @@ def compare_table(exp: str, nodes: list[tuple[str, dict[str, Any]]]) -> str:
             if p is None:
                 cells += '<td colspan="4" class="muted">not run</td>'
                 continue
-            m = p["median"]
-            note = "" if p.get("status") == "ok" else f" ({status_text(p)})"
-            clk = (p.get("telemetry") or {}).get("busy_median_sm_clock_mhz")
-            v = p.get("verdict")
+            m = p.median
+            note = "" if p.status == "ok" else f" ({status_text(p)})"
+            clk = p.telemetry.busy_median_sm_clock_mhz if p.telemetry else None
+            v = p.verdict
             cells += (
-                f"<td>{esc(ms(m.get('ttft_median_s')) + note)}</td><td>{esc(pct(m.get('hit_rate_usage')))}</td>"
+                f"<td>{esc(ms(m.ttft_median_s) + note)}</td><td>{esc(pct(m.hit_rate_usage))}</td>"
                 f"<td>{esc(num(clk, '.0f'))}</td>"
                 f"<td>{badge(Badge(verdict_word(v), reasons_text(v)))}</td>"
             )
         if len(labels) > 1:
             a = per.get(labels[0], {}).get(k)
             b = per.get(labels[-1], {}).get(k)
-            va = a["median"].get("ttft_median_s") if a else None
-            vb = b["median"].get("ttft_median_s") if b else None
+            va = a.median.ttft_median_s if a else None
+            vb = b.median.ttft_median_s if b else None
             ratio = vb / va if isinstance(va, int | float) and isinstance(vb, int | float) and va else None
             seen = [(n, per[n][k]) for n in labels if k in per.get(n, {})]
             cells += f'<td>{esc(num(ratio, ".2f"))}</td><td class="reading">{esc(reading(seen, ratio))}</td>'
@@ -85,42 +89,39 @@ def compare_table(exp: str, nodes: list[tuple[str, dict[str, Any]]]) -> str:
 HIT_RATE_POINTS = 2.0  # as the summary's sources check: hit rates closer than this are "the same"
 
 
-def reading(seen: list[tuple[str, dict[str, Any]]], ratio: float | None) -> str:
+def reading(seen: list[tuple[str, Point]], ratio: float | None) -> str:
     """Where a difference between nodes comes from: a clock that was not steady, the cache, or neither."""
     if len(seen) < 2:
         return "run on one node only"
-    flagged = [
-        f"{n}: {verdict_word(p.get('verdict'))}" for n, p in seen if (p.get("verdict") or {}).get("flagged")
-    ]
+    flagged = [f"{n}: {verdict_word(p.verdict)}" for n, p in seen if p.verdict and p.verdict.flagged]
     if flagged:
         return "clock: " + "; ".join(flagged) + " — TTFT not comparable"
-    rates = [p["median"].get("hit_rate_usage") for _, p in seen]
-    if all(isinstance(r, int | float) for r in rates):
-        diff = (max(rates) - min(rates)) * 100
+    rates = [p.median.hit_rate_usage for _, p in seen]
+    nums = [r for r in rates if isinstance(r, int | float)]
+    if len(nums) == len(rates):
+        diff = (max(nums) - min(nums)) * 100
         if diff > HIT_RATE_POINTS:
             return f"cache: hit rate differs by {diff:.1f} points"
-    unknown = [n for n, p in seen if verdict_word(p.get("verdict")) != "ok"]
+    unknown = [n for n, p in seen if verdict_word(p.verdict) != "ok"]
     clock = f"clock unknown on {', '.join(unknown)}" if unknown else "clocks steady"
     if ratio is not None and abs(ratio - 1) > 0.1:
         return f"same hit rate, {clock}: the difference is the card or server"
     return f"alike (same hit rate, TTFT within 10 %; {clock})"
 
 
-def _rank(k: tuple[str, str], per: dict[str, dict[tuple[str, str], dict[str, Any]]]) -> tuple[Any, ...]:
+def _rank(k: tuple[str, str], per: dict[str, dict[tuple[str, str], Point]]) -> tuple[Any, ...]:
     for pts in per.values():
         if k in pts:
-            return tuple(
-                (0, v) if isinstance(v, int | float) else (1, str(v))
-                for v in pts[k].get("sweep", {}).values()
-            )
+            return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in pts[k].sweep.values())
     return ()
 
 
-def render_compare(nodes: list[tuple[str, dict[str, Any]]]) -> str:
+def render_compare(nodes_in: Iterable[tuple[str, Summary | Mapping[str, Any]]]) -> str:
     """Several nodes' summaries on one page: per experiment a side-by-side table, shared charts (one
     series per node and server), then each node's own tables, pair verdicts and evidence."""
+    nodes: Nodes = [(label, parse_summary(s)) for label, s in nodes_in]
     labels = [label for label, _ in nodes]
-    exps = sorted({e for _, s in nodes for e in (s.get("experiments") or {})})
+    exps = sorted({e for _, s in nodes for e in s.experiments})
     head_rows = "".join(
         f"<tr><th>{esc(label)}</th>"
         + "".join(f"<td>{esc(v)}</td>" for _, v in header_facts(s)[1:6])
@@ -142,7 +143,7 @@ def render_compare(nodes: list[tuple[str, dict[str, Any]]]) -> str:
     sections: list[str] = []
     all_charts: list[Chart] = []
     for exp in exps:
-        per_node = [(label, [p for p in s["points"] if p.get("experiment") == exp]) for label, s in nodes]
+        per_node = [(label, [p for p in s.points if p.experiment == exp]) for label, s in nodes]
         present = [(label, pts) for label, pts in per_node if pts]
         parts = [f'<section class="experiment" id="exp-{esc(exp)}" data-experiment="{esc(exp)}">']
         parts.append(f"<h2>{esc(exp)}</h2>")
@@ -154,14 +155,14 @@ def render_compare(nodes: list[tuple[str, dict[str, Any]]]) -> str:
         all_charts += charts
         parts.append("<h3>Charts</h3>" + chart_figures(charts))
         for label, s in nodes:
-            pts = [p for p in s["points"] if p.get("experiment") == exp]
+            pts = [p for p in s.points if p.experiment == exp]
             if not pts:
                 continue
-            entry = (s.get("experiments") or {}).get(exp) or {}
+            entry = s.experiments.get(exp)
             tables = experiment_tables(s, exp)
             inner = "".join(table_html(t) for t in tables[:2])
-            inner += scale_note(pts, entry.get("servers", {}))
-            inner += cache_html(pts) + pairs_table(exp, s.get("pairs") or []) + clock_note(pts)
+            inner += scale_note(pts, entry.servers if entry else {})
+            inner += cache_html(pts) + pairs_table(exp, s.pairs) + clock_note(pts)
             inner += evidence_html(pts, label)
             parts.append(
                 f'<details class="node-detail" data-node="{esc(label)}" open>'
@@ -172,7 +173,7 @@ def render_compare(nodes: list[tuple[str, dict[str, Any]]]) -> str:
     return page(f"harness compare: {' vs '.join(labels)}", header + "".join(sections), all_charts)
 
 
-def write_compare_html(nodes: list[tuple[str, dict[str, Any]]], path: Path) -> Path:
+def write_compare_html(nodes: Iterable[tuple[str, Summary | Mapping[str, Any]]], path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_compare(nodes), encoding="utf-8")

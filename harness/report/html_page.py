@@ -11,14 +11,14 @@ from __future__ import annotations
 import html
 import json
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
 from harness.report.chart_data import Chart, experiment_charts
-from harness.report.common import server_time_scale, verdict_word
+from harness.report.common import as_points, server_time_scale, verdict_word
 from harness.report.tables import (
     Badge,
     Table,
@@ -29,6 +29,9 @@ from harness.report.tables import (
     time_scale_lines,
 )
 from harness.servers.redact import Redactor, collect_secrets, env_secrets
+from harness.summary import Pair, Point, Server, Summary, parse_summary
+
+Points = Iterable[Point | Mapping[str, Any]]
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -96,27 +99,26 @@ def table_html(t: Table, extra_class: str = "") -> str:
     )
 
 
-def pairs_table(exp: str, pairs: list[dict[str, Any]]) -> str:
+def _sweep_rank(sweep: Any) -> tuple[Any, ...]:
+    values = sweep.values() if isinstance(sweep, dict) else ()
+    return tuple((0, v) if isinstance(v, int | float) else (1, str(v)) for v in values)
+
+
+def pairs_table(exp: str, pairs: Iterable[Pair | Mapping[str, Any]]) -> str:
     """Every A/B pair's clock verdict: were both sides measured at comparable SM clocks?"""
+    typed = [pr if isinstance(pr, Pair) else Pair.model_validate(pr) for pr in pairs]
     rows = sorted(
-        (pr for pr in pairs if pr.get("experiment") == exp),
-        key=lambda pr: (
-            tuple(
-                (0, v) if isinstance(v, int | float) else (1, str(v))
-                for v in (pr.get("sweep") or {}).values()
-            ),
-            str(pr.get("a")),
-            str(pr.get("b")),
-        ),
+        (pr for pr in typed if pr.experiment == exp),
+        key=lambda pr: (_sweep_rank(pr.sweep), str(pr.a), str(pr.b)),
     )
     if not rows:
         return ""
     body = "".join(
-        f'<tr data-point="{esc(pr.get("point_key"))}|{esc(pr.get("a"))}|{esc(pr.get("b"))}">'
-        f"<td>{esc(pr.get('point_key'))}</td><td>{esc(pr.get('a'))}</td><td>{esc(pr.get('b'))}</td>"
-        f"<td>{esc(num(pr.get('clock_a_mhz'), '.0f'))}</td><td>{esc(num(pr.get('clock_b_mhz'), '.0f'))}</td>"
-        f"<td>{esc(num(pr.get('ratio'), '.3f'))}</td>"
-        f"<td>{badge(Badge(verdict_word(pr.get('verdict', pr)), '; '.join(pr.get('reasons') or [])))}</td></tr>"
+        f'<tr data-point="{esc(pr.point_key)}|{esc(pr.a)}|{esc(pr.b)}">'
+        f"<td>{esc(pr.point_key)}</td><td>{esc(pr.a)}</td><td>{esc(pr.b)}</td>"
+        f"<td>{esc(num(pr.clock_a_mhz, '.0f'))}</td><td>{esc(num(pr.clock_b_mhz, '.0f'))}</td>"
+        f"<td>{esc(num(pr.ratio, '.3f'))}</td>"
+        f"<td>{badge(Badge(verdict_word(pr), '; '.join(pr.reasons)))}</td></tr>"
         for pr in rows
     )
     return (
@@ -127,16 +129,16 @@ def pairs_table(exp: str, pairs: list[dict[str, Any]]) -> str:
     )
 
 
-def evidence_html(points: list[dict[str, Any]], node: str = "") -> str:
+def evidence_html(points: Points, node: str = "") -> str:
     blocks = []
-    for p in sorted(points, key=lambda p: (p["server"], p["point_key"])):
-        ev = p.get("evidence") or []
+    for p in sorted(as_points(points), key=lambda p: (p.server, p.point_key)):
+        ev = p.evidence
         if not ev:
             continue
         label = f"{node} · " if node else ""
         blocks.append(
-            f'<div class="evidence-point"><code>{esc(label)}{esc(p["server"])} {esc(p["point_key"])}</code>'
-            f'<pre class="evidence" data-point="{esc(p["server"])}|{esc(p["point_key"])}">'
+            f'<div class="evidence-point"><code>{esc(label)}{esc(p.server)} {esc(p.point_key)}</code>'
+            f'<pre class="evidence" data-point="{esc(p.server)}|{esc(p.point_key)}">'
             f"{esc(chr(10).join(str(e) for e in ev))}</pre></div>"
         )
     if not blocks:
@@ -147,7 +149,7 @@ def evidence_html(points: list[dict[str, Any]], node: str = "") -> str:
     )
 
 
-def cache_html(points: list[dict[str, Any]]) -> str:
+def cache_html(points: Points) -> str:
     """The points not measured on a cold cache, and why (warm-start, cache-not-cold)."""
     items = "".join(f"<li>{esc(w)}</li>" for w in cache_warnings(points))
     return (
@@ -167,15 +169,16 @@ def chart_figures(charts: list[Chart]) -> str:
     return f'<div class="charts{" two" if len(charts) > 1 else ""}">{figs}</div>'
 
 
-def clock_note(points: list[dict[str, Any]]) -> str:
+def clock_note(points: Points) -> str:
     """Why there is no SM clock chart: the points' telemetry status (e.g. a sim has no GPU)."""
-    if any(p.get("clock_series") for p in points):
+    pts = as_points(points)
+    if any(p.clock_series for p in pts):
         return ""
-    why = sorted({str((p.get("telemetry") or {}).get("status") or "absent") for p in points})
+    why = sorted({str((p.telemetry.status if p.telemetry else None) or "absent") for p in pts})
     return f'<p class="note sm-clock-absent">No SM clock samples: {esc("; ".join(why))}.</p>'
 
 
-def scale_note(points: list[dict[str, Any]], servers: dict[str, Any]) -> str:
+def scale_note(points: Points, servers: Mapping[str, Server | Mapping[str, Any]] | None) -> str:
     return "".join(
         f'<p class="note time-scale">{esc(line)}</p>' for line in time_scale_lines(points, servers)
     )
@@ -184,14 +187,13 @@ def scale_note(points: list[dict[str, Any]], servers: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- header facts
 
 
-def _manifests(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (e, (v or {}).get("manifest") or {}) for e, v in sorted((summary.get("experiments") or {}).items())
-    ]
+def _manifests(summary: Summary) -> list[tuple[str, dict[str, Any]]]:
+    """(experiment, manifest.json as written): the run's own facts, read by their manifest names."""
+    return [(e, v.manifest) for e, v in sorted(summary.experiments.items())]
 
 
-def _redactor(summary: dict[str, Any]) -> Redactor:
-    return Redactor(collect_secrets(summary.get("experiments") or {}) | env_secrets())
+def _redactor(summary: Summary) -> Redactor:
+    return Redactor(collect_secrets({e: v.to_json() for e, v in summary.experiments.items()}) | env_secrets())
 
 
 def _uniq(values: Iterable[Any]) -> list[str]:
@@ -202,16 +204,17 @@ def _uniq(values: Iterable[Any]) -> list[str]:
     return out
 
 
-def card_text(summary: dict[str, Any]) -> str:
+def card_text(summary: Summary) -> str:
     """Real GPUs from the manifests (name × count); for sim servers the modelled card profile."""
     parts: list[str] = []
     for _, m in _manifests(summary):
-        names = [g.get("name") for g in m.get("gpus") or [] if isinstance(g, dict) and g.get("name")]
+        gpus = m.get("gpus")
+        names = [g.get("name") for g in gpus or [] if isinstance(g, dict) and g.get("name")]  # type: ignore[union-attr]
         if names:
             parts += [f"{n} × {names.count(n)}" for n in dict.fromkeys(names)]
-    for entry in (summary.get("experiments") or {}).values():
-        for s in ((entry or {}).get("servers") or {}).values():
-            card = ((s or {}).get("server_info") or {}).get("card")
+    for entry in summary.experiments.values():
+        for s in entry.servers.values():
+            card = s.info().get("card")
             if isinstance(card, dict) and card.get("name"):
                 parts.append(
                     f"sim, modelled {card['name']} ({card.get('gpu', '?')}, {card.get('model', '?')})"
@@ -219,7 +222,7 @@ def card_text(summary: dict[str, Any]) -> str:
     return ", ".join(_uniq(parts)) or "n/a"
 
 
-def driver_text(summary: dict[str, Any]) -> str:
+def driver_text(summary: Summary) -> str:
     ms_ = [m for _, m in _manifests(summary)]
     drivers = _uniq(m.get("driver") for m in ms_)
     if drivers:
@@ -228,14 +231,15 @@ def driver_text(summary: dict[str, Any]) -> str:
     return f"n/a ({'; '.join(why)})" if why else "n/a"
 
 
-def time_scales(summary: dict[str, Any]) -> list[str]:
+def time_scales(summary: Any) -> list[str]:
     """`0.02 (every server)` or `0.02 (exp/a, exp/b)` per distinct --time-scale of the sim servers."""
+    summary = parse_summary(summary)
     by_x: dict[float, list[str]] = {}
     n = 0
-    for exp, entry in sorted((summary.get("experiments") or {}).items()):
-        for name, s in sorted(((entry or {}).get("servers") or {}).items()):
+    for exp, entry in sorted(summary.experiments.items()):
+        for name, s in sorted(entry.servers.items()):
             n += 1
-            x = server_time_scale(s or {})
+            x = server_time_scale(s)
             if x is not None:
                 by_x.setdefault(x, []).append(f"{exp}/{name}")
     if len(by_x) == 1 and len(next(iter(by_x.values()))) == n:
@@ -255,8 +259,9 @@ def _manifest_servers(m: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     )
 
 
-def launch_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def launch_lines(summary: Any) -> list[tuple[str, str]]:
     """(experiment/server, the command line as run, secrets redacted) for every server of every experiment."""
+    summary = parse_summary(summary)
     red = _redactor(summary)
     out = []
     for exp, m in _manifests(summary):
@@ -269,25 +274,26 @@ def launch_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def header_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+def header_facts(summary: Any) -> list[tuple[str, str]]:
+    summary = parse_summary(summary)
     ms_ = _manifests(summary)
     shas = _uniq(m.get("git_sha") for _, m in ms_)
     ran_by = _uniq(m.get("harness_version") for _, m in ms_)
     facts = [
-        ("node", str(summary.get("node", "?"))),
+        ("node", summary.node),
         ("card", card_text(summary)),
         ("driver", driver_text(summary)),
         (
             "harness version",
-            f"{summary.get('harness_version', '?')} (summarized)"
+            f"{summary.harness_version or '?'} (summarized)"
             + (f"; {', '.join(ran_by)} (ran)" if ran_by else ""),
         ),
         ("git sha", ", ".join(shas) or "n/a"),
         ("started", ", ".join(_uniq(m.get("start_time") for _, m in ms_)) or "n/a"),
         (
             "summary",
-            f"generated {summary.get('generated_at', '?')} on {summary.get('generated_on', '?')} "
-            f"from {', '.join(str(s) for s in summary.get('sources') or []) or '?'}",
+            f"generated {summary.generated_at or '?'} on {summary.generated_on or '?'} "
+            f"from {', '.join(summary.sources) or '?'}",
         ),
     ]
     scales = time_scales(summary)
@@ -341,27 +347,28 @@ def toc(exps: list[str]) -> str:
     return f'<nav class="toc">Experiments: {links}</nav>' if exps else ""
 
 
-def _footer(summary: dict[str, Any]) -> str:
+def _footer(summary: Summary) -> str:
     out = ""
-    probs = summary.get("problems") or []
-    if probs:
-        items = "".join(f"<li><code>{esc(p.get('path'))}</code>: {esc(p.get('reason'))}</li>" for p in probs)
+    if summary.problems:
+        items = "".join(f"<li><code>{esc(p.path)}</code>: {esc(p.reason)}</li>" for p in summary.problems)
         out += f'<h2>Skipped files</h2><ul class="problems">{items}</ul>'
-    for note in summary.get("notes") or []:
+    for note in summary.notes:
         out += f'<p class="note">Note: {esc(note)}</p>'
     return out
 
 
-def render(summary: dict[str, Any]) -> str:
+def render(summary: Any) -> str:
     """The whole page for one node's summary."""
-    node = str(summary.get("node", "?"))
-    exps = sorted(summary.get("experiments") or {})
+    summary = parse_summary(summary)
+    node = summary.node
+    exps = sorted(summary.experiments)
     sections: list[str] = []
     all_charts: list[Chart] = []
     for exp in exps:
-        entry = (summary.get("experiments") or {}).get(exp) or {}
-        pts = [p for p in summary["points"] if p.get("experiment") == exp]
-        desc = ((entry.get("manifest") or {}).get("spec") or {}).get("description")
+        entry = summary.experiments[exp]
+        pts = [p for p in summary.points if p.experiment == exp]
+        spec = entry.manifest.get("spec")
+        desc = spec.get("description") if isinstance(spec, dict) else None
         parts = [f'<section class="experiment" id="exp-{esc(exp)}" data-experiment="{esc(exp)}">']
         parts.append(f"<h2>{esc(exp)}</h2>")
         if desc:
@@ -372,11 +379,11 @@ def render(summary: dict[str, Any]) -> str:
             continue
         tables = experiment_tables(summary, exp)
         parts.append(table_html(tables[0], "main"))
-        parts.append(scale_note(pts, entry.get("servers", {})))
+        parts.append(scale_note(pts, entry.servers))
         charts = experiment_charts(exp, [(node, pts)])
         all_charts += charts
         parts.append("<h3>Charts</h3>" + chart_figures(charts) + clock_note(pts))
-        parts.append(pairs_table(exp, summary.get("pairs") or []))
+        parts.append(pairs_table(exp, summary.pairs))
         for t in tables[1:]:
             parts.append(table_html(t))
             if t.kind == "sources":
@@ -393,7 +400,7 @@ def render(summary: dict[str, Any]) -> str:
     return page(f"harness report: {node}", body, all_charts)
 
 
-def write_html(summary: dict[str, Any], path: Path) -> Path:
+def write_html(summary: Any, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(summary), encoding="utf-8")
