@@ -7,15 +7,17 @@ shown as such, and the server's own prefill lines are quoted under each table as
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.report import tables
+from harness.report.common import as_points
 from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
 from harness.report.predicted import prediction_table
-from harness.report.tables import layout
-from harness.summary import parse_summary
+from harness.report.tables import Points, Servers, layout
+from harness.summary import Pair, parse_summary
 
 MAX_EVIDENCE_PER_POINT = 2
 
@@ -33,17 +35,17 @@ def _md(t: tables.Table) -> list[str]:
     return _table(t.header, t.texts())
 
 
-def time_scale_lines(points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def time_scale_lines(points: Points, servers: Servers) -> list[str]:
     """Under a table with sim servers: their timings are wall-clock at --time-scale X, not card time."""
     return [f"_{line}_" for line in tables.time_scale_lines(points, servers)]
 
 
-def _evidence(points: list[dict[str, Any]]) -> list[str]:
+def _evidence(points: Points) -> list[str]:
     lines: list[str] = []
-    for p in points:
-        ev = (p.get("evidence") or [])[:MAX_EVIDENCE_PER_POINT]
+    for p in as_points(points):
+        ev = p.evidence[:MAX_EVIDENCE_PER_POINT]
         if ev:
-            lines.append(f"- {p['server']} `{p['point_key']}`:")
+            lines.append(f"- {p.server} `{p.point_key}`:")
             lines.append("  ```")
             lines += [f"  {e}" for e in ev]
             lines.append("  ```")
@@ -57,32 +59,32 @@ def _evidence(points: list[dict[str, Any]]) -> list[str]:
 
 def ab_table(
     exp: str,
-    points: list[dict[str, Any]],
-    pairs: list[dict[str, Any]],
-    entries: dict[str, Any] | None = None,
+    points: Points,
+    pairs: Iterable[Pair | Mapping[str, Any]],
+    entries: Servers = None,
 ) -> list[str]:
     return _md(tables.ab(exp, points, pairs, entries))
 
 
-def policy_table(exp: str, points: list[dict[str, Any]], servers: dict[str, Any]) -> list[str]:
+def policy_table(exp: str, points: Points, servers: Servers) -> list[str]:
     return _md(tables.policy(exp, points, servers))
 
 
-def generic_table(points: list[dict[str, Any]]) -> list[str]:
+def generic_table(points: Points) -> list[str]:
     return _md(tables.generic(points))
 
 
-def sources_table(points: list[dict[str, Any]]) -> list[str]:
+def sources_table(points: Points) -> list[str]:
     """The hit-rate sources side by side, with the seed spread of the usage figure."""
     return _md(tables.sources(points))
 
 
-def cache_lines(points: list[dict[str, Any]]) -> list[str]:
+def cache_lines(points: Points) -> list[str]:
     """Why a point is flagged warm-start or cache-not-cold: its hit rate is not a cold-cache figure."""
     return [f"- {line}" for line in tables.cache_warnings(points)]
 
 
-def sources_note(points: list[dict[str, Any]]) -> str:
+def sources_note(points: Points) -> str:
     return tables.sources_note(points)
 
 
