@@ -1,8 +1,8 @@
 """Count untyped-dict markers in the summary's writers and readers (issue 25's before/after figures).
 
-Two numbers per package: `dict[str, Any]` annotations, and lookups by a literal string key
-(`x["key"]`, `x.get("key"...)`), the ways code reaches into an untyped summary. Comments and
-docstrings are not counted: only code tokens.
+Per package: `dict[str, Any]` annotations; lookups by a literal string key (`x["key"]`,
+`x.get("key"...)`), the ways code reaches into an untyped summary; and, apart, writes by a literal
+key (`x["key"] = ...`, a builder filling a dict). Comments and docstrings are not counted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import tokenize
 from pathlib import Path
 
 UNTYPED = re.compile(r"dict\s*\[\s*str\s*,\s*Any\s*\]")
-SUBSCRIPT = re.compile(r"\[\s*(\"[^\"]*\"|'[^']*')\s*\]")
+SUBSCRIPT = re.compile(r"\[\s*(\"[^\"]*\"|'[^']*')\s*\](?!\s*=[^=])")
+WRITE = re.compile(r"\[\s*(\"[^\"]*\"|'[^']*')\s*\]\s*=[^=]")
 GET = re.compile(r"\.get\(\s*(\"[^\"]*\"|'[^']*')")
 
 
@@ -37,27 +38,28 @@ def code_text(path: Path) -> str:
     return "".join(out)
 
 
-def count(paths: list[Path]) -> tuple[int, int]:
-    """(dict[str, Any] annotations, string-key lookups) over the .py files under paths."""
-    untyped = lookups = 0
+def count(paths: list[Path]) -> tuple[int, int, int]:
+    """(dict[str, Any] annotations, string-key lookups, string-key writes) over the .py files under paths."""
+    untyped = lookups = writes = 0
     for root in paths:
         for f in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             text = code_text(f)
             untyped += len(UNTYPED.findall(text))
             lookups += len(SUBSCRIPT.findall(text)) + len(GET.findall(text))
-    return untyped, lookups
+            writes += len(WRITE.findall(text))
+    return untyped, lookups, writes
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="*", type=Path, default=[Path("harness/summarize"), Path("harness/report")])
     args = p.parse_args(argv)
-    total_u = total_l = 0
+    total = [0, 0, 0]
     for path in args.paths:
-        u, n = count([path])
-        total_u, total_l = total_u + u, total_l + n
-        print(f"{path}: {u} dict[str, Any], {n} string-key lookups")
-    print(f"total: {total_u} dict[str, Any], {total_l} string-key lookups")
+        u, n, w = count([path])
+        total = [total[0] + u, total[1] + n, total[2] + w]
+        print(f"{path}: {u} dict[str, Any], {n} string-key lookups, {w} string-key writes")
+    print(f"total: {total[0]} dict[str, Any], {total[1]} string-key lookups, {total[2]} string-key writes")
     return 0
 
 
