@@ -18,6 +18,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.paths import expand_path
 from harness.summarize.read import SeedCapture
+from harness.summary import Figures, Point
 
 FLAG_POINTS = 3.0
 MEASURED_SOURCES = ("hit_rate_usage", "hit_rate_log", "hit_rate_counters", "hit_rate_timings")
@@ -80,11 +81,11 @@ def engine_from_info(info: Any):
         return f"server_info: cannot rebuild the engine ({e})"
 
 
-def measured(median: dict[str, Any]) -> tuple[float | None, str | None]:
+def measured(median: Figures) -> tuple[float | None, str | None]:
     """The point's measured hit rate: the first source the server gave."""
     for k in MEASURED_SOURCES:
-        v = median.get(k)
-        if isinstance(v, int | float) and not isinstance(v, bool):
+        v = median.number(k)
+        if v is not None:
             return float(v), k
     return None, None
 
@@ -111,7 +112,7 @@ def predict_seed(sc: SeedCapture, econf, info: dict[str, Any] | None = None) -> 
 
 
 def add_prediction(
-    point: dict[str, Any], seeds: list[SeedCapture], info: Any, workload: dict[str, Any], base_dir: Path
+    point: Point, seeds: list[SeedCapture], info: Any, workload: dict[str, Any], base_dir: Path
 ) -> None:
     """predicted_hit_rate, measured_hit_rate, their difference and flag; a trace point's ideal hit rate."""
     import statistics
@@ -131,12 +132,12 @@ def add_prediction(
                 break
             got.append(hit)
             ideal.append(ide)
-    meas, source = measured(point.get("median") or {})
+    meas, source = measured(point.median)
     pred = statistics.median(got) if got and why is None else None
     diff = (meas - pred) * 100 if pred is not None and meas is not None else None
-    point["predicted_hit_rate"] = pred
-    point["measured_hit_rate"] = meas
-    point["prediction"] = {
+    point.predicted_hit_rate = pred
+    point.measured_hit_rate = meas
+    point.prediction = {
         "measured_source": source,
         "diff_points": diff,
         "flag": bool(diff is not None and abs(diff) > FLAG_POINTS),
@@ -145,11 +146,11 @@ def add_prediction(
         "why_none": why if pred is None else None,
     }
     if workload.get("kind") == "trace":
-        point["ideal_hit_rate"], point["ideal_basis"] = trace_ideal(point, seeds, workload, ideal, base_dir)
-        point["prompt_check"] = prompt_check(seeds)
+        point.ideal_hit_rate, point.ideal_basis = trace_ideal(point, seeds, workload, ideal, base_dir)
+        point.prompt_check = dict(prompt_check(seeds))
     elif ideal and why is None:  # synthetic workloads: the replay's unbounded-cache figure
-        point["ideal_hit_rate"] = statistics.median(ideal)
-        point["ideal_basis"] = "what-if replay of the prompts sent with an unbounded cache"
+        point.ideal_hit_rate = statistics.median(ideal)
+        point.ideal_basis = "what-if replay of the prompts sent with an unbounded cache"
 
 
 def prompt_check(seeds: list[SeedCapture]) -> dict[str, int]:
@@ -166,7 +167,7 @@ def prompt_check(seeds: list[SeedCapture]) -> dict[str, int]:
 
 
 def trace_ideal(
-    point: dict[str, Any],
+    point: Point,
     seeds: list[SeedCapture],
     workload: dict[str, Any],
     replayed: list[float],
@@ -179,8 +180,7 @@ def trace_ideal(
     if workload.get("format", "mooncake") == "mooncake" and seeds:
         from harness.workloads.traces import mooncake_ideal
 
-        sweep = point.get("sweep") or {}
-        wl = {**workload, **sweep}
+        wl = {**workload, **point.sweep}
         path = Path(expand_path(str(wl.get("path", ""))))
         if not path.is_absolute():
             path = base_dir / path

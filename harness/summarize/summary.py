@@ -35,7 +35,23 @@ from harness.summarize.latency import SLO_FIELDS
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
-from harness.summary import SCHEMA_VERSION, Summary, write_summary
+from harness.summary import (
+    SCHEMA_VERSION,
+    CacheJudgement,
+    ClockVerdict,
+    Experiment,
+    Figures,
+    Pair,
+    Point,
+    Problem,
+    Seed,
+    Server,
+    Summary,
+    Telemetry,
+    write_summary,
+)
+from harness.summary.figures import ClockSeries, Modelled
+from harness.summary.model import CacheFacts, Pool, ServerLog
 from harness.verdicts import Thresholds, cache_state, worst_state
 from harness.whatif.inputs import spec_dir
 
@@ -143,11 +159,11 @@ def server_cache_facts(srv: Any) -> dict[str, Any]:
 
 def summarize_experiment(
     exp: ExperimentCapture, problems: Problems, thresholds: Thresholds | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[Experiment, list[Point]]:
     """The experiment's entry (manifest, servers) and its points, with verdicts at these thresholds."""
     th = thresholds or Thresholds()
-    servers: dict[str, Any] = {}
-    points: list[dict[str, Any]] = []
+    servers: dict[str, Server] = {}
+    points: list[Point] = []
     workload = _find_workload(exp.manifest)
     man_servers = exp.manifest.get("servers")
     for sname, srv in sorted(exp.servers.items()):
@@ -159,20 +175,20 @@ def summarize_experiment(
                 (s.get("args", s) for s in man_servers if isinstance(s, dict) and s.get("name") == sname),
                 None,
             )
-        facts = server_cache_facts(srv)
-        servers[sname] = {
-            "cache": facts,
-            "args": args,
-            "server_info": srv.info,
-            "time_scale": _time_scale(srv.info, args, man_servers, sname, exp.manifest),
-            "pool": serverlog.pool_sizes(srv.log.records if srv.log else []),
-            "log": {
-                "path": str(srv.path / capture.SERVER_LOG) if srv.log else None,
-                "lines": srv.log.lines if srv.log else 0,
-                "counts": srv.log.counts() if srv.log else {},
-                "time_shift_s": tz_shift(srv.log, srv.seeds.values()),
-            },
-        }
+        facts = CacheFacts.model_validate(server_cache_facts(srv))
+        servers[sname] = Server(
+            cache=facts,
+            args=args,
+            server_info=srv.info,
+            time_scale=_time_scale(srv.info, args, man_servers, sname, exp.manifest),
+            pool=Pool.model_validate(serverlog.pool_sizes(srv.log.records if srv.log else [])),
+            log=ServerLog(
+                path=str(srv.path / capture.SERVER_LOG) if srv.log else None,
+                lines=srv.log.lines if srv.log else 0,
+                counts=srv.log.counts() if srv.log else {},
+                time_shift_s=tz_shift(srv.log, srv.seeds.values()),
+            ),
+        )
         slices: dict[Path, tuple[Any, float]] = {}
         for log in {id(sc.log): sc.log for sc in srv.seeds.values() if sc.log is not None}.values():
             shift = tz_shift(log, srv.seeds.values())
@@ -185,11 +201,10 @@ def summarize_experiment(
             point = _summarize_point(
                 exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th
             )
-            _add_cache_state(point, seeds, facts.get("block_size"))
+            _add_cache_state(point, seeds, facts.block_size)
             add_prediction(point, seeds, srv.info, workload, spec_dir(exp.path / capture.MANIFEST))
             points.append(point)
-    entry = {"path": str(exp.path), "manifest": exp.manifest, "servers": servers}
-    return entry, points
+    return Experiment(path=str(exp.path), manifest=exp.manifest, servers=servers), points
 
 
 def _summarize_point(
@@ -200,8 +215,8 @@ def _summarize_point(
     slices: dict[Path, tuple[Any, float]],
     workload: dict[str, Any],
     thresholds: Thresholds,
-) -> dict[str, Any]:
-    per_seed: dict[str, Any] = {}
+) -> Point:
+    per_seed: dict[str, Seed] = {}
     figs_ok: list[dict[str, Any]] = []
     figs_all: list[dict[str, Any]] = []
     evidence: list[str] = []
@@ -240,14 +255,14 @@ def _summarize_point(
             if cs:
                 series[str(sc.seed)] = cs
         statuses[str(sc.seed)] = sc.status
-        per_seed[str(sc.seed)] = {
-            "status": sc.status,
-            "path": str(sc.path),
-            "figures": fig,
-            "telemetry": stats,
-        }
-        if sc.point and sc.point.get("failure"):
-            per_seed[str(sc.seed)]["failure"] = sc.point["failure"]
+        failure = sc.point.get("failure") if sc.point else None
+        per_seed[str(sc.seed)] = Seed(
+            status=sc.status,
+            path=str(sc.path),
+            figures=Figures.model_validate(fig),
+            telemetry=Telemetry.model_validate(stats),
+            **({"failure": failure} if failure else {}),  # absent, not null, when point.json gives none
+        )
         figs_all.append(fig)
         if sc.status == "ok":
             figs_ok.append(fig)
@@ -262,41 +277,43 @@ def _summarize_point(
     to_keep = None
     if is_num(wl.get("groups")) and is_num(wl.get("system_prompt_tokens")):
         to_keep = int(wl["groups"] * wl["system_prompt_tokens"])
-    return {
-        "experiment": exp.name,
-        "server": server,
-        "sweep": sweep,
-        "point_key": key,
-        "status": worst,
-        "seed_status": statuses,
-        "median_over": "ok seeds" if figs_ok else "all seeds (none ok)",
-        "workload_kind": wl.get("kind"),
-        "prompt_tokens_to_keep": to_keep,
-        "seeds": per_seed,
-        "median": median,
-        "spread": spread,
-        "telemetry": tel,
-        "modelled": point_modelled(median.get("modelled"), sources, warned),
-        "verdict": verdicts.point_verdict(tel, thresholds),
-        "clock_series": series,
-        "evidence": evidence,
-    }
+    modelled = point_modelled(median.get("modelled"), sources, warned)
+    telemetry = Telemetry.model_validate(tel)
+    return Point(
+        experiment=exp.name,
+        server=server,
+        sweep=sweep,
+        point_key=key,
+        status=worst,
+        seed_status=statuses,
+        median_over="ok seeds" if figs_ok else "all seeds (none ok)",
+        workload_kind=wl.get("kind"),
+        prompt_tokens_to_keep=to_keep,
+        seeds=per_seed,
+        median=Figures.model_validate(median),
+        spread=spread,
+        telemetry=telemetry,
+        modelled=Modelled.model_validate(modelled) if modelled is not None else None,
+        verdict=ClockVerdict.model_validate(verdicts.point_verdict(telemetry, thresholds)),
+        clock_series={k: ClockSeries.model_validate(v) for k, v in series.items()},
+        evidence=evidence,
+    )
 
 
-def _add_cache_state(point: dict[str, Any], seeds: list[SeedCapture], block_size: Any) -> None:
-    """Per seed and for the point: cold, warm-start or cache-not-cold, and why (harness.summarize.cold)."""
+def _add_cache_state(point: Point, seeds: list[SeedCapture], block_size: int | None) -> None:
+    """Per seed and for the point: cold, warm-start or cache-not-cold, and why (harness.verdicts.cold)."""
     block = block_size if isinstance(block_size, int) and not isinstance(block_size, bool) else None
     states = []
     flags: dict[str, str] = {}
     for sc in seeds:
-        cs = cache_state(sc.point, sc.requests, block, point.get("workload_kind"))
-        point["seeds"][str(sc.seed)]["cache"] = cs
-        states.append(cs["state"])
-        for k, why in cs["flags"].items():
+        cs = CacheJudgement.model_validate(cache_state(sc.point, sc.requests, block, point.workload_kind))
+        point.seeds[str(sc.seed)].cache = cs
+        states.append(cs.state)
+        for k, why in cs.flags.items():
             flags.setdefault(k, f"seed {sc.seed}: {why}")
-    point["block_size"] = block
-    point["cache_state"] = worst_state(states)
-    point["cache_flags"] = flags
+    point.block_size = block
+    point.cache_state = worst_state(states)
+    point.cache_flags = flags
 
 
 def summarize(dirs: Sequence[Path | str], thresholds: Thresholds | None = None) -> dict[str, Summary]:
@@ -314,29 +331,28 @@ def summarize(dirs: Sequence[Path | str], thresholds: Thresholds | None = None) 
         by_node.setdefault(e.node, []).append(e)
     out: dict[str, Summary] = {}
     for node, node_exps in sorted(by_node.items()):
-        experiments: dict[str, Any] = {}
-        points: list[dict[str, Any]] = []
+        experiments: dict[str, Experiment] = {}
+        points: list[Point] = []
         for e in sorted(node_exps, key=lambda x: x.name):
             entry, pts = summarize_experiment(e, problems, th)
             experiments[e.name] = entry
             points += pts
-        summary = {
-            "schema_version": SCHEMA_VERSION,
-            "node": node,
-            "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "generated_on": socket.gethostname(),
-            "harness_version": __version__,
-            "sources": [str(Path(d)) for d in dirs],
-            "experiments": experiments,
-            "points": points,
-            "pairs": verdicts.pair_verdicts(points, th),
-            "verdict_thresholds": asdict(th),
-            "notes": [],
-            "problems": [p for p in problems if _belongs(p["path"], node_exps, exps)],
-        }
-        typed = Summary.model_validate(summary)  # a writer that strays from the types fails here
-        typed.verdict = verdicts.summary_verdict(typed)
-        out[node] = typed
+        summary = Summary(
+            schema_version=SCHEMA_VERSION,
+            node=node,
+            generated_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            generated_on=socket.gethostname(),
+            harness_version=__version__,
+            sources=[str(Path(d)) for d in dirs],
+            experiments=experiments,
+            points=points,
+            pairs=[Pair.model_validate(pr) for pr in verdicts.pair_verdicts(points, th)],
+            verdict_thresholds=dict(asdict(th)),
+            notes=[],
+            problems=[Problem.model_validate(p) for p in problems if _belongs(p["path"], node_exps, exps)],
+        )
+        summary.verdict = verdicts.summary_verdict(summary)
+        out[node] = summary
     if not out:
         raise HarnessError(f"{', '.join(map(str, dirs))}: no experiment folder with manifest.json found")
     return out
