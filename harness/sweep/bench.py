@@ -489,9 +489,9 @@ def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = N
         log(
             f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
         )
-        res = verdicts.validate_summary(summary, source=str(Path(opts.summaries) / f"{node}.json"))
-        flagged += int(res["flagged"])
-        line = f"validate {node}: {res['line']}"
+        verdict = verdicts.stored_verdict(summary)  # judged once, by summarize: the line the summary holds
+        flagged += verdict.flagged
+        line = f"validate {node}: {verdict.line}"
         if verdict_lines is None:
             log(line)
         else:  # the caller ends its output with it
