@@ -18,15 +18,15 @@ def prediction_table(points: Iterable[Point | Mapping[str, Any]]) -> list[str]:
     rows = []
     for p in sorted(as_points(points), key=point_order):
         pr = p.prediction
-        if not isinstance(pr, dict):
+        if pr is None:
             continue
-        diff = pr.get("diff_points")
-        flag = f"⚠ over {pr.get('flag_points', 3):g} points" if pr.get("flag") else ""
+        diff = pr.diff_points
+        flag = f"⚠ over {pr.flag_points if 'flag_points' in pr else 3:g} points" if pr.flag else ""
         if p.predicted_hit_rate is None:
-            flag = f"no prediction: {pr.get('why_none') or 'n/a'}"
-        pc = p.prompt_check if isinstance(p.prompt_check, dict) else {}
-        if pc.get("differ"):
-            flag += f"{'; ' if flag else ''}{pc['differ']} of {pc['checked']} prompts not as built"
+            flag = f"no prediction: {pr.why_none or 'n/a'}"
+        pc = p.prompt_check
+        if pc is not None and pc.differ:
+            flag += f"{'; ' if flag else ''}{pc.differ} of {pc.checked} prompts not as built"
         rows.append(
             [
                 p.server,

@@ -19,6 +19,7 @@ from harness.errors import HarnessError
 from harness.paths import expand_path
 from harness.summarize.read import SeedCapture
 from harness.summary import Figures, Point
+from harness.summary.model import Prediction, PromptCheck
 
 FLAG_POINTS = 3.0
 MEASURED_SOURCES = ("hit_rate_usage", "hit_rate_log", "hit_rate_counters", "hit_rate_timings")
@@ -137,17 +138,17 @@ def add_prediction(
     diff = (meas - pred) * 100 if pred is not None and meas is not None else None
     point.predicted_hit_rate = pred
     point.measured_hit_rate = meas
-    point.prediction = {
-        "measured_source": source,
-        "diff_points": diff,
-        "flag": bool(diff is not None and abs(diff) > FLAG_POINTS),
-        "flag_points": FLAG_POINTS,
-        "per_seed": got if why is None else [],
-        "why_none": why if pred is None else None,
-    }
+    point.prediction = Prediction(
+        measured_source=source,
+        diff_points=diff,
+        flag=bool(diff is not None and abs(diff) > FLAG_POINTS),
+        flag_points=FLAG_POINTS,
+        per_seed=got if why is None else [],
+        why_none=why if pred is None else None,
+    )
     if workload.get("kind") == "trace":
         point.ideal_hit_rate, point.ideal_basis = trace_ideal(point, seeds, workload, ideal, base_dir)
-        point.prompt_check = dict(prompt_check(seeds))
+        point.prompt_check = PromptCheck.model_validate(prompt_check(seeds))
     elif ideal and why is None:  # synthetic workloads: the replay's unbounded-cache figure
         point.ideal_hit_rate = statistics.median(ideal)
         point.ideal_basis = "what-if replay of the prompts sent with an unbounded cache"

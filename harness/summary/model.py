@@ -105,6 +105,24 @@ class SummaryVerdict(Record):
 # ---------------------------------------------------------------- a point, its seeds, the servers
 
 
+class Prediction(Record):
+    """The what-if replay against the measured hit rate (harness.summarize.prediction)."""
+
+    measured_source: StrictStr | None = Field(None, description="which figure `measured_hit_rate` is")
+    diff_points: Num | None = Field(None, description="measured − predicted, percentage points")
+    flag: StrictBool = Field(False, description="true when the difference exceeds `flag_points`")
+    flag_points: Num = 3.0
+    per_seed: list[Num] = Field(default_factory=list)
+    why_none: StrictStr | None = Field(None, description="why there is no prediction")
+
+
+class PromptCheck(Record):
+    """Trace points: requests whose server-side `prompt_tokens` differ from the prompt built."""
+
+    checked: StrictInt = 0
+    differ: StrictInt = 0
+
+
 class Seed(Record):
     status: StrictStr | None = Field(
         None, description="point.json's status: ok, partial, failed, interrupted, running, or missing"
@@ -170,18 +188,12 @@ class Point(Record):
         None,
         description="the first of `hit_rate_usage`, `hit_rate_log`, `hit_rate_counters`, `hit_rate_timings` the server gave",
     )
-    prediction: JsonObject | None = Field(
-        None,
-        description="`measured_source`, `diff_points` (measured − predicted, points), `flag` (|diff| > `flag_points`), `per_seed`, `why_none`",
-    )
+    prediction: Prediction | None = None
     ideal_hit_rate: Num | None = Field(
         None, description="the hit rate of an unbounded cache over the requests sent"
     )
     ideal_basis: StrictStr | None = Field(None, description="how `ideal_hit_rate` was computed")
-    prompt_check: JsonValue = Field(
-        None,
-        description="trace points: `{checked, differ}`: requests whose server-side prompt_tokens differ from the prompt built",
-    )
+    prompt_check: PromptCheck | None = None
 
 
 class CacheFacts(Record):
