@@ -34,14 +34,13 @@ def run(args: argparse.Namespace) -> int:
     paths = write_summaries(summaries, args.output)
     flagged = 0
     for (node, s), path in zip(summaries.items(), paths, strict=True):
-        pts = s["points"]
-        not_ok = sum(p["status"] != "ok" for p in pts)
-        disagree = sum(bool(p["median"].get("hit_rate_disagree")) for p in pts)
+        not_ok = sum(p.status != "ok" for p in s.points)
+        disagree = sum(bool(p.median.hit_rate_disagree) for p in s.points)
         flagged += not_ok + disagree
         print(
-            f"{path}: node {node}, {len(s['experiments'])} experiments, {len(pts)} points "
+            f"{path}: node {node}, {len(s.experiments)} experiments, {len(s.points)} points "
             f"({not_ok} not ok, {disagree} with hit-rate sources > {DISAGREE_POINTS:g} points apart)"
         )
-        for prob in s["problems"]:
-            print(f"  skipped: {prob['path']}: {prob['reason']}", file=sys.stderr)
+        for prob in s.problems:
+            print(f"  skipped: {prob.path}: {prob.reason}", file=sys.stderr)
     return 1 if flagged else 0
