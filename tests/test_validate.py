@@ -15,6 +15,7 @@ import pytest
 from harness.telemetry.stats import point_stats
 from harness.verdicts import (
     Thresholds,
+    judge,
     pair_verdicts,
     point_verdict,
     short_reason,
@@ -498,7 +499,7 @@ def test_validate_table_fits_80_columns(tmp_path: Path) -> None:
     sim = point_stats([{"kind": "header", "status": "sim server: no GPU to sample"}])
     pts = [_point(f"server-{i}", sim, groups=g) for i in range(3) for g in (64, 4, 16)]
     pts.append(_point("gpu", point_stats(_samples(465)), groups=4))
-    res = validate_summary(_summary(pts))
+    res = judge(_summary(pts))
     buf = io.StringIO()
     cmd.print_tables(res, "t.json", width=80, file=buf)
     out = buf.getvalue()

@@ -15,7 +15,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.common import sweep_order
-from harness.verdicts import Thresholds, resolve_thresholds, short_reason, validate_summary, verdict_line
+from harness.verdicts import Thresholds, judge, resolve_thresholds, short_reason, verdict_line
+from harness.verdicts.result import Validation
 
 STYLE = {"ok": "green", "no-telemetry": "yellow"}
 
@@ -73,10 +74,10 @@ def _sweep(s: Any) -> str:
     return "-" if s is None else str(s)
 
 
-def _verdict(r: dict[str, Any]) -> str:
+def _verdict(r: Any) -> str:
     """The verdict word, coloured: flagged red (no-telemetry yellow), ok green, an expected gap dim."""
-    style = STYLE.get(r["verdict"], "red") if r["flagged"] or r["verdict"] == "ok" else "dim"
-    return f"[{style}]{r['verdict']}[/]"
+    style = STYLE.get(r.verdict, "red") if r.flagged or r.verdict == "ok" else "dim"
+    return f"[{style}]{r.verdict}[/]"
 
 
 def _cache(state: Any) -> str:
@@ -128,7 +129,7 @@ def _print(console: Any, table: Any) -> None:
         console.print(f"[dim]no figures for: {', '.join(table.dropped)}[/]")
 
 
-def print_tables(result: dict[str, Any], title: str, width: int | None = None, file: Any = None) -> None:
+def print_tables(result: Validation, title: str, width: int | None = None, file: Any = None) -> None:
     """Point verdicts per experiment, pair verdicts, then the verdict line; readable at 80 columns.
 
     Reasons are short here; `--json` has them in full.
@@ -147,24 +148,24 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None, f
         ("verdict", "word"),
         ("reason", "text"),
     ]
-    experiments = list(dict.fromkeys(str(r["experiment"]) for r in result["points"]))
+    experiments = list(dict.fromkeys(r.experiment for r in result.points))
     for exp in experiments:
         rows = []
-        mine = [r for r in result["points"] if str(r["experiment"]) == exp]
-        for r in sorted(mine, key=lambda r: (str(r["server"]), sweep_order(r["sweep"]))):
-            tf = r["thermal_fraction"]
+        mine = [r for r in result.points if r.experiment == exp]
+        for r in sorted(mine, key=lambda r: (r.server, sweep_order(r.sweep))):
+            tf = r.thermal_fraction
             rows.append(
                 [
-                    str(r["server"]),
-                    _sweep(r["sweep"]),
-                    _pair_cell(_mhz(r["busy_median_sm_clock_mhz"]), _mhz(r["floor_mhz"])),
+                    r.server,
+                    _sweep(r.sweep),
+                    _pair_cell(_mhz(r.busy_median_sm_clock_mhz), _mhz(r.floor_mhz)),
                     _pair_cell(
                         "-" if tf is None else f"{tf:.0%}",
-                        "-" if r["temp_max_c"] is None else f"{r['temp_max_c']:.0f}",
+                        "-" if r.temp_max_c is None else f"{r.temp_max_c:.0f}",
                     ),
-                    _cache(r.get("cache_state")),
+                    _cache(r.cache_state),
                     _verdict(r),
-                    escape(short_reason(r)),
+                    escape(short_reason(r.to_json())),
                 ]
             )
         _print(console, _table(f"points of {exp}", point_cols, rows))
@@ -176,27 +177,23 @@ def print_tables(result: dict[str, Any], title: str, width: int | None = None, f
         ("verdict", "word"),
         ("reason", "text"),
     ]
-    for exp in dict.fromkeys(str(r["experiment"]) for r in result["pairs"]):
-        mine = [r for r in result["pairs"] if str(r["experiment"]) == exp]
+    for exp in dict.fromkeys(r.experiment for r in result.pairs):
+        mine = [r for r in result.pairs if r.experiment == exp]
         rows = [
             [
-                _sweep(r["sweep"]),
-                f"{r['a']} / {r['b']}",
-                _pair_cell(_mhz(r["clock_a_mhz"]), _mhz(r["clock_b_mhz"])),
-                "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                _sweep(r.sweep),
+                f"{r.a} / {r.b}",
+                _pair_cell(_mhz(r.clock_a_mhz), _mhz(r.clock_b_mhz)),
+                "-" if r.ratio is None else f"{r.ratio:.2f}",
                 _verdict(r),
-                escape(short_reason(r)),
+                escape(short_reason(r.to_json())),
             ]
-            for r in sorted(mine, key=lambda r: sweep_order(r["sweep"]))
+            for r in sorted(mine, key=lambda r: sweep_order(r.sweep))
         ]
         _print(console, _table(f"A/B pairs of {exp} (same sweep value)", pair_cols, rows))
     console.print("[dim]reasons in full: harness validate --json[/]")
-    style = "green" if result["ok"] and not _unchecked(result) else ("yellow" if result["ok"] else "red")
+    style = "green" if result.ok and not result.unchecked else ("yellow" if result.ok else "red")
     console.print(f"[{style}]{escape(verdict_line(result))}[/]")
-
-
-def _unchecked(result: dict[str, Any]) -> bool:
-    return any(r["verdict"] == "no-telemetry" for r in result["points"] + result["pairs"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,11 +207,11 @@ def run(args: argparse.Namespace) -> int:
         given[name] = value
     summary = _load(args.summary)
     th = resolve_thresholds(summary, given, source=str(args.summary))
-    result = validate_summary(summary, th, source=str(args.summary))
+    result = judge(summary, th, source=str(args.summary))
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        print(json.dumps(result.to_json(), indent=2, default=str))
     else:
-        if result["note"]:
-            print(result["note"])
+        if result.note:
+            print(result.note)
         print_tables(result, str(args.summary))
-    return 0 if result["ok"] else 1
+    return 0 if result.ok else 1

@@ -19,6 +19,7 @@ from harness.verdicts.clocks import (
 from harness.verdicts.cold import cache_state, first_requests, worst_state
 from harness.verdicts.judge import (
     client_late,
+    judge,
     resolve_thresholds,
     stored_verdict,
     summary_thresholds,
@@ -45,6 +46,7 @@ __all__ = [
     "client_late",
     "expected_no_gpu",
     "first_requests",
+    "judge",
     "floor_mhz",
     "pair_verdicts",
     "point_verdict",

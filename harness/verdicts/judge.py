@@ -14,8 +14,9 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.summary import Point, Summary, SummaryVerdict, Telemetry, parse_summary
+from harness.summary import Pair, Point, Summary, SummaryVerdict, Telemetry, parse_summary
 from harness.verdicts.clocks import Thresholds, floor_mhz, pair_verdicts, point_verdict
+from harness.verdicts.result import PointRow, Validation
 from harness.verdicts.wording import WARM_STATES, verdict_line
 
 
@@ -112,9 +113,7 @@ def _with_client_lateness(verdict: dict[str, Any], point: Point) -> dict[str, An
     return {**verdict, "reasons": [*verdict["reasons"], why], "flagged": True, "client_late": True}
 
 
-def validate_summary(
-    summary: Any, thresholds: Thresholds | None = None, source: str = "summary"
-) -> dict[str, Any]:
+def judge(summary: Any, thresholds: Thresholds | None = None, source: str = "summary") -> Validation:
     """Verdicts for every point and pair of a summary; `flagged` counts what should fail the exit code.
 
     Without thresholds, or with the summary's own, these are the summary's verdicts (`verdicts`:
@@ -137,38 +136,46 @@ def validate_summary(
         tel = p.telemetry or Telemetry()
         verdict = _with_client_lateness(_with_cache_state(verdict, p), p)
         rows.append(
-            {
-                "experiment": p.experiment,
-                "server": p.server,
-                "sweep": p.get("sweep"),
-                "busy_median_sm_clock_mhz": tel.busy_median_sm_clock_mhz,
-                "max_sm_clock_mhz": tel.max_sm_clock_mhz,
-                "floor_mhz": floor_mhz(tel, th) if tel.n_samples else None,
-                "thermal_fraction": tel.thermal_fraction,
-                "temp_max_c": tel.temp_max_c,
-                "telemetry_status": tel.status,
-                "cache_state": p.cache_state,
+            PointRow(
+                experiment=p.experiment,
+                server=p.server,
+                sweep=p.get("sweep"),
+                busy_median_sm_clock_mhz=tel.busy_median_sm_clock_mhz,
+                max_sm_clock_mhz=tel.max_sm_clock_mhz,
+                floor_mhz=floor_mhz(tel, th) if tel.n_samples else None,
+                thermal_fraction=tel.thermal_fraction,
+                temp_max_c=tel.temp_max_c,
+                telemetry_status=tel.status,
+                cache_state=p.cache_state,
                 **verdict,
-            }
+            )
         )
-    flagged = sum(r["flagged"] for r in rows) + sum(r["flagged"] for r in pairs)
-    result = {
-        "thresholds": asdict(th),
-        "verdicts": "summary" if from_summary else "recomputed",
-        "note": note,
-        "points": rows,
-        "pairs": pairs,
-        "flagged": flagged,
-        "ok": flagged == 0,
-    }
-    result["line"] = verdict_line(result)
+    pair_rows = [Pair.model_validate(pr) for pr in pairs]
+    flagged = sum(r.flagged for r in rows) + sum(r.flagged for r in pair_rows)
+    result = Validation(
+        thresholds=asdict(th),
+        verdicts="summary" if from_summary else "recomputed",
+        note=note,
+        points=rows,
+        pairs=pair_rows,
+        flagged=flagged,
+        ok=flagged == 0,
+    )
+    result.line = verdict_line(result)
     return result
+
+
+def validate_summary(
+    summary: Any, thresholds: Thresholds | None = None, source: str = "summary"
+) -> dict[str, Any]:
+    """judge() as the JSON object `harness validate --json` prints."""
+    return judge(summary, thresholds, source).to_json()
 
 
 def summary_verdict(summary: Any, source: str = "summary") -> SummaryVerdict:
     """The summary's verdict line and count at its own thresholds: what summarize stores (schema 2)."""
-    result = validate_summary(summary, source=source)
-    return SummaryVerdict(line=result["line"], flagged=result["flagged"], ok=result["ok"])
+    result = judge(summary, source=source)
+    return SummaryVerdict(line=result.line, flagged=result.flagged, ok=result.ok)
 
 
 def stored_verdict(summary: Summary) -> SummaryVerdict:
