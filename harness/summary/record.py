@@ -10,8 +10,9 @@ the types (tests/test_summary_model.py round-trips docs/sample/cpu-sim.json):
 - a key never written stays absent (dumped with exclude_unset) and keys keep the order they came in;
 - each level allows keys it does not declare (`extra="allow"`): figures gain keys per server kind and
   bench-real adds its own block; an older reader keeps them and writes them back.
-Readers not yet migrated still reach fields by key (`Record.get`, `record["key"]`): the shim goes once
-scripts/count_untyped.py counts no string-key lookup in report/.
+A record also answers by key (`record.get("k")`, `record["k"]`, `"k" in record`, `{**record}`), for
+what reads it as the JSON it is: scripts and tests that build or walk summaries, figures named at run
+time, and `"k" in record`, which asks whether a writer set the key (absent and null differ).
 """
 
 from __future__ import annotations
