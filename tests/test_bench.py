@@ -21,8 +21,8 @@ import yaml
 
 from harness.capture import experiment_dir, point_name
 from harness.capture.manifest import write_manifest
+from harness.capture.redact import spec_redactor
 from harness.errors import HarnessError
-from harness.servers.redact import spec_redactor
 from harness.spec import load_spec
 from harness.sweep.bench import write_bench_manifest
 from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment

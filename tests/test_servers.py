@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.capture.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
 from harness.errors import SpecError
 from harness.servers.adapters import Launch, launch_argv
 from harness.servers.process import ServerError, ServerProcess, live_servers
 from harness.servers.profiles import parse_servers
-from harness.servers.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
 
 FAKE = str(Path(__file__).parent / "helpers" / "servers_stub.py")
 

@@ -83,9 +83,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.capture.redact import spec_redactor
     from harness.servers.kind import choose_kind
     from harness.servers.process import install_signal_handlers
-    from harness.servers.redact import spec_redactor
     from harness.sweep import bench, plan
     from harness.sweep.suites import suite_files
 

@@ -3,7 +3,6 @@ the fleet comparison (`harness compare` of every node against the first, text an
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 from collections.abc import Callable
@@ -43,16 +42,13 @@ def fleet_compare(summaries: list[Path], out_dir: Path, log: Log) -> list[Path]:
     if len(summaries) < 2:
         log("compare: fewer than two node summaries, no fleet comparison")
         return []
-    from harness.commands import compare
+    from harness.report.compare import DEFAULT_FIGURES
+    from harness.report.compare_text import compare_summaries
 
-    parser = compare.build_parser("harness compare")
     html = out_dir / "fleet-compare.html"
-    argv = [str(summaries[0]), *(str(p) for p in summaries[1:])]
-    argv += ["--html", str(html)]
-    args: argparse.Namespace = parser.parse_args(argv)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        compare.run(args)
+        compare_summaries(summaries, ",".join(DEFAULT_FIGURES), html)
     text = out_dir / "fleet-compare.txt"
     text.write_text(buf.getvalue(), encoding="utf-8")
     written = [text] + ([html] if html.is_file() else [])

@@ -49,7 +49,7 @@ def bench_specs(
 
     `verdict_lines` collects validate's verdict lines instead of logging them (bench.run_stages).
     """
-    from harness.servers.redact import spec_redactor
+    from harness.capture.redact import spec_redactor
     from harness.sweep import bench, plan
 
     loaded = [load_spec(p) for p in specs]

@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
-from harness.loadgen.settings import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.paths import expand_path
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
+from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.spec.workload import (
     HISTORY_MODES,
     MULTI_TURN_KEYS,

@@ -17,20 +17,18 @@ from typing import Any
 
 from harness.capture import experiment_dir, point_dir, server_dir
 from harness.capture.manifest import (
-    host_facts,
     load_manifest,
     record_server,
-    server_fingerprint,
     spec_fingerprint,
     write_manifest,
 )
 from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
+from harness.capture.redact import Redactor, spec_redactor
 from harness.errors import HarnessError
 from harness.servers.control import RESET_PATHS
-from harness.servers.process import ServerError, ServerProcess
+from harness.servers.process import ServerError, ServerProcess, server_fingerprint
 from harness.servers.profiles import ServerProfile
-from harness.servers.redact import Redactor, spec_redactor
 from harness.spec import ExperimentSpec, Point
 from harness.sweep.plan import (
     DEFAULT_CARD,
@@ -46,7 +44,7 @@ from harness.sweep.plan import (
 )
 from harness.sweep.point import Telemetry, run_point
 from harness.sweep.progress import point_done, sweep_progress
-from harness.telemetry.gpus import sampling_plan
+from harness.telemetry.gpus import host_facts, sampling_plan
 from harness.telemetry.sampler import open_sampler
 from harness.workloads import PromptMaker, load_prompt_maker
 

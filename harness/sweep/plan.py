@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import POINT, experiment_dir, point_dir, point_name, server_dir
-from harness.capture.manifest import check_same_spec, load_manifest, server_fingerprint
+from harness.capture.manifest import check_same_spec, load_manifest
 from harness.capture.points import is_done, read_point
+from harness.capture.redact import Redactor
 from harness.errors import HarnessError
-from harness.servers.process import ServerProcess
+from harness.servers.process import ServerProcess, server_fingerprint
 from harness.servers.profiles import ServerProfile, SimSettings, parse_servers, parse_suite
-from harness.servers.redact import Redactor
 from harness.spec import ExperimentSpec, Point, load_spec
 
 DEFAULT_CARD = "l4-8b"
