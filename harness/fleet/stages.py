@@ -17,7 +17,7 @@ Log = Callable[[str], None]
 
 def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
     """Summaries of every group that has a capture; returns their paths and how many points validate flagged."""
-    from harness.sweep.bench import run_stages
+    from harness.sweep.pipeline import after_sweep
     from harness.sweep.plan import BenchOptions
 
     paths: list[Path] = []
@@ -28,11 +28,14 @@ def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
             continue
         opts = BenchOptions(node=group.name, capture=fleet.capture, summaries=fleet.summaries)
         try:
-            flagged += run_stages(opts, log)
+            stages = after_sweep(opts, log)
         except HarnessError as e:  # one node's capture must not keep the others from their summaries
             log(f"{group.name}: no summary: {e}")
             flagged += 1
             continue
+        for line in stages.verdict_lines:
+            log(line)
+        flagged += stages.flagged
         paths.append(fleet.summaries / f"{group.name}.json")
     return [p for p in paths if p.is_file()], flagged
 
