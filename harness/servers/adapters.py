@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
 from harness.servers.control import VLLM_RESET_PATH
-from harness.servers.profiles import ServerProfile, fill_placeholders
+from harness.spec.servers import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
 

@@ -30,7 +30,7 @@ from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
 from harness.servers.control import NotReady, wait_ready
-from harness.servers.profiles import ServerProfile, env_refs, fill_placeholders
+from harness.spec.servers import ServerProfile, env_refs, fill_placeholders
 
 _PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
 _LIVE: dict[int, ServerProcess] = {}

@@ -17,6 +17,7 @@ from harness.errors import SpecError
 from harness.paths import expand_path
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
+from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.spec.workload import (
     HISTORY_MODES,
     MULTI_TURN_KEYS,
@@ -133,6 +134,15 @@ class ExperimentSpec:
 
             out[k] = _ENV_REF.sub(sub, v)
         return out
+
+    def server_profiles(self, environ: dict[str, str] | None = None) -> list[ServerProfile]:
+        """`servers` expanded over `matrix`, validated (SpecError naming file and key); only a run that
+        launches servers asks, so a spec read back from a manifest never needs its ${ENV} set."""
+        return parse_servers(self.servers_raw, self.matrix_raw, str(self.source_path), environ)
+
+    def sim_settings(self) -> SimSettings:
+        """`suite.sim`: the card profile, time scale and extra arguments of profiles run on the sim."""
+        return parse_suite(self.suite_raw, str(self.source_path))
 
     def redacted_raw(self) -> dict[str, Any]:
         """The spec as written, with every header value replaced, for manifests."""

@@ -29,8 +29,8 @@ from harness.capture.redact import Redactor, spec_redactor
 from harness.errors import HarnessError
 from harness.servers.control import RESET_PATHS
 from harness.servers.process import ServerError, ServerProcess, server_fingerprint
-from harness.servers.profiles import ServerProfile
 from harness.spec import ExperimentSpec, Point
+from harness.spec.servers import ServerProfile
 from harness.sweep.plan import (
     DEFAULT_CARD,
     BenchOptions,

@@ -24,8 +24,8 @@ from harness.capture.points import is_done, read_point
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.process import ServerProcess, server_fingerprint
-from harness.servers.profiles import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.spec import ExperimentSpec, Point, load_spec
+from harness.spec.servers import ServerProfile, SimSettings
 
 DEFAULT_CARD = "l4-8b"
 
@@ -179,9 +179,8 @@ def plan_points(
 
 def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
     """Servers × points × seeds of one spec, split into done (point.json ok) and to do."""
-    f = str(spec.source_path)
-    profiles = parse_servers(spec.servers_raw, spec.matrix_raw, f)
-    sim = parse_suite(spec.suite_raw, f)
+    profiles = spec.server_profiles()
+    sim = spec.sim_settings()
     points, skipped = select_points(spec, opts.only)
     if opts.servers:
         chosen = [p for p in profiles if any(fnmatch.fnmatchcase(p.name, pat) for pat in opts.servers)]
