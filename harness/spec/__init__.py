@@ -15,8 +15,10 @@ from harness.spec.experiment import (
     ExperimentSpec,
     Point,
     Timeouts,
+    captured_spec,
     load_spec,
     parse_spec,
+    point_of,
     redact_headers,
 )
 from harness.spec.servers import ServerProfile, SimSettings
@@ -47,7 +49,9 @@ __all__ = [
     "Timeouts",
     "TraceWorkload",
     "Workload",
+    "captured_spec",
     "load_spec",
     "parse_spec",
+    "point_of",
     "redact_headers",
 ]
