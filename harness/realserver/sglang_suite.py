@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.realserver.bench_specs import bench_specs, timed
 from harness.realserver.model import ModelShape
+from harness.sweep.pipeline import after_sweep, run_specs, timed
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = (
@@ -129,8 +129,10 @@ def run_sglang(
         model=str(model.folder),
         quiet=quiet,
     )
-    verdicts: list[str] = []
-    outcome = bench_specs(specs, opts, log, seconds, run_label="bench", verdict_lines=verdicts).outcome
+    with timed(seconds, "bench"):
+        outcome = run_specs(specs, opts, log).outcome
+    with timed(seconds, "summarize+report"):
+        verdicts = after_sweep(opts, log).verdict_lines
     summary_path = Path(summaries) / f"{node}.json"
     run = SglangRun(
         summary_path if summary_path.exists() else None,

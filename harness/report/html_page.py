@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.capture.redact import Redactor, collect_secrets, env_secrets
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.common import server_time_scale, verdict_word
 from harness.report.tables import (
@@ -28,7 +29,6 @@ from harness.report.tables import (
     sources_note,
     time_scale_lines,
 )
-from harness.servers.redact import Redactor, collect_secrets, env_secrets
 
 CSP = (
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
