@@ -53,7 +53,9 @@ def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
 
 def test_the_sim_lies_within_sglangs_spread_at_c4(server: RunningSglang, tmp_path: Path) -> None:
     spec = write_spec(tmp_path, "agree-lfu", MULTI, ARGS, [4], [0, 1, 2])
-    reals = [per_seed(real_run(server, spec, tmp_path / f"real{r}", f"real{r}"), "agree-lfu") for r in range(2)]
+    reals = [
+        per_seed(real_run(server, spec, tmp_path / f"real{r}", f"real{r}"), "agree-lfu") for r in range(2)
+    ]
     sim = per_seed(sim_run(spec, tmp_path / "sim", "sim"), "agree-lfu")
     real_rates = [v for run in reals for v in run["concurrency=4"]]
     mid = statistics.median(sim["concurrency=4"])
