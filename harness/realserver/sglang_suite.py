@@ -84,7 +84,7 @@ def point_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "hit_rate_usage": m.get("hit_rate_usage"),
                 "hit_rate_counters": m.get("hit_rate_counters"),
                 "hit_rate_log": m.get("hit_rate_log"),
-                "predicted_hit_rate": m.get("predicted_hit_rate"),
+                "predicted_hit_rate": p.get("predicted_hit_rate"),
                 "cached_host_tokens": min(host) if host else None,
                 # the working set's 8 groups (2,176 tokens) outgrow the 1,200-token pool: hits come from host
                 "expects_host_hits": server.startswith("hicache") and "groups=8" in str(p.get("point_key")),
