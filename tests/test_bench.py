@@ -21,8 +21,8 @@ import yaml
 
 from harness.capture import experiment_dir, point_name
 from harness.capture.manifest import write_manifest
+from harness.capture.redact import spec_redactor
 from harness.errors import HarnessError
-from harness.servers.redact import spec_redactor
 from harness.spec import load_spec
 from harness.sweep.bench import write_bench_manifest
 from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment
@@ -398,16 +398,16 @@ def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Pat
     pj = tmp_path / "capture" / "n" / "tiny" / "s" / "groups=1,seed=0" / "point.json"
     pj.parent.mkdir(parents=True)
     pj.write_text(json.dumps({"status": "ok"}))
-    check_capture_matches(plan, opts, red)  # same spec: fine
+    check_capture_matches(plan, red)  # same spec: fine
     raw = yaml.safe_load(path.read_text())
     raw["servers"][0]["args"] = [*SIM_FAST, "--max-total-tokens", "4096"]
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(HarnessError, match="different server launch"):
-        check_capture_matches(plan_experiment(load_spec(path), opts), opts, red)
+        check_capture_matches(plan_experiment(load_spec(path), opts), red)
     raw["workload"]["system_prompt_tokens"] = 128
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(HarnessError, match="different version"):
-        check_capture_matches(plan_experiment(load_spec(path), opts), opts, red)
+        check_capture_matches(plan_experiment(load_spec(path), opts), red)
 
 
 def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
@@ -421,23 +421,23 @@ def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
     raw["workload"]["system_prompt_tokens"] = 128
     path.write_text(yaml.safe_dump(raw))
     plan = plan_experiment(load_spec(path), opts)
-    check_capture_matches(plan, opts, red)  # no points yet: fine
+    check_capture_matches(plan, red)  # no points yet: fine
     pj = tmp_path / "capture" / "n" / "tiny" / "attached" / "groups=1,seed=0" / "point.json"
     pj.parent.mkdir(parents=True)
     pj.write_text(json.dumps({"status": "ok"}))
     with pytest.raises(HarnessError, match="different version"):
-        check_capture_matches(plan, opts, red)
+        check_capture_matches(plan, red)
     pj.unlink()
     write_bench_manifest(plan, opts, red, {})  # the new spec's fingerprint replaces the old one
     pj.write_text(json.dumps({"status": "ok"}))
-    check_capture_matches(plan, opts, red)
+    check_capture_matches(plan, red)
 
 
 def test_model_path_that_does_not_exist_is_caught_before_launch(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}]))
     opts = _opts(tmp_path, server_kind="sglang", model=str(tmp_path / "no-such-model"))
     with pytest.raises(HarnessError, match="--model: .*no-such-model does not exist"):
-        check_model([plan_experiment(spec, opts)], opts)
+        check_model([plan_experiment(spec, opts)])
 
 
 def test_suites_exist_and_are_valid() -> None:

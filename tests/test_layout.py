@@ -1,4 +1,5 @@
-"""The package's shape (issue 12): few top-level modules, no import cycle, long modules say why.
+"""The package's shape (issues 12, 25): few top-level modules, no import cycle, packages imported in
+one direction only (LAYERS), no library module importing commands/, long modules say why.
 
 Read from the source with `ast`, nothing imported, so these run in `make check`. The KNOWN_* sets
 name what is left to fix; a test fails when an entry is fixed too, so the lists only shrink.
@@ -16,6 +17,36 @@ MAX_LINES = 500
 WHY_ONE_FILE = "one file"
 KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_LONG: set[str] = set()  # to split, or to say why not
+# The packages (and top-level modules) in the order imports may point: each imports only names above
+# it, never one below or beside it. The same list, with a reason per line, is in docs/architecture.md.
+LAYERS: tuple[str, ...] = (
+    "harness",  # __init__: the version
+    "errors",
+    "paths",
+    "metrics",
+    "tokenizer",
+    "protocol",  # wire formats both ends speak (the lockstep header): below the sim and the client
+    "spec",
+    "workloads",
+    "capture",
+    "telemetry",
+    "serverlog",
+    "client",
+    "sim",
+    "whatif",
+    "loadgen",
+    "servers",
+    "summary",  # the typed summary records
+    "verdicts",  # every verdict: clocks, the cold cache, the verdict line
+    "summarize",
+    "report",
+    "sweep",
+    "realserver",
+    "fleet",
+    "commands",
+    "cli",
+    "__main__",
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -81,6 +112,73 @@ def _cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+def _package(module: str) -> str:
+    """harness.sweep.bench -> sweep; harness.errors -> errors; harness -> harness."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _package_imports(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) -> the module imports behind that edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for mod, targets in graph.items():
+        for t in targets:
+            if _package(mod) != _package(t):
+                edges.setdefault((_package(mod), _package(t)), []).append(f"{mod} -> {t}")
+    return edges
+
+
+def _against_layers(edges: dict[tuple[str, str], list[str]], layers: tuple[str, ...]) -> list[str]:
+    """Every import of a package at or below the importer's place in `layers`, one line each."""
+    rank = {name: i for i, name in enumerate(layers)}
+    return [
+        f"{a} imports {b}, which comes later in LAYERS: {', '.join(sorted(why))}"
+        for (a, b), why in sorted(edges.items())
+        if rank[b] >= rank[a]
+    ]
+
+
+def test_every_package_has_a_place_in_the_layers() -> None:
+    names = {_package(m) for m in _modules()}
+    assert names - set(LAYERS) == set(), "place the new package in LAYERS (and docs/architecture.md)"
+
+
+def test_imports_point_one_way() -> None:
+    assert _against_layers(_package_imports(_imports(_modules())), LAYERS) == []
+
+
+def test_no_library_module_imports_commands() -> None:
+    """commands/ parses arguments and prints; what another stage needs lives in the library below it."""
+    graph = _imports(_modules())
+    wrong = sorted(
+        f"{m} -> {t}"
+        for m, ts in graph.items()
+        for t in ts
+        if _package(t) == "commands" and _package(m) not in ("commands", "cli", "__main__")
+    )
+    assert wrong == []
+
+
+def test_the_layer_check_catches_a_back_edge() -> None:
+    graph = {"harness.a.x": {"harness.b.y"}, "harness.b.y": {"harness.a.z"}, "harness.a.z": set()}
+    edges = _package_imports(graph)
+    assert edges == {("a", "b"): ["harness.a.x -> harness.b.y"], ("b", "a"): ["harness.b.y -> harness.a.z"]}
+    assert _against_layers(edges, ("a", "b")) == [
+        "a imports b, which comes later in LAYERS: harness.a.x -> harness.b.y"
+    ]
+    assert _against_layers({("b", "a"): ["m"]}, ("a", "b")) == []
+
+
+def test_docs_list_the_layers_in_order() -> None:
+    """docs/architecture.md's "Layers" list names the same packages in the same order as LAYERS."""
+    doc = (PKG.parent / "docs" / "architecture.md").read_text()
+    section = doc.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    listed = [
+        line.split("`")[1] for line in section.splitlines() if line.startswith(("1. ", "- ")) and "`" in line
+    ]
+    assert listed == list(LAYERS)
 
 
 def test_few_top_level_modules() -> None:

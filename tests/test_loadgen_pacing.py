@@ -12,8 +12,8 @@ import pytest
 
 from harness.capture import read_jsonl
 from harness.loadgen.run import RunIds, run_schedule
-from harness.loadgen.settings import LoadSettings, ThinkTime
 from harness.spec import parse_spec
+from harness.spec.load import LoadSettings, ThinkTime
 from harness.workloads import build_schedule
 from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Conversation, Request, Schedule

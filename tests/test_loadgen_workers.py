@@ -20,9 +20,9 @@ import yaml
 from harness.capture import experiment_dir, read_jsonl
 from harness.capture.manifest import write_manifest
 from harness.capture.points import is_done, next_attempt
+from harness.capture.redact import spec_redactor
 from harness.errors import SpecError
 from harness.loadgen.split import PIDS, shares
-from harness.servers.redact import spec_redactor
 from harness.spec import load_spec, parse_spec
 from harness.sweep.bench import run_points
 from tests.helpers.procs import FakeServerProcess

@@ -11,7 +11,7 @@ import yaml
 
 from harness.capture import experiment_dir, read_jsonl
 from harness.capture.manifest import write_manifest
-from harness.servers.redact import spec_redactor
+from harness.capture.redact import spec_redactor
 from harness.spec import load_spec
 from harness.summarize.summary import summarize
 from harness.sweep.bench import run_points

@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.capture.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
 from harness.errors import SpecError
 from harness.servers.adapters import Launch, launch_argv
 from harness.servers.process import ServerError, ServerProcess, live_servers
-from harness.servers.profiles import parse_servers
-from harness.servers.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
+from harness.spec.servers import parse_servers
 
 FAKE = str(Path(__file__).parent / "helpers" / "servers_stub.py")
 
@@ -382,7 +382,7 @@ def test_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
         import sys, time
         from pathlib import Path
         from harness.servers.process import ServerProcess
-        from harness.servers.profiles import parse_servers
+        from harness.spec.servers import parse_servers
         prof = parse_servers([{{"name": "f", "launch": "command", "engine": "sglang",
             "command": [sys.executable, {FAKE!r}, "--port", "{{port}}"]}}], None, "t")[0]
         sp = ServerProcess(prof, Path({str(tmp_path)!r}) / "f").start()

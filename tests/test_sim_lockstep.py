@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.protocol.lockstep import BadHint, ClientHint, parse_hint
 from harness.sim.engine import Engine, SimRequest
 from harness.sim.live import LiveEngine, Pace, overhead_line
-from harness.sim.lockstep import BadHint, ClientHint, Lockstep, parse_hint
+from harness.sim.lockstep import Lockstep
 from harness.sim.simulate import simulate
 from harness.whatif.inputs import Trace, TraceRequest, read_spec
 from harness.whatif.replay import Config, closed_loop, engine_config
@@ -293,7 +294,7 @@ def test_without_lockstep_jitter_leaks_into_virtual_time(tmp_path: Path) -> None
 async def _live_http(url: str, trace: Trace, concurrency: int) -> dict[int, dict]:
     import aiohttp
 
-    from harness.sim.lockstep import HEADER
+    from harness.protocol.lockstep import HEADER
 
     async with aiohttp.ClientSession() as session:
 

@@ -218,3 +218,39 @@ def test_sweep_over_question_distribution_names_points_cleanly(tmp_path):
     pts = load_spec(write(tmp_path, spec)).points()
     assert [p.sweep["question_tokens"] for p in pts] == [32, "lognormal-64-0.5"]
     assert isinstance(pts[1].workload.question_tokens, LogNormal)
+
+
+def test_a_captured_spec_is_rebuilt_through_spec_with_its_defaults(tmp_path, monkeypatch):
+    """The manifest keeps the spec as written; captured_spec parses it again, so a reader gets the run's
+    types and defaults (block_tokens 512 and start 0 here, written nowhere but harness.spec)."""
+    from harness.capture.manifest import load_manifest, write_manifest
+    from harness.capture.redact import spec_redactor
+    from harness.spec import TraceWorkload, captured_spec, point_of
+
+    (tmp_path / "t.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 8, "output_length": 2, "hash_ids": [1]}\n'
+    )
+    raw = {**BASE, "workload": {"kind": "trace", "path": "t.jsonl"}, "sweep": {"limit": [1, 2]}}
+    raw["headers"] = {"Authorization": "Bearer ${TOKEN}"}
+    monkeypatch.setenv("TOKEN", "sk-secret")
+    spec = load_spec(write(tmp_path, raw))
+    edir = tmp_path / "capture" / "n" / spec.name
+    write_manifest(edir, spec, "n", spec_redactor([spec]))
+    manifest = load_manifest(edir)
+    assert "sk-secret" not in str(manifest)
+
+    monkeypatch.delenv("TOKEN")  # a reader needs no secret: the manifest's headers are redacted
+    back = captured_spec(manifest, "manifest.json")
+    assert back.points() == spec.points() and back.load == spec.load and back.seeds == spec.seeds
+    wl = point_of(back, {"limit": 2}).workload
+    assert isinstance(wl, TraceWorkload) and (wl.block_tokens, wl.start, wl.limit) == (512, 0, 2)
+    assert wl.path == tmp_path / "t.jsonl"
+    assert point_of(back, {"limit": "1"}).workload.limit == 1  # a folder name's text matches too
+    assert point_of(back, {"limit": 3}) is None
+
+    (tmp_path / "t.jsonl").unlink()  # the trace moved away: still readable, checked only when opened
+    assert captured_spec(manifest, "manifest.json").workload.path == tmp_path / "t.jsonl"
+    with pytest.raises(SpecError, match=r"manifest.json: workload.path: file not found"):
+        captured_spec(manifest, "manifest.json", files=True)
+    with pytest.raises(SpecError, match="spec: missing"):
+        captured_spec({"experiment": "x"}, "manifest.json")

@@ -369,7 +369,7 @@ def test_fake_nvml_scenario_script_reports_the_confounded_pair(tmp_path: Path) -
 def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     from harness.capture import experiment_dir
     from harness.capture.manifest import write_manifest
-    from harness.servers.redact import spec_redactor
+    from harness.capture.redact import spec_redactor
     from harness.spec import parse_spec
     from harness.summarize.summary import summarize
     from harness.sweep.bench import run_points

@@ -7,7 +7,7 @@ import pytest
 from harness.errors import SpecError
 from harness.servers.adapters import VLLM, Launch, adapter_for, launch_argv
 from harness.servers.control import flush_cache
-from harness.servers.profiles import parse_servers
+from harness.spec.servers import parse_servers
 from tests.helpers.procs import STDLIB_CACHE_SERVER, ScriptServer
 
 

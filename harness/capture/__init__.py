@@ -2,7 +2,7 @@
 
 `files` (folder layout, append-only JSONL, atomic JSON), `records` (RequestRecord, PointRecord),
 `points` (reading point.json: resume and attempt numbers), `manifest` (the one manifest writer,
-fingerprints, the same-spec check). The layout names are re-exported here because every stage uses them.
+fingerprints, the same-spec check), `redact` (keys and tokens kept out of every file written). The layout names are re-exported here because every stage uses them.
 """
 
 from harness.capture.files import (

@@ -7,11 +7,8 @@ stays. A capture folder only ever holds points measured under one version of a s
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib.metadata
 import json
-import os
 import platform
 import socket
 import subprocess
@@ -25,8 +22,7 @@ from harness.capture.files import MANIFEST, POINT, read_json_dict, write_json_at
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.servers.process import ServerProcess
-    from harness.servers.redact import Redactor
+    from harness.capture.redact import Redactor
     from harness.spec import ExperimentSpec
 
 # The fingerprint covers what makes points comparable (new seeds, sweep values, timeouts or servers are
@@ -47,16 +43,6 @@ def fingerprint(obj: Any) -> str:
 def spec_fingerprint(spec: ExperimentSpec) -> str:
     """A short hash of the spec settings that decide what a point measures."""
     return fingerprint({k: spec.raw.get(k) for k in FINGERPRINT_KEYS})
-
-
-def server_fingerprint(proc: ServerProcess) -> str:
-    """A short hash of how a server is launched (argv without the interpreter path, env redacted)."""
-    argv = proc.display_argv(port="{port}")
-    if argv and argv[0] == sys.executable:
-        argv = argv[1:]
-    return fingerprint(
-        {"launch": proc.profile.launch, "argv": argv, "env": proc.redactor.obj(proc.profile.env)}
-    )
 
 
 def check_same_spec(spec: ExperimentSpec, edir: Path, manifest: dict[str, Any]) -> None:
@@ -84,35 +70,6 @@ def git_sha() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout.strip() or None if r.returncode == 0 else None
-
-
-def host_facts() -> dict[str, Any]:
-    """CPU, GPUs, driver, Python and SGLang version: what a reader needs to trust the numbers."""
-    from harness.telemetry.gpus import snapshot
-
-    cpu = platform.processor() or None
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    try:
-        sglang_version: str | None = importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        sglang_version = None
-    gpus: dict[str, Any]
-    try:
-        gpus = snapshot()
-    except Exception as e:  # noqa: BLE001 - a manifest must be written even when NVML misbehaves
-        gpus = {"status": f"no GPU information: {type(e).__name__}: {e}", "gpus": []}
-    return {
-        "cpu": {"model": cpu, "count": os.cpu_count()},
-        "gpus": gpus.get("gpus", []),
-        "gpu_status": gpus.get("status"),
-        "driver": gpus.get("driver"),
-        "sglang_version": sglang_version,
-        "python": sys.version.split()[0],
-    }
 
 
 def write_manifest(

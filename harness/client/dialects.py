@@ -199,5 +199,11 @@ class SGLangGenerate(Dialect):
 DIALECTS: dict[str, type[Dialect]] = {d.name: d for d in (OpenAIChat, OpenAICompletions, SGLangGenerate)}
 
 
+def normalize_base_url(url: str) -> str:
+    """The server's root: a trailing slash or `/v1` dropped, so each dialect's path can follow it."""
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
 def get_dialect(api: str) -> Dialect:
     return DIALECTS[api]()

@@ -83,10 +83,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.capture.redact import spec_redactor
     from harness.servers.kind import choose_kind
     from harness.servers.process import install_signal_handlers
-    from harness.servers.redact import spec_redactor
-    from harness.sweep import bench, plan
+    from harness.sweep import bench, pipeline, plan
     from harness.sweep.suites import suite_files
 
     kind, why = choose_kind(args.server_kind, args.sglang_python)
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     )
     plans = plan.plan_all(specs, opts)
     redactor = spec_redactor(specs)
-    plan.check_model(plans, opts)
+    plan.check_model(plans)
     if args.dry_run:
         plan.check_traces([p.spec for p in plans if not p.skipped])  # a real run checks them in run_plans
         for line in plan.describe_plan(plans, opts, redactor):
@@ -163,9 +163,8 @@ def run(args: argparse.Namespace) -> int:
         f"{outcome.skipped_ok} already ok, {outcome.restarts} server restarts, "
         f"{len(outcome.server_failures)} servers failed, {time.monotonic() - t0:.1f}s"
     )
-    verdicts: list[str] = []
-    flagged = bench.run_stages(opts, log, verdicts)
+    stages = pipeline.after_sweep(opts, log)
     log(f"bench: done in {time.monotonic() - t0:.1f}s")
-    for line in verdicts:  # the same line `harness validate` ends with, last so it is what people read
+    for line in stages.verdict_lines:  # the same line `harness validate` ends with, last so it is read
         log(line)
-    return 1 if outcome.not_ok or flagged else 0
+    return 1 if outcome.not_ok or stages.flagged else 0

@@ -16,7 +16,7 @@ from harness.commands import options
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.servers.redact import Redactor
+    from harness.capture.redact import Redactor
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         if args.server_log is not None:
-            from harness.servers.redact import spec_redactor
+            from harness.capture.redact import spec_redactor
 
             kept = copy_server_log(args.server_log, exp, spec_redactor([spec]))
             if kept is not None:

@@ -3,7 +3,6 @@ the fleet comparison (`harness compare` of every node against the first, text an
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 from collections.abc import Callable
@@ -18,7 +17,7 @@ Log = Callable[[str], None]
 
 def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
     """Summaries of every group that has a capture; returns their paths and how many points validate flagged."""
-    from harness.sweep.bench import run_stages
+    from harness.sweep.pipeline import after_sweep
     from harness.sweep.plan import BenchOptions
 
     paths: list[Path] = []
@@ -29,11 +28,14 @@ def node_stages(fleet: FleetFile, log: Log) -> tuple[list[Path], int]:
             continue
         opts = BenchOptions(node=group.name, capture=fleet.capture, summaries=fleet.summaries)
         try:
-            flagged += run_stages(opts, log)
+            stages = after_sweep(opts, log)
         except HarnessError as e:  # one node's capture must not keep the others from their summaries
             log(f"{group.name}: no summary: {e}")
             flagged += 1
             continue
+        for line in stages.verdict_lines:
+            log(line)
+        flagged += stages.flagged
         paths.append(fleet.summaries / f"{group.name}.json")
     return [p for p in paths if p.is_file()], flagged
 
@@ -43,16 +45,13 @@ def fleet_compare(summaries: list[Path], out_dir: Path, log: Log) -> list[Path]:
     if len(summaries) < 2:
         log("compare: fewer than two node summaries, no fleet comparison")
         return []
-    from harness.commands import compare
+    from harness.report.compare import DEFAULT_FIGURES
+    from harness.report.compare_text import compare_summaries
 
-    parser = compare.build_parser("harness compare")
     html = out_dir / "fleet-compare.html"
-    argv = [str(summaries[0]), *(str(p) for p in summaries[1:])]
-    argv += ["--html", str(html)]
-    args: argparse.Namespace = parser.parse_args(argv)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        compare.run(args)
+        compare_summaries(summaries, ",".join(DEFAULT_FIGURES), html)
     text = out_dir / "fleet-compare.txt"
     text.write_text(buf.getvalue(), encoding="utf-8")
     written = [text] + ([html] if html.is_file() else [])

@@ -19,7 +19,6 @@ from harness.capture.manifest import check_same_spec, load_manifest
 from harness.capture.points import is_done, read_point
 from harness.errors import SpecError
 from harness.fleet.config import FleetFile, NodeGroup
-from harness.servers.profiles import parse_servers
 from harness.spec import ExperimentSpec
 from harness.sweep.plan import load_specs
 
@@ -73,8 +72,7 @@ def plan_units(fleet: FleetFile) -> list[Unit]:
         specs = load_specs(list(group.specs))
         by_server: dict[str, list[ExperimentSpec]] = {}
         for spec in specs:
-            f = str(spec.source_path)
-            for prof in parse_servers(spec.servers_raw, spec.matrix_raw, f):
+            for prof in spec.server_profiles():
                 if group.servers and not any(fnmatch.fnmatchcase(prof.name, pat) for pat in group.servers):
                     continue
                 by_server.setdefault(prof.name, []).append(spec)

@@ -5,16 +5,26 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+# how a point bar joins an outer display (the sweep's bar, harness.sweep.progress, registers it while
+# it runs); None: each point draws its own bar. Registered from above so the load generator imports
+# nothing of the sweep.
+_outer: Callable[[], Any] | None = None
+
+
+def join_outer(get: Callable[[], Any] | None) -> None:
+    """Point bars from now on join the rich Progress `get()` returns (None: they draw their own)."""
+    global _outer
+    _outer = get
 
 
 class Progress:
     def __init__(self, label: str, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from harness.sweep.progress import shared
-
-        self.shared = shared()  # inside a sweep: join its display, under the overall bar
+        self.shared = _outer() if _outer is not None else None  # inside a sweep: under the overall bar
         self.p = self.shared or Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -10,7 +10,7 @@ with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor
 its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there.
 A failed turn ends its session: the remaining turns are recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
 as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
-the wait for a free slot under the cap (`slot_wait_s`) plus the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.sim.lockstep:
+the wait for a free slot under the cap (`slot_wait_s`) plus the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.protocol.lockstep:
 this loop's state), with which serve-sim holds its virtual clock for requests the loop owes it; other
 servers ignore the header.
 
@@ -34,16 +34,17 @@ import aiohttp
 from harness.capture.files import JsonlWriter
 from harness.capture.records import RequestRecord
 from harness.client import aio, get_dialect, stream_request
+from harness.client.dialects import normalize_base_url
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session
-from harness.loadgen.settings import LoadSettings
-from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
-from harness.sim.lockstep import ClientHint
+from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
+from harness.protocol.lockstep import ClientHint
 from harness.spec import Timeouts
+from harness.spec.load import LoadSettings
 from harness.workloads import PromptBuilder, Schedule
 from harness.workloads.arrivals import iter_arrival_offsets
 from harness.workloads.schedule import Conversation, Request
@@ -85,11 +86,6 @@ class LoadResult:
 
 def _first(c: Conversation) -> int:
     return c.turns[0].index
-
-
-def normalize_base_url(url: str) -> str:
-    url = url.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
 
 
 async def run_schedule(

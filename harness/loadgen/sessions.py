@@ -11,7 +11,7 @@ import math
 import random
 
 from harness.capture.records import RequestRecord
-from harness.loadgen.settings import ThinkTime
+from harness.spec.load import ThinkTime
 from harness.workloads.prompts import Turnout
 from harness.workloads.schedule import Conversation, Request
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.realserver.bench_specs import bench_specs, timed
 from harness.realserver.model import ModelShape
+from harness.sweep.pipeline import after_sweep, run_specs, timed
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = (
@@ -84,7 +84,7 @@ def point_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "hit_rate_usage": m.get("hit_rate_usage"),
                 "hit_rate_counters": m.get("hit_rate_counters"),
                 "hit_rate_log": m.get("hit_rate_log"),
-                "predicted_hit_rate": m.get("predicted_hit_rate"),
+                "predicted_hit_rate": p.get("predicted_hit_rate"),
                 "cached_host_tokens": min(host) if host else None,
                 # the working set's 8 groups (2,176 tokens) outgrow the 1,200-token pool: hits come from host
                 "expects_host_hits": server.startswith("hicache") and "groups=8" in str(p.get("point_key")),
@@ -129,8 +129,10 @@ def run_sglang(
         model=str(model.folder),
         quiet=quiet,
     )
-    verdicts: list[str] = []
-    outcome = bench_specs(specs, opts, log, seconds, run_label="bench", verdict_lines=verdicts).outcome
+    with timed(seconds, "bench"):
+        outcome = run_specs(specs, opts, log).outcome
+    with timed(seconds, "summarize+report"):
+        verdicts = after_sweep(opts, log).verdict_lines
     summary_path = Path(summaries) / f"{node}.json"
     run = SglangRun(
         summary_path if summary_path.exists() else None,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture import REQUESTS, write_json_atomic
-from harness.realserver.bench_specs import bench_specs, timed
 from harness.realserver.checks import RealChecks, check_records
+from harness.sweep.pipeline import after_sweep, run_specs, timed
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = ("workloads/llama-real.yaml", "workloads/llama-real-chat.yaml")
@@ -148,8 +148,10 @@ def run_real(
     opts = plan.BenchOptions(
         node=node, capture=Path(capture), summaries=Path(summaries), server_kind="sglang", quiet=quiet
     )
-    verdict_lines: list[str] = []
-    outcome = bench_specs(specs, opts, log, seconds, verdict_lines=verdict_lines).outcome
+    with timed(seconds, "run"):
+        outcome = run_specs(specs, opts, log).outcome
+    with timed(seconds, "summarize+report"):
+        stages = after_sweep(opts, log)
     summary_path = Path(summaries) / f"{node}.json"
     report_path = Path(summaries) / f"{node}.md"
     checks = point_checks(Path(capture), node)
@@ -160,7 +162,7 @@ def run_real(
         dict(outcome.statuses),
         list(outcome.server_failures),
         seconds,
-        verdict_lines,
+        stages.verdict_lines,
     )
     if run.summary_path is not None:
         summary = json.loads(run.summary_path.read_text(encoding="utf-8"))

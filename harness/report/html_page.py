@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.capture.redact import Redactor, collect_secrets, env_secrets
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.common import as_points, server_time_scale, verdict_word
 from harness.report.tables import (
@@ -28,7 +29,6 @@ from harness.report.tables import (
     sources_note,
     time_scale_lines,
 )
-from harness.servers.redact import Redactor, collect_secrets, env_secrets
 from harness.summary import Pair, Point, Server, Summary, parse_summary
 
 Points = Iterable[Point | Mapping[str, Any]]

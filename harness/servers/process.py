@@ -25,11 +25,12 @@ from typing import Any
 import httpx
 
 from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
+from harness.capture.manifest import fingerprint
+from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
 from harness.servers.control import NotReady, wait_ready
-from harness.servers.profiles import ServerProfile, env_refs, fill_placeholders
-from harness.servers.redact import Redactor
+from harness.spec.servers import ServerProfile, env_refs, fill_placeholders
 
 _PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
 _LIVE: dict[int, ServerProcess] = {}
@@ -417,3 +418,13 @@ def install_signal_handlers() -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, handler)
+
+
+def server_fingerprint(proc: ServerProcess) -> str:
+    """A short hash of how a server is launched (argv without the interpreter path, env redacted)."""
+    argv = proc.display_argv(port="{port}")
+    if argv and argv[0] == sys.executable:
+        argv = argv[1:]
+    return fingerprint(
+        {"launch": proc.profile.launch, "argv": argv, "env": proc.redactor.obj(proc.profile.env)}
+    )

@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.protocol.lockstep import ClientHint
 from harness.sim.engine import Batch, Engine, SimRequest
 from harness.sim.ingest import Ingest, idle_poll
-from harness.sim.lockstep import ClientHint, Lockstep
+from harness.sim.lockstep import Lockstep
 
 OVERHEAD_WARN = 0.05  # warn when wall-clock overhead exceeds this fraction of the paced step time
 PACE_REPORT_S = 30.0  # wall seconds between overhead reports while busy (also reported on going idle)

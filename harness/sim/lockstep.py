@@ -5,7 +5,7 @@ work (HTTP, SSE, the event loop, a busy machine) never becomes modelled time. Wh
 its own is *when* in virtual time a request would have arrived: in a closed loop a finished request's
 replacement arrives the moment it finished, but over HTTP it lands some wall milliseconds later, by
 which time the engine may have run several decode steps without it. So the harness's load generator
-describes its loop in a request header (`X-Harness-Lockstep`), and the engine holds its clock
+describes its loop in a request header (`X-Harness-Lockstep`, harness.protocol.lockstep), and the engine holds its clock
 (schedules nothing) while the client owes it a request: a free concurrency slot with a ready request
 to fill it, or (open loop) a request whose scheduled arrival the clock has reached. Replacements are
 admitted in the client's send order and stamped with the held virtual time, so batches and cache
@@ -16,84 +16,8 @@ outlasts `wait_s` of wall time gives up (counted and logged): the clock then run
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
-HEADER = "X-Harness-Lockstep"
-_KEYS = {"run", "concurrency", "seq", "ready", "followed", "follow", "index", "offset", "next"}
-
-
-class BadHint(ValueError):
-    """The lockstep header is malformed: answered with HTTP 400 naming the header and the value."""
-
-
-@dataclass(frozen=True)
-class ClientHint:
-    """One request's view of the client's loop, as the load generator sends it.
-
-    run: names the client's run (a new name starts a new loop; requests of one run may land out of
-    send order); concurrency: the client's cap on requests in flight; seq: this request's send number in its run
-    (1 = the first); ready: requests ready to send after this one (sent as soon as a slot frees);
-    followed: requests sent with follow that ended well, their next turn queued by then (so the engine
-    knows which of its finishes `ready` already counts); follow: finishing this request (not aborted)
-    makes one more ready at once (a session's next turn); index: its schedule
-    index (requests arriving at the same virtual time are queued in index order, as the virtual-time
-    replay queues them); offset / next (open loop only): this request's and the next request's
-    scheduled arrival, seconds after the run start.
-    """
-
-    concurrency: int
-    seq: int
-    ready: int
-    followed: int = 0
-    follow: bool = False
-    index: int | None = None
-    offset: float | None = None
-    next: float | None = None
-    run: str = ""
-
-    def header(self) -> str:
-        parts = [f"run={self.run}"] if self.run else []
-        parts += [f"concurrency={self.concurrency}", f"seq={self.seq}", f"ready={self.ready}"]
-        parts += [f"followed={self.followed}", f"follow={int(self.follow)}"]
-        if self.index is not None:
-            parts.append(f"index={self.index}")
-        if self.offset is not None:
-            parts.append(f"offset={self.offset!r}")
-        if self.next is not None:
-            parts.append(f"next={self.next!r}")
-        return ";".join(parts)
-
-
-def parse_hint(value: str | None) -> ClientHint | None:
-    """`run=a1;concurrency=8;seq=3;ready=20;followed=2;follow=1[;index=7][;offset=0.5;next=0.75]`."""
-    if value is None or not value.strip():
-        return None
-    fields: dict[str, str] = {}
-    for part in value.split(";"):
-        key, sep, val = part.partition("=")
-        key = key.strip().lower()
-        if not sep or key not in _KEYS:
-            raise BadHint(f"{HEADER}: bad field {part.strip()!r} (expected {', '.join(sorted(_KEYS))})")
-        fields[key] = val.strip()
-    try:
-        hint = ClientHint(
-            concurrency=int(fields["concurrency"]),
-            seq=int(fields["seq"]),
-            ready=int(fields.get("ready", "0")),
-            followed=int(fields.get("followed", "0")),
-            follow=fields.get("follow", "0") not in ("0", "", "false"),
-            index=int(fields["index"]) if "index" in fields else None,
-            offset=float(fields["offset"]) if "offset" in fields else None,
-            next=float(fields["next"]) if "next" in fields else None,
-            run=fields.get("run", ""),
-        )
-    except KeyError as e:
-        raise BadHint(f"{HEADER}: missing {e.args[0]!r} in {value!r}") from None
-    except ValueError:
-        raise BadHint(f"{HEADER}: not a number in {value!r}") from None
-    if hint.concurrency < 1 or hint.seq < 1 or hint.ready < 0 or hint.followed < 0:
-        raise BadHint(f"{HEADER}: concurrency and seq must be >= 1, ready and followed >= 0, got {value!r}")
-    return hint
+from harness.protocol.lockstep import ClientHint
 
 
 class _Loop:

@@ -18,14 +18,14 @@ from typing import Any
 
 from aiohttp import web
 
+from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
+from harness.protocol.lockstep import BadHint, ClientHint, parse_hint
 from harness.sim import introspect
 from harness.sim.answers import THINK_IDS, plan_answer
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import Faults, RequestFaults
 from harness.sim.introspect import VERSION
 from harness.sim.live import LiveEngine
-from harness.sim.lockstep import HEADER as LOCKSTEP_HEADER
-from harness.sim.lockstep import BadHint, ClientHint, parse_hint
 from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refused_line
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
 from harness.sim.responses import OpenAIShape, meta_info, usage

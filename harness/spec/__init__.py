@@ -1,10 +1,12 @@
 """Experiment specs: YAML -> typed, validated objects, rejected with one line before anything is sent.
 
 Every error is `SpecError(file, key.path, what was expected)`. Server profiles (`servers`, `matrix`,
-`suite`) belong to harness.servers.profiles; they are kept raw here and validated there.
+`suite`) are validated in `servers` when a run asks (`ExperimentSpec.server_profiles()`,
+`sim_settings()`): reading a spec back from a manifest never needs the launch's ${ENV} set.
 
 Modules: `experiment` (load_spec, parse_spec, ExperimentSpec and its points), `workload` (the `workload:`
-mapping's three kinds), `checks` (the per-key checks). The names below are the package's public API.
+mapping's three kinds), `load` (arrival, think time, warm-up, duration, SLOs), `servers` (server profiles,
+matrix, suite), `checks` (the per-key checks). The names below are the package's public API.
 """
 
 from harness.spec.experiment import (
@@ -13,10 +15,13 @@ from harness.spec.experiment import (
     ExperimentSpec,
     Point,
     Timeouts,
+    captured_spec,
     load_spec,
     parse_spec,
+    point_of,
     redact_headers,
 )
+from harness.spec.servers import ServerProfile, SimSettings
 from harness.spec.workload import (
     KINDS,
     LogNormal,
@@ -39,10 +44,14 @@ __all__ = [
     "QuestionLength",
     "ShareGPT",
     "SharedPrefixWorkload",
+    "ServerProfile",
+    "SimSettings",
     "Timeouts",
     "TraceWorkload",
     "Workload",
+    "captured_spec",
     "load_spec",
     "parse_spec",
+    "point_of",
     "redact_headers",
 ]

@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
-from harness.loadgen.settings import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.paths import expand_path
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
+from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
+from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.spec.workload import (
     HISTORY_MODES,
     MULTI_TURN_KEYS,
@@ -134,6 +135,15 @@ class ExperimentSpec:
             out[k] = _ENV_REF.sub(sub, v)
         return out
 
+    def server_profiles(self, environ: dict[str, str] | None = None) -> list[ServerProfile]:
+        """`servers` expanded over `matrix`, validated (SpecError naming file and key); only a run that
+        launches servers asks, so a spec read back from a manifest never needs its ${ENV} set."""
+        return parse_servers(self.servers_raw, self.matrix_raw, str(self.source_path), environ)
+
+    def sim_settings(self) -> SimSettings:
+        """`suite.sim`: the card profile, time scale and extra arguments of profiles run on the sim."""
+        return parse_suite(self.suite_raw, str(self.source_path))
+
     def redacted_raw(self) -> dict[str, Any]:
         """The spec as written, with every header value replaced, for manifests."""
         return redact_headers(self.raw)
@@ -169,7 +179,11 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     return parse_spec(raw, f, base_dir=p.parent)
 
 
-def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = None) -> ExperimentSpec:
+def parse_spec(
+    raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = None, *, files: bool = True
+) -> ExperimentSpec:
+    """Validate a spec's mapping; relative paths resolve from base_dir. files=False: the files it names
+    need not exist (a spec read back from a manifest: harness.spec.captured_spec)."""
     base_dir = base_dir or Path(".")
     no_unknown(raw, TOP_KEYS, f, "")
     name = req(raw, "name", f, "")
@@ -192,7 +206,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
         tp = Path(expand_path(tokenizer))  # {cache} and ~, as in server profiles
         if not tp.is_absolute():
             tp = base_dir / tp
-        if not tp.exists():
+        if files and not tp.exists():
             raise SpecError(
                 f,
                 "tokenizer",
@@ -211,7 +225,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
     if len(set(seeds)) != len(seeds):
         raise SpecError(f, "seeds", f"expected distinct seeds, got {seeds}")
     wl_raw = req(raw, "workload", f, "")
-    workload = parse_workload(wl_raw, f, "workload", base_dir)
+    workload = parse_workload(wl_raw, f, "workload", base_dir, files)
     request_rate = raw.get("request_rate")
     if request_rate is not None:
         request_rate = pos_float(request_rate, f, "request_rate")
@@ -226,7 +240,7 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
     mff = raw.get("max_failed_fraction", 0.05)
     if not isinstance(mff, int | float) or isinstance(mff, bool) or not 0 <= mff <= 1:
         raise SpecError(f, "max_failed_fraction", f"expected a number between 0 and 1, got {mff!r}")
-    sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir)
+    sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir, files)
     if (
         isinstance(workload, TraceWorkload)
         and workload.timestamps == "honor"
@@ -278,6 +292,29 @@ def parse_spec(raw: dict[str, Any], f: str = "<spec>", base_dir: Path | None = N
     return spec
 
 
+def captured_spec(manifest: dict[str, Any], where: str, *, files: bool = False) -> ExperimentSpec:
+    """The spec a capture ran, rebuilt through parse_spec from what its manifest keeps (the file as
+    written, headers redacted), so readers get the same types and defaults as the run did. Relative
+    paths resolve from the spec's folder as recorded (else the current one); files=False: the files it
+    names need not be here. SpecError when the manifest keeps no spec or it does not parse."""
+    raw = manifest.get("spec")
+    if not isinstance(raw, dict):
+        raise SpecError(where, "spec", "missing: the manifest keeps no spec")
+    sp = manifest.get("spec_path")
+    base = Path(sp).parent if isinstance(sp, str) and sp and Path(sp).parent.is_dir() else Path.cwd()
+    return parse_spec(raw, where, base_dir=base, files=files)
+
+
+def point_of(spec: ExperimentSpec, sweep: dict[str, Any]) -> Point | None:
+    """The spec's point with these sweep values (as point.json or a folder name writes them); None if none."""
+    points = spec.points()
+    exact = next((p for p in points if p.sweep == sweep), None)
+    if exact is not None:
+        return exact
+    as_text = {k: str(v) for k, v in sweep.items()}
+    return next((p for p in points if {k: str(v) for k, v in p.sweep.items()} == as_text), None)
+
+
 def _parse_timeouts(v: Any, f: str) -> Timeouts:
     if v is None:
         return Timeouts()
@@ -292,7 +329,7 @@ def _parse_timeouts(v: Any, f: str) -> Timeouts:
     )
 
 
-def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str, list[Any]]:
+def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path, files: bool) -> dict[str, list[Any]]:
     if v is None:
         return {}
     if not isinstance(v, dict):
@@ -319,7 +356,7 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path) -> dict[str
             elif k == "request_rate":
                 checked.append(None if x is None else pos_float(x, f, key))
             elif k == "question_tokens":
-                checked.append(parse_question(x, f, key, base_dir))
+                checked.append(parse_question(x, f, key, base_dir, files))
             elif k == "shuffle":
                 if not isinstance(x, bool):
                     raise SpecError(f, key, f"expected true or false, got {x!r}")

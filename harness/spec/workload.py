@@ -103,7 +103,7 @@ class TraceWorkload:
 
     kind: str
     path: Path
-    format: str
+    format: str = "mooncake"  # mooncake | conversations | requests
     block_tokens: int = 512  # mooncake: tokens per hash id in the prompt sent (the trace's own: 512)
     start: int = 0  # first request (0-based) of the file
     limit: int | None = None  # how many (None: to the end)
@@ -126,14 +126,16 @@ def sweep_label(v: Any) -> Any:
     return v
 
 
-def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
+def parse_workload(wl: Any, f: str, key: str, base_dir: Path, files: bool = True) -> Workload:
+    """The `workload:` mapping; files: the files it names must exist (False: a spec read back from a
+    manifest, whose trace or ShareGPT file may be elsewhere: checked when one is opened)."""
     if not isinstance(wl, dict):
         raise SpecError(f, key, f"expected a mapping, got {tname(wl)}")
     kind = wl.get("kind")
     if kind not in KINDS:
         raise SpecError(f, f"{key}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "trace":
-        return _parse_trace(wl, f, key, base_dir)
+        return _parse_trace(wl, f, key, base_dir, files)
     if kind == "shared-prefix":
         no_unknown(wl, SHARED_PREFIX_KEYS, f, key)
         shuffle = wl.get("shuffle", True)
@@ -143,7 +145,7 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
             kind=kind,
             groups=_pos(wl, "groups", f, key),
             prompts_per_group=_pos(wl, "prompts_per_group", f, key),
-            **_prompt_lengths(wl, f, key, base_dir),
+            **_prompt_lengths(wl, f, key, base_dir, files),
             output_tokens=_pos(wl, "output_tokens", f, key),
             shuffle=shuffle,
         )
@@ -155,7 +157,7 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path) -> Workload:
         kind=kind,
         sessions=_pos(wl, "sessions", f, key),
         turns=_pos(wl, "turns", f, key),
-        **_prompt_lengths(wl, f, key, base_dir),
+        **_prompt_lengths(wl, f, key, base_dir, files),
         answer_tokens=_pos(wl, "answer_tokens", f, key),
         history=history,
     )
@@ -166,19 +168,24 @@ def _pos(wl: dict, name: str, f: str, key: str) -> int:
     return pos_int(req(wl, name, f, key), f, f"{key}.{name}")
 
 
-def _prompt_lengths(wl: dict, f: str, key: str, base_dir: Path) -> dict[str, Any]:
+def _prompt_lengths(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> dict[str, Any]:
     """system_prompt_tokens and question_tokens, checked alike for the shared-prefix and multi-turn kinds."""
     return {
         "system_prompt_tokens": nonneg_int(
             req(wl, "system_prompt_tokens", f, key), f, f"{key}.system_prompt_tokens"
         ),
         "question_tokens": parse_question(
-            req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir
+            req(wl, "question_tokens", f, key), f, f"{key}.question_tokens", base_dir, files
         ),
     }
 
 
-def _parse_trace(wl: dict, f: str, key: str, base_dir: Path) -> TraceWorkload:
+def _default(name: str) -> Any:
+    """A TraceWorkload field's default: the one place it is written down."""
+    return TraceWorkload.__dataclass_fields__[name].default
+
+
+def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> TraceWorkload:
     """The trace's keys; the file itself is read (and each line checked) when the schedule is built."""
     no_unknown(wl, TRACE_KEYS, f, key)
     raw_path = req(wl, "path", f, key)
@@ -187,15 +194,15 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path) -> TraceWorkload:
     p = Path(expand_path(raw_path))
     if not p.is_absolute():
         p = base_dir / p
-    if not p.is_file():
+    if files and not p.is_file():
         raise SpecError(f, f"{key}.path", f"file not found: {raw_path}")
-    fmt = wl.get("format", "mooncake")
+    fmt = wl.get("format", _default("format"))
     if fmt not in TRACE_FORMATS:
         raise SpecError(f, f"{key}.format", f"expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
     choices = {"timestamps": TRACE_TIMESTAMPS, "timestamp_unit": ("s", "ms"), "history": TRACE_HISTORY}
     picked = {}
     for k, allowed in choices.items():
-        v = wl.get(k, TraceWorkload.__dataclass_fields__[k].default)
+        v = wl.get(k, _default(k))
         if v not in allowed:
             raise SpecError(f, f"{key}.{k}", f"expected one of {', '.join(allowed)}, got {v!r}")
         picked[k] = v
@@ -205,16 +212,16 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path) -> TraceWorkload:
         kind="trace",
         path=p,
         format=fmt,
-        block_tokens=pos_int(wl.get("block_tokens", 512), f, f"{key}.block_tokens"),
-        start=nonneg_int(wl.get("start", 0), f, f"{key}.start"),
+        block_tokens=pos_int(wl.get("block_tokens", _default("block_tokens")), f, f"{key}.block_tokens"),
+        start=nonneg_int(wl.get("start", _default("start")), f, f"{key}.start"),
         limit=None if limit is None else pos_int(limit, f, f"{key}.limit"),
-        speedup=pos_float(wl.get("speedup", 1.0), f, f"{key}.speedup"),
+        speedup=pos_float(wl.get("speedup", _default("speedup")), f, f"{key}.speedup"),
         max_output_tokens=None if cap is None else pos_int(cap, f, f"{key}.max_output_tokens"),
         **picked,
     )
 
 
-def parse_question(v: Any, f: str, key: str, base_dir: Path) -> QuestionLength:
+def parse_question(v: Any, f: str, key: str, base_dir: Path, files: bool = True) -> QuestionLength:
     if isinstance(v, dict):
         if "sharegpt" in v:
             no_unknown(v, {"sharegpt"}, f, key)
@@ -224,7 +231,7 @@ def parse_question(v: Any, f: str, key: str, base_dir: Path) -> QuestionLength:
             p = Path(sp).expanduser()
             if not p.is_absolute():
                 p = base_dir / p
-            if not p.is_file():
+            if files and not p.is_file():
                 raise SpecError(f, f"{key}.sharegpt", f"file not found: {sp}")
             return ShareGPT(path=p)
         if v.get("distribution") == "lognormal":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.paths import expand_path
+from harness.spec import TraceWorkload, Workload
 from harness.summarize.read import SeedCapture
 from harness.summary import Figures, Point
 from harness.summary.model import Prediction, PromptCheck
@@ -112,9 +112,7 @@ def predict_seed(sc: SeedCapture, econf, info: dict[str, Any] | None = None) -> 
     return res.hit_rate, res.ideal_rate, res.requests
 
 
-def add_prediction(
-    point: Point, seeds: list[SeedCapture], info: Any, workload: dict[str, Any], base_dir: Path
-) -> None:
+def add_prediction(point: Point, seeds: list[SeedCapture], info: Any, workload: Workload | None) -> None:
     """predicted_hit_rate, measured_hit_rate, their difference and flag; a trace point's ideal hit rate."""
     import statistics
 
@@ -146,8 +144,8 @@ def add_prediction(
         per_seed=got if why is None else [],
         why_none=why if pred is None else None,
     )
-    if workload.get("kind") == "trace":
-        point.ideal_hit_rate, point.ideal_basis = trace_ideal(point, seeds, workload, ideal, base_dir)
+    if isinstance(workload, TraceWorkload):
+        point.ideal_hit_rate, point.ideal_basis = trace_ideal(seeds, workload, ideal)
         point.prompt_check = PromptCheck.model_validate(prompt_check(seeds))
     elif ideal and why is None:  # synthetic workloads: the replay's unbounded-cache figure
         point.ideal_hit_rate = statistics.median(ideal)
@@ -168,32 +166,23 @@ def prompt_check(seeds: list[SeedCapture]) -> dict[str, int]:
 
 
 def trace_ideal(
-    point: Point,
-    seeds: list[SeedCapture],
-    workload: dict[str, Any],
-    replayed: list[float],
-    base_dir: Path,
+    seeds: list[SeedCapture], wl: TraceWorkload, replayed: list[float]
 ) -> tuple[float | None, str | None]:
     """A Mooncake slice's ideal hit rate over the requests sent (the trace README's definition, in blocks);
     other formats: the what-if replay's unbounded-cache figure for the prompts sent."""
     import statistics
 
-    if workload.get("format", "mooncake") == "mooncake" and seeds:
+    if wl.format == "mooncake" and seeds:
         from harness.workloads.traces import mooncake_ideal
 
-        wl = {**workload, **point.sweep}
-        path = Path(expand_path(str(wl.get("path", ""))))
-        if not path.is_absolute():
-            path = base_dir / path
+        path = wl.path  # resolved by harness.spec from the spec's folder
         if not path.is_file():
             return None, f"trace file {path} not found"
         rates = []
         for sc in seeds:
             sent = {r["index"] for r in sc.requests if r.get("sent_mono") is not None and not r.get("warmup")}
             try:
-                _n, hit, total = mooncake_ideal(
-                    path, int(wl.get("start") or 0), wl.get("limit"), int(wl.get("block_tokens") or 512), sent
-                )
+                _n, hit, total = mooncake_ideal(path, wl.start, wl.limit, wl.block_tokens, sent)
             except HarnessError as e:
                 return None, str(e)
             rates.append(hit / total if total else 0.0)

@@ -18,6 +18,7 @@ import numpy as np
 
 from harness import __version__, capture, metrics, serverlog, verdicts
 from harness.errors import HarnessError
+from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
 from harness.summarize.figures import (
     clock_series,
     counter_figures,
@@ -31,7 +32,6 @@ from harness.summarize.figures import (
     telemetry_stats,
     tz_shift,
 )
-from harness.summarize.latency import SLO_FIELDS
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
@@ -53,8 +53,6 @@ from harness.summary import (
 from harness.summary.figures import ClockSeries, Modelled
 from harness.summary.model import CacheFacts, Pool, ServerLog
 from harness.verdicts import Thresholds, cache_state, worst_state
-from harness.whatif.inputs import spec_dir
-
 _STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
 
 
@@ -87,23 +85,20 @@ def _point_key(sweep: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sweep.items()) or "default"
 
 
-def _find_workload(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The spec's workload section, wherever the runner put it in the manifest (depth <= 2)."""
-    if isinstance(manifest.get("workload"), dict):
-        return manifest["workload"]
-    for v in manifest.values():
-        if isinstance(v, dict) and isinstance(v.get("workload"), dict):
-            return v["workload"]
-    return {}
-
-
-def _find_slo(manifest: dict[str, Any]) -> dict[str, float] | None:
-    """The spec's `slo` bounds (ms) as the manifest keeps the spec; None when it set none."""
-    spec = manifest.get("spec")
-    slo = spec.get("slo") if isinstance(spec, dict) else None
-    if not isinstance(slo, dict):
+def _captured(exp: ExperimentCapture, problems: Problems) -> ExperimentSpec | None:
+    """The spec the experiment ran, rebuilt through harness.spec from its manifest (its types and
+    defaults, none restated here); None, with a problem noted, when the manifest's spec does not parse."""
+    try:
+        return captured_spec(exp.manifest, str(exp.path / capture.MANIFEST))
+    except HarnessError as e:
+        problems.add(exp.path / capture.MANIFEST, f"{e}; the workload's figures are left out")
         return None
-    return {k: float(v) for k, v in slo.items() if k in SLO_FIELDS and is_num(v)} or None
+
+
+def _workload_at(spec: ExperimentSpec | None, sweep: dict[str, Any]) -> Workload | None:
+    """The workload one point ran: the spec's, with the point's sweep values."""
+    point = point_of(spec, sweep) if spec is not None else None
+    return point.workload if point is not None else None
 
 
 def _goodput_base(sc: SeedCapture) -> int | None:
@@ -164,7 +159,7 @@ def summarize_experiment(
     th = thresholds or Thresholds()
     servers: dict[str, Server] = {}
     points: list[Point] = []
-    workload = _find_workload(exp.manifest)
+    spec = _captured(exp, problems)
     man_servers = exp.manifest.get("servers")
     for sname, srv in sorted(exp.servers.items()):
         args = None
@@ -198,11 +193,10 @@ def summarize_experiment(
         for sc in srv.seeds.values():
             groups.setdefault(_point_key(sc.sweep), []).append(sc)
         for key, seeds in groups.items():
-            point = _summarize_point(
-                exp, sname, key, sorted(seeds, key=lambda s: s.seed), slices, workload, th
-            )
+            ordered = sorted(seeds, key=lambda s: s.seed)
+            point = _summarize_point(exp, sname, key, ordered, slices, spec, th)
             _add_cache_state(point, seeds, facts.block_size)
-            add_prediction(point, seeds, srv.info, workload, spec_dir(exp.path / capture.MANIFEST))
+            add_prediction(point, seeds, srv.info, _workload_at(spec, ordered[0].sweep))
             points.append(point)
     return Experiment(path=str(exp.path), manifest=exp.manifest, servers=servers), points
 
@@ -213,7 +207,7 @@ def _summarize_point(
     key: str,
     seeds: list[SeedCapture],
     slices: dict[Path, tuple[Any, float]],
-    workload: dict[str, Any],
+    spec: ExperimentSpec | None,
     thresholds: Thresholds,
 ) -> Point:
     per_seed: dict[str, Seed] = {}
@@ -226,7 +220,7 @@ def _summarize_point(
     series: dict[str, Any] = {}
     sources: list[str] = []
     warned: list[float] = []
-    slo = _find_slo(exp.manifest)
+    slo = spec.load.slo if spec is not None else None
     for sc in seeds:
         fig = request_figures(sc.requests, slo, _goodput_base(sc))
         fig["time_limited"] = bool(sc.point and sc.point.get("time_limited"))
@@ -273,10 +267,10 @@ def _summarize_point(
     out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
     tel = telemetry_stats(all_samples if any_samples else None, first_status, out_tokens)
     sweep = dict(seeds[0].sweep)
-    wl = {**workload, **{k: v for k, v in sweep.items()}}
+    wl = _workload_at(spec, sweep)
     to_keep = None
-    if is_num(wl.get("groups")) and is_num(wl.get("system_prompt_tokens")):
-        to_keep = int(wl["groups"] * wl["system_prompt_tokens"])
+    if isinstance(wl, SharedPrefixWorkload):
+        to_keep = wl.groups * wl.system_prompt_tokens
     modelled = point_modelled(median.get("modelled"), sources, warned)
     telemetry = Telemetry.model_validate(tel)
     return Point(
@@ -287,7 +281,7 @@ def _summarize_point(
         status=worst,
         seed_status=statuses,
         median_over="ok seeds" if figs_ok else "all seeds (none ok)",
-        workload_kind=wl.get("kind"),
+        workload_kind=wl.kind if wl is not None else None,
         prompt_tokens_to_keep=to_keep,
         seeds=per_seed,
         median=Figures.model_validate(median),

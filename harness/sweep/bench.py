@@ -1,4 +1,4 @@
-"""The sweep loop: each server up for all its points × seeds, resumable; then summarize → report → validate.
+"""The sweep loop: each server up for all its points × seeds, resumable (the stages after it: pipeline.py).
 
 A point whose point.json says ok is skipped. A server that dies during a point gets the point marked
 failed with its log tail, is restarted, and the point is retried (`retries` times); the sweep goes on.
@@ -8,6 +8,7 @@ failed with its log tail, is restarted, and the point is retried (`retries` time
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,21 +18,19 @@ from typing import Any
 
 from harness.capture import experiment_dir, point_dir, server_dir
 from harness.capture.manifest import (
-    host_facts,
     load_manifest,
     record_server,
-    server_fingerprint,
     spec_fingerprint,
     write_manifest,
 )
 from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
+from harness.capture.redact import Redactor, spec_redactor
 from harness.errors import HarnessError
 from harness.servers.control import RESET_PATHS
-from harness.servers.process import ServerError, ServerProcess
-from harness.servers.profiles import ServerProfile
-from harness.servers.redact import Redactor, spec_redactor
+from harness.servers.process import ServerError, ServerProcess, server_fingerprint
 from harness.spec import ExperimentSpec, Point
+from harness.spec.servers import ServerProfile
 from harness.sweep.plan import (
     DEFAULT_CARD,
     BenchOptions,
@@ -46,7 +45,7 @@ from harness.sweep.plan import (
 )
 from harness.sweep.point import Telemetry, run_point
 from harness.sweep.progress import point_done, sweep_progress
-from harness.telemetry.gpus import sampling_plan
+from harness.telemetry.gpus import host_facts, sampling_plan
 from harness.telemetry.sampler import open_sampler
 from harness.workloads import PromptMaker, load_prompt_maker
 
@@ -237,10 +236,10 @@ def write_bench_manifest(
     plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor, extra: dict[str, Any]
 ) -> Path:
     """The experiment's manifest as bench writes it: host facts, every server's launch, bench settings."""
-    edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
+    edir = plan.edir
     servers = dict(load_manifest(edir).get("servers") or {})
     for sp in plan.servers:
-        proc = server_proc(plan, sp, opts, redactor)
+        proc = server_proc(plan, sp, redactor)
         servers[sp.profile.name] = {
             **servers.get(sp.profile.name, {}),
             "launch": sp.profile.launch,
@@ -270,17 +269,11 @@ def write_bench_manifest(
 
 
 def run_server_points(
-    plan: ExperimentPlan,
-    sp: ServerPlan,
-    opts: BenchOptions,
-    redactor: Redactor,
-    prompt_maker: PromptMaker,
-    outcome: Outcome,
-    log: Log,
+    plan: ExperimentPlan, sp: ServerPlan, sw: _Sweep, redactor: Redactor, outcome: Outcome
 ) -> None:
     """One server up for all its points; restart and retry when it dies; a dead-for-good server ends its sweep."""
-    spec, name = plan.spec, sp.profile.name
-    proc = server_proc(plan, sp, opts, redactor)
+    spec, name, log = plan.spec, sp.profile.name, sw.log
+    proc = server_proc(plan, sp, redactor)
     t0 = time.monotonic()
     try:
         proc.start()
@@ -293,20 +286,9 @@ def run_server_points(
         raise
     try:
         version = (proc.info or {}).get("version")
-        edir = experiment_dir(opts.capture, opts.node, spec.name)
-        record_server(edir, name, server_version=version, last_pid=proc.pid)
+        record_server(plan.edir, name, server_version=version, last_pid=proc.pid)
         log(f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid})")
-        sw = _Sweep(
-            spec,
-            opts.node,
-            opts.capture,
-            opts.quiet,
-            _telemetry_factory(sp.profile),
-            prompt_maker,
-            opts.retries,
-            log,
-        )
-        sweep_server(sw, sp, proc, outcome)
+        sweep_server(dataclasses.replace(sw, telemetry=_telemetry_factory(sp.profile)), sp, proc, outcome)
     except ServerError as e:
         outcome.server_failures.append(f"{spec.name}/{name}: {e}")
         log(f"{spec.name}/{name}: server could not be restarted; the rest of its points were not run: {e}")
@@ -319,20 +301,20 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
     outcome = Outcome()
     check_writable(opts.capture, "capture", opts.min_free_mb)
     check_writable(opts.summaries, "summaries", opts.min_free_mb)
-    check_model(plans, opts)
+    check_model(plans)
     check_traces([p.spec for p in plans if not p.skipped])
     for plan in plans:
         if not plan.skipped:
-            check_capture_matches(plan, opts, redactor)
+            check_capture_matches(plan, redactor)
     todo = sum(len(sp.todo) for plan in plans if not plan.skipped for sp in plan.servers)
-    with _clock_lock(opts) as lock_record, sweep_progress(todo, opts.quiet):
+    with _clock_lock(opts.lock_clocks) as lock_record, sweep_progress(todo, opts.quiet):
         extra = {"clock_lock": lock_record} if lock_record is not None else {}
         for plan in plans:
             if plan.skipped:
                 log(f"{plan.spec.name}: skipped: {plan.skipped}")
                 continue
             write_bench_manifest(plan, opts, redactor, extra)
-            maker = load_prompt_maker(plan.spec.tokenizer)
+            sw = _sweep(plan.spec, opts, log)
             for sp in plan.servers:
                 outcome.skipped_ok += len(sp.done)
                 if sp.done:
@@ -340,7 +322,7 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
                 if not sp.todo:
                     continue
                 try:
-                    run_server_points(plan, sp, opts, redactor, maker, outcome, log)
+                    run_server_points(plan, sp, sw, redactor, outcome)
                 except OSError as e:
                     if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
                         raise HarnessError(
@@ -351,14 +333,34 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
     return outcome
 
 
+def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | None = None) -> _Sweep:
+    """What every server of one experiment shares (telemetry is set per server)."""
+    retries = opts.retries if retries is None else retries
+    maker = load_prompt_maker(spec.tokenizer)
+    return _Sweep(spec, opts.node, opts.capture, opts.quiet, None, maker, retries, log)
+
+
+def sweep_started(
+    plan: ExperimentPlan,
+    sp: ServerPlan,
+    server: ServerProcess,
+    opts: BenchOptions,
+    log: Log,
+    outcome: Outcome,
+) -> None:
+    """Every point of `sp` on a server the caller started and stops, once each: no retries, no restart,
+    no telemetry (bench-vllm's warm re-run: two server names on one process)."""
+    sweep_server(_sweep(plan.spec, opts, log, retries=0), sp, server, outcome)
+
+
 @contextlib.contextmanager
-def _clock_lock(opts: BenchOptions) -> Iterator[dict[str, Any] | None]:
-    if opts.lock_clocks is None:
+def _clock_lock(mhz: int | None) -> Iterator[dict[str, Any] | None]:
+    if mhz is None:
         yield None
         return
     from harness.telemetry.clocks import locked_clocks
 
-    with locked_clocks(opts.lock_clocks) as record:
+    with locked_clocks(mhz) as record:
         yield record
 
 
@@ -463,37 +465,3 @@ def run_attached(
         telemetry=attached_telemetry(gpus),
         log=log,
     )
-
-
-# ------------------------------------------------------------------ stages after the sweep
-
-
-def run_stages(opts: BenchOptions, log: Log, verdict_lines: list[str] | None = None) -> int:
-    """summarize → report → validate over capture/<node>; returns how many points or pairs validate flagged.
-
-    `verdict_lines` receives validate's verdict line per node, for the caller to end its output with.
-    """
-    from harness import verdicts
-    from harness.report import write_report
-    from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
-
-    summaries = summarize([Path(opts.capture) / opts.node])
-    for p in write_summaries(summaries, opts.summaries):
-        log(f"summary: {p}")
-    flagged = 0
-    for node, summary in summaries.items():
-        written = write_report(summary, opts.summaries, stem=node)
-        pages = [p for p in written if p.suffix == ".html"]
-        n_png = sum(p.suffix == ".png" for p in written)
-        n_csv = sum(p.suffix == ".csv" for p in written)
-        log(
-            f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
-        )
-        verdict = verdicts.stored_verdict(summary)  # judged once, by summarize: the line the summary holds
-        flagged += verdict.flagged
-        line = f"validate {node}: {verdict.line}"
-        if verdict_lines is None:
-            log(line)
-        else:  # the caller ends its output with it
-            verdict_lines.append(line)
-    return flagged

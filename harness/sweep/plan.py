@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.capture import POINT, experiment_dir, point_dir, point_name, server_dir
-from harness.capture.manifest import check_same_spec, load_manifest, server_fingerprint
+from harness.capture import POINT, experiment_dir, point_dir, point_name
+from harness.capture.manifest import check_same_spec, load_manifest
 from harness.capture.points import is_done, read_point
+from harness.capture.redact import Redactor
 from harness.errors import HarnessError
-from harness.servers.process import ServerProcess
-from harness.servers.profiles import ServerProfile, SimSettings, parse_servers, parse_suite
-from harness.servers.redact import Redactor
+from harness.servers.process import ServerProcess, server_fingerprint
 from harness.spec import ExperimentSpec, Point, load_spec
+from harness.spec.servers import ServerProfile, SimSettings
 
 DEFAULT_CARD = "l4-8b"
 
@@ -68,6 +68,9 @@ class PlannedPoint:
 class ServerPlan:
     profile: ServerProfile  # after --server-kind and sim settings
     points: list[PlannedPoint]  # in sweep order, done or not
+    # what the server loads, decided at plan time: the profile's model, else --model (SGLang, vLLM:
+    # None when neither names one, which check_model refuses), else the spec's model (the sim's name)
+    model: str | None = None
 
     @property
     def todo(self) -> list[tuple[Point, int]]:
@@ -88,6 +91,7 @@ class ExperimentPlan:
     servers: list[ServerPlan]
     sim: SimSettings
     skipped: str | None = None  # why the whole experiment is left out (e.g. --only key not swept)
+    edir: Path = Path()  # its capture folder: <capture>/<node>/<experiment>
 
     @property
     def path(self) -> str:
@@ -175,9 +179,8 @@ def plan_points(
 
 def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
     """Servers × points × seeds of one spec, split into done (point.json ok) and to do."""
-    f = str(spec.source_path)
-    profiles = parse_servers(spec.servers_raw, spec.matrix_raw, f)
-    sim = parse_suite(spec.suite_raw, f)
+    profiles = spec.server_profiles()
+    sim = spec.sim_settings()
     points, skipped = select_points(spec, opts.only)
     if opts.servers:
         chosen = [p for p in profiles if any(fnmatch.fnmatchcase(p.name, pat) for pat in opts.servers)]
@@ -199,8 +202,16 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
                 resolved = dataclasses.replace(
                     resolved, args=(*resolved.args, "--served-model-name", spec.model)
                 )
-            plans.append(ServerPlan(resolved, planned))
-    return ExperimentPlan(spec, plans, sim, skipped)
+            plans.append(ServerPlan(resolved, planned, _model(resolved, spec, opts.model)))
+    edir = experiment_dir(opts.capture, opts.node, spec.name)
+    return ExperimentPlan(spec, plans, sim, skipped, edir)
+
+
+def _model(profile: ServerProfile, spec: ExperimentSpec, flag: str | None) -> str | None:
+    """What a server loads: SGLang and vLLM the profile's model or --model; the sim serves the spec's name."""
+    if profile.model is not None:
+        return profile.model
+    return flag if profile.launch in ("sglang", "vllm") else spec.model
 
 
 def plan_all(specs: list[ExperimentSpec], opts: BenchOptions) -> list[ExperimentPlan]:
@@ -213,16 +224,12 @@ def plan_all(specs: list[ExperimentSpec], opts: BenchOptions) -> list[Experiment
     return plans
 
 
-def server_proc(
-    plan: ExperimentPlan, sp: ServerPlan, opts: BenchOptions, redactor: Redactor
-) -> ServerProcess:
+def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> ServerProcess:
     """The (not yet started) process of a server plan: its model, capture folder, redactor and headers."""
     spec = plan.spec
-    model = sp.profile.model
-    if model is None:
-        # SGLang loads --model (checked before launch); the sim serves the spec's model name
-        model = (opts.model or spec.model) if sp.profile.launch in ("sglang", "vllm") else spec.model
-    sdir = server_dir(opts.capture, opts.node, spec.name, sp.profile.name)
+    # SGLang's and vLLM's model was checked before launch (check_model)
+    model = sp.model if sp.model is not None else spec.model
+    sdir = plan.edir / sp.profile.name
     try:
         headers = spec.resolved_headers()
     except HarnessError:
@@ -240,7 +247,7 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
             continue
         lines.append(f"experiment {spec.name} ({plan.path}): {len(plan.servers)} servers, seeds {spec.seeds}")
         for sp in plan.servers:
-            proc = server_proc(plan, sp, opts, redactor)
+            proc = server_proc(plan, sp, redactor)
             if sp.profile.launch == "attach":
                 how = f"attach {sp.profile.url}"
             else:
@@ -286,14 +293,14 @@ def check_writable(folder: Path, what: str, min_free_mb: int) -> None:
         raise HarnessError(f"{what} {folder}: only {free_mb:.0f} MB free (need at least {min_free_mb} MB)")
 
 
-def check_model(plans: list[ExperimentPlan], opts: BenchOptions) -> None:
+def check_model(plans: list[ExperimentPlan]) -> None:
     """SGLang and vLLM need a model to load; a local path that does not exist is caught before minutes are spent."""
     for plan in plans:
         for sp in plan.servers:
             if sp.profile.launch not in ("sglang", "vllm"):
                 continue
             engine = "SGLang" if sp.profile.launch == "sglang" else "vLLM"
-            model = sp.profile.model or opts.model
+            model = sp.model
             if not model:
                 raise HarnessError(
                     f"{plan.path}: server {sp.profile.name} runs {engine}, which needs a model to load: "
@@ -318,14 +325,14 @@ def check_traces(specs: Sequence[ExperimentSpec], points: Sequence[Point] | None
                 build_schedule(spec, wl, spec.seeds[0])
 
 
-def check_capture_matches(plan: ExperimentPlan, opts: BenchOptions, redactor: Redactor) -> None:
+def check_capture_matches(plan: ExperimentPlan, redactor: Redactor) -> None:
     """Refuse to mix results of a changed spec or server into a capture folder that already has points."""
-    edir = experiment_dir(opts.capture, opts.node, plan.spec.name)
+    edir = plan.edir
     manifest = load_manifest(edir)
     check_same_spec(plan.spec, edir, manifest)
     for sp in plan.servers:
         was = (manifest.get("servers") or {}).get(sp.profile.name) or {}
-        now = server_fingerprint(server_proc(plan, sp, opts, redactor))
+        now = server_fingerprint(server_proc(plan, sp, redactor))
         if was.get("fingerprint") not in (None, now) and any((edir / sp.profile.name).glob(f"*/{POINT}")):
             raise HarnessError(
                 f"{edir / sp.profile.name}: was run with a different server launch ({' '.join(was.get('argv') or [])}); "

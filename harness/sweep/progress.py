@@ -1,7 +1,7 @@
 """One overall bar for a sweep (points done / total, elapsed, time left from the finished points).
 
-It shares one rich display with the load generator's per-point bar (harness.loadgen.progress asks
-`shared()` for it), so the sweep bar stays on top and the point bars come and go beneath it.
+It shares one rich display with the load generator's per-point bar (registered with
+harness.loadgen.progress.join_outer while the sweep runs), so the sweep bar stays on top and the point bars come and go beneath it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from harness.loadgen import progress as point_bars
 
 _CURRENT: SweepProgress | None = None
 
@@ -91,9 +93,11 @@ def sweep_progress(total: int, quiet: bool) -> Iterator[SweepProgress | None]:
     sp = SweepProgress(total)
     sp.p.start()
     _CURRENT = sp
+    point_bars.join_outer(shared)
     try:
         yield sp
     finally:
         _CURRENT = None
+        point_bars.join_outer(None)
         sp.tick()
         sp.p.stop()

@@ -8,9 +8,14 @@ on a node that mixes GPU models under CUDA's default FASTEST_FIRST order, give U
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
+import platform
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -193,3 +198,30 @@ def snapshot() -> dict[str, Any]:
         return {"status": status, "driver": driver, "gpus": out}
     finally:
         nvml.shutdown(nv)
+
+
+def host_facts() -> dict[str, Any]:
+    """CPU, GPUs, driver, Python and SGLang version: what a reader needs to trust the numbers."""
+    cpu = platform.processor() or None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        sglang_version: str | None = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        sglang_version = None
+    gpus: dict[str, Any]
+    try:
+        gpus = snapshot()
+    except Exception as e:  # noqa: BLE001 - a manifest must be written even when NVML misbehaves
+        gpus = {"status": f"no GPU information: {type(e).__name__}: {e}", "gpus": []}
+    return {
+        "cpu": {"model": cpu, "count": os.cpu_count()},
+        "gpus": gpus.get("gpus", []),
+        "gpu_status": gpus.get("status"),
+        "driver": gpus.get("driver"),
+        "sglang_version": sglang_version,
+        "python": sys.version.split()[0],
+    }

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.whatif.trace import Trace, _prompt_ids, _request, spec_dir
+from harness.whatif.trace import Trace, _prompt_ids, _request
 
 SIM_ENGINE = "harness serve-sim"  # server_info's `engine` on the embedded sim
 
@@ -108,7 +108,7 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     histories from the answers the server actually returned, requests in the order they were sent.
     `info`: the server's server_info (default: the server folder's server_info.json)."""
     from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
-    from harness.spec import parse_spec
+    from harness.spec import captured_spec, point_of
     from harness.workloads import build_schedule
     from harness.workloads.prompts import PromptBuilder, Turnout
     from harness.workloads.tokenizers import load_prompt_maker
@@ -119,10 +119,12 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     if manifest is None:
         raise HarnessError(f"{point_dir}: no {MANIFEST} in this folder or the three above it")
     try:
-        raw_spec = json.loads(manifest.read_text())["spec"]
-    except (OSError, ValueError, KeyError, TypeError):
+        kept = json.loads(manifest.read_text())
+        if not isinstance(kept.get("spec"), dict):
+            raise TypeError
+    except (OSError, ValueError, TypeError, AttributeError):
         raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
-    spec = parse_spec(raw_spec, str(manifest), base_dir=spec_dir(manifest))
+    spec = captured_spec(kept, str(manifest), files=True)
     requests = point_dir / REQUESTS
     records, _bad = read_jsonl(requests)
     # what reached the server: not the warm-up, nor what was recorded as not sent
@@ -132,7 +134,7 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     sweep = {}
     if (point_dir / POINT).is_file():
         sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
-    point = next((p for p in spec.points() if p.sweep == sweep), spec.points()[0])
+    point = point_of(spec, sweep) or spec.points()[0]
     seed = int(records[0].get("seed") or 0)
     try:
         maker = load_prompt_maker(spec.tokenizer)  # the run's own tokenizer: the same prompts

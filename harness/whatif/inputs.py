@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.whatif.trace import Trace, TraceRequest, _prompt_ids, _request, spec_dir
+from harness.whatif.trace import Trace, TraceRequest, _prompt_ids, _request
 
-__all__ = ["Trace", "TraceRequest", "read_capture", "read_input", "read_mooncake", "read_spec", "spec_dir"]
+__all__ = ["Trace", "TraceRequest", "read_capture", "read_input", "read_mooncake", "read_spec"]
 
 
 def read_mooncake(path: Path, block_size: int = 512) -> Trace:

@@ -4,9 +4,7 @@ each other."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -63,15 +61,3 @@ def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
         conversation=conv.id,
         group=conv.group,
     )
-
-
-def spec_dir(manifest: Path) -> Path:
-    """Where the captured spec's relative paths (a trace file) resolve: the spec's folder as the manifest
-    recorded it (absolute, or relative to where the run started: usually here), else the current folder."""
-    try:
-        sp = json.loads(manifest.read_text()).get("spec_path")
-    except (OSError, ValueError):
-        sp = None
-    if isinstance(sp, str) and sp and Path(sp).parent.is_dir():
-        return Path(sp).parent
-    return Path.cwd()

@@ -12,7 +12,7 @@ import itertools
 import random
 from collections.abc import Iterator
 
-from harness.loadgen.settings import ARRIVALS
+from harness.spec.load import ARRIVALS
 
 
 def arrival_offsets(

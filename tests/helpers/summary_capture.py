@@ -162,15 +162,18 @@ def build(root: Path, node: str = "l4") -> Path:
         {
             "experiment": "gsp",
             "node": node,
-            "spec": {
+            "spec": {  # as write_manifest keeps it: the spec file as written (summarize parses it again)
                 "name": "gsp",
+                "model": "m",
                 "workload": {
                     "kind": "shared-prefix",
                     "groups": 4,
                     "prompts_per_group": 4,
                     "system_prompt_tokens": 80,
                     "question_tokens": 20,
+                    "output_tokens": 8,
                 },
+                "sweep": {"groups": [1, 4]},
             },
             "servers": {
                 "gpu": {"args": ["--max-total-tokens", "4096"]},
@@ -285,7 +288,16 @@ def build(root: Path, node: str = "l4") -> Path:
             "experiment": "mt",
             "node": node,
             "spec": {
-                "workload": {"kind": "multi-turn", "sessions": 2, "turns": 3, "system_prompt_tokens": 40}
+                "name": "mt",
+                "model": "m",
+                "workload": {
+                    "kind": "multi-turn",
+                    "sessions": 2,
+                    "turns": 3,
+                    "system_prompt_tokens": 40,
+                    "question_tokens": 10,
+                    "answer_tokens": 8,
+                },
             },
             "servers": [
                 {"name": "lru", "args": ["--radix-eviction-policy", "lru", "--max-total-tokens", "2048"]},

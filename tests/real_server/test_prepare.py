@@ -88,8 +88,8 @@ def test_failed_build_step_names_itself_and_its_log(tmp_path):
 def test_specs_point_at_the_default_cache_paths(name, tmp_path, monkeypatch):
     """The YAML's paths are where prepare/model put things: {cache}, which $HARNESS_CACHE moves."""
     from harness.realserver.model import model_dir
-    from harness.servers.profiles import parse_servers
     from harness.spec import load_spec
+    from harness.spec.servers import parse_servers
 
     raw = yaml.safe_load((REPO / "workloads" / name).read_text())
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))

@@ -85,19 +85,22 @@ def sim_run(spec: Path, tmp: Path, node: str) -> dict[str, Any]:
     return json.loads((tmp / "summaries" / f"{node}.json").read_text())
 
 
-def per_seed(summary: dict[str, Any]) -> dict[str, list[float]]:
+def per_seed(summary: dict[str, Any], experiment: str) -> dict[str, list[float]]:
     """point key (e.g. concurrency=4) -> the hit rate from usage of each seed, in seed order."""
     out: dict[str, list[float]] = {}
     for p in summary["points"]:
+        if p["experiment"] != experiment:
+            continue
         assert p["status"] == "ok", p
         seeds = p["seeds"]
         out[p["point_key"]] = [seeds[k]["figures"]["hit_rate_usage"] for k in sorted(seeds)]
+    assert out, f"no point of {experiment} in the summary"
     return out
 
 
-def cached_per_request(capture: Path, node: str, point: str) -> list[int]:
-    """Cached tokens of every request of one point folder, in send order."""
-    (req,) = list((capture / node).glob(f"*/srv/{point}/requests.jsonl"))
+def cached_per_request(capture: Path, node: str, experiment: str, point: str) -> list[int]:
+    """Cached tokens of every request of one point folder, in schedule order."""
+    req = capture / node / experiment / "srv" / point / "requests.jsonl"
     rows = [json.loads(line) for line in req.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if not r.get("warmup")]
     rows.sort(key=lambda r: r["index"])

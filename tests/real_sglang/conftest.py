@@ -52,7 +52,7 @@ def sglang_setup() -> SglangSetup:
 
 def cpu_profile(name: str, args: list[str], setup: SglangSetup) -> Any:
     """A `launch: sglang` profile as `harness bench --server-kind sglang-cpu` resolves it."""
-    from harness.servers.profiles import SimSettings, parse_servers
+    from harness.spec.servers import SimSettings, parse_servers
     from harness.sweep.plan import BenchOptions, resolve_profile
 
     (prof,) = parse_servers([{"name": name, "launch": "sglang", "args": args}], None, "<test>")

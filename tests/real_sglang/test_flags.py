@@ -21,8 +21,8 @@ HERE = Path(__file__).resolve().parent
 def _shipped_profiles() -> list[tuple[str, list[str]]]:
     import yaml
 
-    from harness.servers.profiles import parse_servers
     from harness.spec import load_spec
+    from harness.spec.servers import parse_servers
 
     out = []
     for path in sorted([*REPO.glob("workloads/*.yaml"), *REPO.glob("workloads/sglang-cpu/*.yaml")]):

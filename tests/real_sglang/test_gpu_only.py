@@ -199,8 +199,8 @@ def _agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: d
         sim_run(spec, tmp / "sim", "sim")
         for seed in (0, 1):
             point = f"concurrency=1,seed={seed}"
-            real = cached_per_request(tmp / "real" / "capture", "real", point)
-            sim = cached_per_request(tmp / "sim" / "capture", "sim", point)
+            real = cached_per_request(tmp / "real" / "capture", "real", f"agree-{name}-c1", point)
+            sim = cached_per_request(tmp / "sim" / "capture", "sim", f"agree-{name}-c1", point)
             assert sim == real and sum(real) > 0, (name, point, real, sim)
 
 
@@ -212,8 +212,9 @@ def _agree_within_spread(
     rows = []
     for name, (wl, conc) in cases.items():
         spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1, 2])
-        reals = [per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}")) for r in range(repeats)]
-        sim = per_seed(sim_run(spec, tmp / "sim", "sim"))
+        exp = f"agree-{name}"
+        reals = [per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}"), exp) for r in range(repeats)]
+        sim = per_seed(sim_run(spec, tmp / "sim", "sim"), exp)
         for key, sim_rates in sim.items():
             real_rates = [v for run in reals for v in run[key]]
             lo, hi, mid = min(real_rates), max(real_rates), statistics.median(sim_rates)

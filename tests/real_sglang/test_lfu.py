@@ -46,15 +46,17 @@ def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
     sim_run(spec, tmp_path / "sim", "sim")
     for seed in (0, 1):
         point = f"concurrency=1,seed={seed}"
-        real = cached_per_request(tmp_path / "real" / "capture", "real", point)
-        sim = cached_per_request(tmp_path / "sim" / "capture", "sim", point)
+        real = cached_per_request(tmp_path / "real" / "capture", "real", "agree-lfu-c1", point)
+        sim = cached_per_request(tmp_path / "sim" / "capture", "sim", "agree-lfu-c1", point)
         assert sim == real and sum(real) > 0, (point, real, sim)
 
 
 def test_the_sim_lies_within_sglangs_spread_at_c4(server: RunningSglang, tmp_path: Path) -> None:
     spec = write_spec(tmp_path, "agree-lfu", MULTI, ARGS, [4], [0, 1, 2])
-    reals = [per_seed(real_run(server, spec, tmp_path / f"real{r}", f"real{r}")) for r in range(2)]
-    sim = per_seed(sim_run(spec, tmp_path / "sim", "sim"))
+    reals = [
+        per_seed(real_run(server, spec, tmp_path / f"real{r}", f"real{r}"), "agree-lfu") for r in range(2)
+    ]
+    sim = per_seed(sim_run(spec, tmp_path / "sim", "sim"), "agree-lfu")
     real_rates = [v for run in reals for v in run["concurrency=4"]]
     mid = statistics.median(sim["concurrency=4"])
     print("sim vs SGLang lfu c=4: SGLang", sorted(real_rates), "sim", sim["concurrency=4"])

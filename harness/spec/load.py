@@ -1,8 +1,8 @@
 """How a spec's requests are sent and judged: arrival process, think time, warm-up, run length, SLOs.
 
-Parsed here from the spec's top-level keys (harness.spec calls parse_load_settings), each bad value
-rejected with one SpecError naming file and key. Imports nothing of the harness but its errors, so
-harness.spec can use it without a cycle.
+Parsed here from the spec's top-level keys (harness.spec.experiment calls parse_load_settings), each
+bad value rejected with one SpecError naming file and key. It lives in spec/ because the spec owns
+parsing; the load generator and the arrival processes read the parsed LoadSettings from here.
 """
 
 from __future__ import annotations
