@@ -228,7 +228,9 @@ def _wait_exit(proc: ServerProcess, within_s: float) -> None:
 
 def _telemetry_factory(profile: ServerProfile) -> Telemetry:
     # a command that runs the sim (engine: sim) has no GPU either
-    gpus, reason = sampling_plan("sim" if profile.engine_name == "sim" else profile.launch, profile.env)
+    gpus, reason = sampling_plan(
+        "sim" if profile.engine_name == "sim" else profile.launch, profile.env, profile.args
+    )
     return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
 
 

@@ -13,7 +13,7 @@ import importlib.metadata
 import os
 import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +23,7 @@ from harness.telemetry import nvml
 
 SIM_REASON = "sim server: no GPU to sample"
 HIDDEN_REASON = "no GPU: CUDA_VISIBLE_DEVICES of the server hides every GPU"
+CPU_REASON = "no GPU: the server runs on the CPU (--device cpu)"
 
 
 class ResolveError(Exception):
@@ -58,14 +59,28 @@ def visible_selectors(env: Mapping[str, str] | None = None) -> list[str] | None:
     return out
 
 
-def sampling_plan(launch: str, env: Mapping[str, str] | None = None) -> tuple[list[str] | None, str | None]:
-    """(gpus, null_reason) to pass to `open_sampler` for a server profile's `launch` kind and env."""
+def sampling_plan(
+    launch: str, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+) -> tuple[list[str] | None, str | None]:
+    """(gpus, null_reason) to pass to `open_sampler` for a server profile's `launch` kind, env and args
+    (a server started with `--device cpu`, e.g. SGLang on CPU, has no GPU whose clocks could confound it)."""
     if launch == "sim":
         return [], SIM_REASON
+    if _device(args) == "cpu":
+        return [], CPU_REASON
     selectors = visible_selectors(env)
     if selectors == []:
         return [], HIDDEN_REASON
     return selectors, None
+
+
+def _device(args: Sequence[str]) -> str | None:
+    for i, a in enumerate(args):
+        if a == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--device="):
+            return a.split("=", 1)[1]
+    return None
 
 
 def _describe(nv: ModuleType, handle: Any) -> Gpu:
