@@ -474,7 +474,7 @@ def test_gpu_probe_pipeline_on_fake_nvml_and_stub_torch(tmp_path: Path, install,
 
 def test_a_server_started_on_the_cpu_has_no_gpu_to_watch_and_is_not_flagged() -> None:
     from harness.telemetry.gpus import CPU_REASON, sampling_plan
-    from harness.validate import expected_no_gpu
+    from harness.verdicts import expected_no_gpu
 
     assert sampling_plan("sglang", {}, ["--max-total-tokens", "900", "--device", "cpu"]) == ([], CPU_REASON)
     assert sampling_plan("command", {}, ["--device=cpu"]) == ([], CPU_REASON)
