@@ -53,6 +53,7 @@ from harness.summary import (
 from harness.summary.figures import ClockSeries, Modelled
 from harness.summary.model import CacheFacts, Pool, ServerLog
 from harness.verdicts import Thresholds, cache_state, worst_state
+
 _STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
 
 
