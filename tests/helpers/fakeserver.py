@@ -35,6 +35,7 @@ class Config:
     record_prompts: bool = False
     cache: bool = True
     timings: bool = False  # llama.cpp-style `timings` in the final chunk
+    say_on_request: str = ""  # a line printed to stdout (the server's log) at every request
 
 
 @dataclass
@@ -161,6 +162,8 @@ class FakeServer:
             return web.json_response({"error": {"message": "scripted failure"}}, status=500)
         if self.cfg.record_prompts:
             st.prompts.append(text)
+        if self.cfg.say_on_request:
+            print(self.cfg.say_on_request, flush=True)
         prompt_tokens, cached = self._usage(text)
         st.in_flight += 1
         st.max_in_flight = max(st.max_in_flight, st.in_flight)
@@ -356,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--record-prompts", action="store_true")
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument("--timings", action="store_true")
+    ap.add_argument("--say-on-request", default="", help="print this line at every request")
     a = ap.parse_args(argv)
     cfg = Config(
         ttft_ms=a.ttft_ms,
@@ -369,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
         record_prompts=a.record_prompts,
         cache=not a.no_cache,
         timings=a.timings,
+        say_on_request=a.say_on_request,
     )
     asyncio.run(_serve_forever(FakeServer(cfg), a.host, a.port))
 
