@@ -194,10 +194,10 @@ def test_harness_run_end_to_end_three_sources_agree(server: RunningSglang, tmp_p
 def _agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: dict) -> None:
     """At concurrency 1 the sim must cache exactly what SGLang cached, request by request."""
     for name, wl in workloads.items():
-        spec = write_spec(tmp, f"agree-{name}-c1", wl, args, [1], [0, 1])
+        spec = write_spec(tmp, f"agree-{name}-c1", wl, args, [1], [0])
         real_run(server, spec, tmp / "real", "real")
         sim_run(spec, tmp / "sim", "sim")
-        for seed in (0, 1):
+        for seed in (0,):
             point = f"concurrency=1,seed={seed}"
             real = cached_per_request(tmp / "real" / "capture", "real", f"agree-{name}-c1", point)
             sim = cached_per_request(tmp / "sim" / "capture", "sim", f"agree-{name}-c1", point)
@@ -211,7 +211,7 @@ def _agree_within_spread(
     median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times."""
     rows = []
     for name, (wl, conc) in cases.items():
-        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1, 2])
+        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1])
         exp = f"agree-{name}"
         reals = [per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}"), exp) for r in range(repeats)]
         sim = per_seed(sim_run(spec, tmp / "sim", "sim"), exp)

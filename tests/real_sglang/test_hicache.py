@@ -121,10 +121,10 @@ def test_harness_run_end_to_end_host_hits_and_three_sources(server: RunningSglan
 def _agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: dict) -> None:
     """At concurrency 1 the sim must cache exactly what SGLang cached, request by request."""
     for name, wl in workloads.items():
-        spec = write_spec(tmp, f"agree-{name}-c1", wl, args, [1], [0, 1])
+        spec = write_spec(tmp, f"agree-{name}-c1", wl, args, [1], [0])
         real_run(server, spec, tmp / "real", "real")
         sim_run(spec, tmp / "sim", "sim")
-        for seed in (0, 1):
+        for seed in (0,):
             point = f"concurrency=1,seed={seed}"
             real = cached_per_request(tmp / "real" / "capture", "real", f"agree-{name}-c1", point)
             sim = cached_per_request(tmp / "sim" / "capture", "sim", f"agree-{name}-c1", point)
@@ -138,7 +138,7 @@ def _agree_within_spread(
     median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times."""
     rows = []
     for name, (wl, conc) in cases.items():
-        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1, 2])
+        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1])
         exp = f"agree-{name}"
         reals = [per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}"), exp) for r in range(repeats)]
         sim = per_seed(sim_run(spec, tmp / "sim", "sim"), exp)
@@ -158,14 +158,6 @@ SHARED8 = {
     "question_tokens": 16,
     "output_tokens": 16,
 }
-MULTI = {
-    "kind": "multi-turn",
-    "sessions": 8,
-    "turns": 4,
-    "system_prompt_tokens": 64,
-    "question_tokens": 16,
-    "answer_tokens": 32,
-}
 
 
 def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
@@ -175,4 +167,4 @@ def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
 
 
 def test_the_sim_lies_within_sglangs_spread_at_c4_and_c8(server: RunningSglang, tmp_path: Path) -> None:
-    _agree_within_spread(server, ARGS, tmp_path, {"shared8": (SHARED8, [4, 8]), "multi": (MULTI, [4])})
+    _agree_within_spread(server, ARGS, tmp_path, {"shared8": (SHARED8, [4, 8])})
