@@ -54,7 +54,7 @@ docs: $(STAMP)
 	$(VENV)/bin/harness bench --node cpu-sim --suite default --server-kind sim
 	$(VENV)/bin/harness bench --node cpu-sim-repeat --suite default --server-kind sim
 	$(PY) scripts/docs_sample.py summaries/cpu-sim.json --repeat summaries/cpu-sim-repeat.json
-	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_report_html.py -k sample_suite_page  # the screenshot of the page (README, docs/reading-results.md)
+	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/report/test_html.py -k sample_suite_page  # the screenshot of the page (README, docs/reading-results.md)
 	$(PY) scripts/fault_report.py --out docs/fault-report.md
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
 

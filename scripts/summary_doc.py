@@ -24,7 +24,7 @@ DOC = ROOT / "docs" / "summary.md"
 HEAD = """# Summary schema (`summaries/<node>.json`)
 
 _Generated from the types in `harness/summary/model.py` by `scripts/summary_doc.py`: edit the types,
-then run it (tests/test_summary_model.py fails when this file and the types disagree)._
+then run it (tests/summary/test_model.py fails when this file and the types disagree)._
 
 `harness summarize CAPTURE_DIR… -o summaries/` writes one file per node; `harness report`, `harness
 validate`, `harness compare` and `harness fleet` read it back through the same types. Several capture

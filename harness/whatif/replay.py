@@ -11,7 +11,7 @@ Two paths, chosen by the input:
   `concurrency` in flight, a session's next turn ready when its previous one finishes, the lowest ready
   schedule index first. Batching, chunked prefill, admission and the running requests' locks are the
   live sim's; TTFT includes queueing. With concurrency 1 the result equals a live `harness serve-sim`
-  run of the same spec request for request (tests/test_whatif.py).
+  run of the same spec request for request (tests/whatif/test_whatif.py).
 """
 
 from __future__ import annotations
