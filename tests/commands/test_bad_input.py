@@ -7,18 +7,17 @@ bad input goes through `python -m harness ...` as a user would meet it.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.helpers.cli import harness
+
 pytestmark = pytest.mark.slow  # every test here starts a process
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = {
     "kind": "shared-prefix",
     "groups": 1,
@@ -28,17 +27,6 @@ WORKLOAD = {
     "output_tokens": 2,
 }
 NOBODY = "http://127.0.0.1:9"  # never reached: each spec error is raised before the server is contacted
-
-
-def harness(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 def one_line_error(r: subprocess.CompletedProcess, command: str) -> str:

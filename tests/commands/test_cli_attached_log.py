@@ -5,51 +5,29 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.cli import main
+from tests.helpers import cli
+from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def harness(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+harness = partial(cli.harness, timeout=300)  # a bench of two specs on the sim
 
 
 def spec_file(tmp: Path, name: str = "attached-log", **top) -> Path:
-    raw = {
-        "name": name,
-        "api": "sglang-generate",
-        "model": "m",
+    wl = shared_prefix(question_tokens=8, output_tokens=4)
+    top = {
+        "workload": wl,
         "concurrency": 2,
         "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 4,
-            "system_prompt_tokens": 64,
-            "question_tokens": 8,
-            "output_tokens": 4,
-        },
         "sweep": {"groups": [1, 2]},
-        "timeouts": {"connect": 5, "first_token": 30, "total": 60},
+        "timeouts": TIMEOUTS,
         **top,
     }
-    p = tmp / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return p
+    return write_spec(tmp, name, **{"api": "sglang-generate", "model": "m", **top})
 
 
 @pytest.mark.parametrize("bad", ["missing", "folder"])

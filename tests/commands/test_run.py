@@ -7,54 +7,36 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.capture import read_jsonl
 from harness.servers.control import flush_cache
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
+from tests.helpers import cli
 from tests.helpers.procs import wait_lines
+from tests.helpers.specs import shared_prefix, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+# the token the spec's header names, in every run's environment
+harness = partial(cli.harness, env={"HARNESS_TEST_TOKEN": "tok-123-secret"})
 
 
 def spec_file(tmp_path: Path, **over) -> Path:
-    d = {
-        "name": "exp",
-        "api": "openai-chat",
+    wl = shared_prefix(prompts_per_group=3, system_prompt_tokens=12, question_tokens=3, output_tokens=3)
+    headers = {"Authorization": "Bearer ${HARNESS_TEST_TOKEN}"}
+    top = {
         "model": "m",
+        "workload": wl,
         "concurrency": 3,
         "seeds": [0, 1],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 3,
-            "system_prompt_tokens": 12,
-            "question_tokens": 3,
-            "output_tokens": 3,
-        },
         "sweep": {"groups": [1, 2]},
-        "headers": {"Authorization": "Bearer ${HARNESS_TEST_TOKEN}"},
-        **over,
+        "headers": headers,
     }
-    p = tmp_path / "exp.yaml"
-    p.write_text(yaml.safe_dump(d))
-    return p
-
-
-def harness(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    e = {**os.environ, "HARNESS_TEST_TOKEN": "tok-123-secret", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env=e,
-    )
+    return write_spec(tmp_path, "exp", file="exp.yaml", **{**top, **over})
 
 
 @pytest.mark.slow

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.helpers.procs import STDLIB_CACHE_SERVER as SERVER
+from tests.helpers.specs import shared_prefix, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,24 +23,10 @@ def _free_port() -> int:
 
 
 def _spec(tmp_path: Path) -> Path:
-    d = {
-        "name": "late",
-        "api": "openai-chat",
-        "model": "m",
-        "concurrency": 1,
-        "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 1,
-            "prompts_per_group": 2,
-            "system_prompt_tokens": 8,
-            "question_tokens": 2,
-            "output_tokens": 1,
-        },
-    }
-    p = tmp_path / "late.yaml"
-    p.write_text(yaml.safe_dump(d))
-    return p
+    wl = shared_prefix(
+        groups=1, prompts_per_group=2, system_prompt_tokens=8, question_tokens=2, output_tokens=1
+    )
+    return write_spec(tmp_path, "late", wl, model="m", concurrency=1, seeds=[0])
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.capture import experiment_dir, read_jsonl
 from harness.capture.manifest import write_manifest
@@ -25,25 +24,16 @@ from harness.errors import SpecError
 from harness.loadgen.split import PIDS, shares
 from harness.spec import load_spec, parse_spec
 from harness.sweep.bench import run_points
+from tests.helpers import specs
 from tests.helpers.procs import FakeServerProcess
 
 pytestmark = pytest.mark.slow
 
 
 def write_spec(folder: Path, name: str, workload: dict, **over) -> Path:
-    spec = {
-        "name": name,
-        "api": "openai-chat",
-        "model": "m",
-        "concurrency": 4,
-        "seeds": [0],
-        "workload": workload,
-        "timeouts": {"connect": 5, "first_token": 20, "total": 60},
-        **over,
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    timeouts = {"connect": 5, "first_token": 20, "total": 60}
+    top = {"model": "m", "workload": workload, "concurrency": 4, "seeds": [0], "timeouts": timeouts, **over}
+    return specs.write_spec(folder, name, **top)
 
 
 SHARED = {

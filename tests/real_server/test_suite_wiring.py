@@ -11,36 +11,26 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from harness.realserver import suite
 from tests.helpers.procs import FAKESERVER
+from tests.helpers.specs import write_spec
 
 pytestmark = [pytest.mark.real_server, pytest.mark.slow]  # no build needed
 
 
 def _spec(tmp_path: Path, name: str, workload: dict) -> Path:
-    spec = {
-        "name": name,
-        "api": "openai-chat",
-        "model": "tiny",
-        "tokenizer": "word",
-        "concurrency": 2,
-        "workload": workload,
-        "servers": [
-            {
-                "name": "fake-llama",
-                "launch": "command",
-                "engine": "llama.cpp",
-                "command": [sys.executable, str(FAKESERVER), "--port", "{port}"]
-                + ["--timings", "--ttft-ms", "5"],
-                "ready_timeout_s": 60,
-            }
-        ],
+    command = [sys.executable, str(FAKESERVER), "--port", "{port}", "--timings", "--ttft-ms", "5"]
+    server = {
+        "name": "fake-llama",
+        "launch": "command",
+        "engine": "llama.cpp",
+        "command": command,
+        "ready_timeout_s": 60,
     }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    return write_spec(
+        tmp_path, name, workload, model="tiny", tokenizer="word", concurrency=2, servers=[server]
+    )
 
 
 def test_run_real_writes_summary_checks_and_report(tmp_path, monkeypatch):

@@ -8,41 +8,28 @@ summarized the same way, so the comparison is of the harness's own figures.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.real_sglang.conftest import REPO, RunningSglang
+from tests.helpers import specs
+from tests.helpers.cli import harness
+from tests.real_sglang.conftest import RunningSglang
 
 
 def write_spec(
     tmp: Path, name: str, workload: dict[str, Any], args: list[str], concurrency: list[int], seeds: list[int]
 ) -> Path:
-    spec = {
-        "name": name,
-        "api": "sglang-generate",
-        "model": "default",
-        "tokenizer": "server",
-        "concurrency": concurrency[0],
-        "seeds": seeds,
-        "workload": workload,
-        "sweep": {"concurrency": concurrency},
-        "timeouts": {"connect": 10, "first_token": 120, "total": 300},
-        "servers": [{"name": "srv", "launch": "sglang", "args": args}],
-        "suite": {"sim": {"card_profile": "l4-8b", "time_scale": 0.005}},
-    }
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    """A concurrency sweep on one SGLang server (`args`), with the sim settings its `--server-kind sim` twin uses."""
+    return specs.write_spec(
+        tmp, name, workload, api="sglang-generate", tokenizer="server", concurrency=concurrency[0], seeds=seeds,
+        sweep={"concurrency": concurrency}, timeouts={"connect": 10, "first_token": 120, "total": 300},
+        servers=[{"name": "srv", "launch": "sglang", "args": args}],
+        suite={"sim": {"card_profile": "l4-8b", "time_scale": 0.005}},
+    )  # fmt: skip
 
 
 def _harness(*args: str, timeout: int = 900) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
-    )
+    r = harness(*args, timeout=timeout)
     assert r.returncode in (0, 1), (args, r.stdout[-2000:], r.stderr[-2000:])  # 1: validate flagged a point
 
 

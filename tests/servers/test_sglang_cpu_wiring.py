@@ -17,7 +17,8 @@ from harness.errors import SpecError
 from harness.servers.sglang_cpu import SHIM_MARK
 from harness.servers.sglang_cpu.flags import cpu_args, cpu_env
 from harness.spec.servers import parse_servers
-from tests.sweep.test_bench import run_bench, write_spec
+from tests.helpers.cli import run_bench
+from tests.helpers.specs import bench_spec
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "tests" / "helpers" / "fakeserver.py"
@@ -59,7 +60,7 @@ def _fake_python(tmp: Path, version: str = "0.5.23") -> Path:
 
 @pytest.mark.slow
 def test_dry_run_shows_the_cpu_launch_line_and_env(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path, "m", servers=[{"name": "hc", "launch": "sglang",
+    spec = bench_spec(tmp_path, "m", servers=[{"name": "hc", "launch": "sglang",
                                                "args": ["--max-total-tokens", "900", "--enable-hierarchical-cache"]}])  # fmt: skip
     py = _fake_python(tmp_path)
     model = tmp_path / "tiny"
@@ -80,7 +81,7 @@ def test_dry_run_shows_the_cpu_launch_line_and_env(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sglang_cpu_refuses_an_interpreter_without_sglang_in_one_line(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path, "m")
+    spec = bench_spec(tmp_path, "m")
     r = run_bench(tmp_path, "--spec", str(spec), "--server-kind", "sglang-cpu", "--sglang-python", sys.executable,
                   "--dry-run")  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -91,7 +92,7 @@ def test_sglang_cpu_refuses_an_interpreter_without_sglang_in_one_line(tmp_path: 
 def test_a_replaced_kernels_line_in_the_server_log_fails_the_point_with_that_reason(tmp_path: Path) -> None:
     said = f"{SHIM_MARK}: kernel sgl_kernel.fused_add_rmsnorm called, but it has no CPU build here (replaced at import)"
     cmd = [sys.executable, str(FAKE), "--port", "{port}", "--say-on-request", said]
-    spec = write_spec(
+    spec = bench_spec(
         tmp_path, "m", sweep={"groups": [1]}, servers=[{"name": "c", "launch": "command", "command": cmd}]
     )
     r = run_bench(tmp_path, "--spec", str(spec), "--retries", "0")

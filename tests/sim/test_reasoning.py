@@ -15,13 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from harness.capture import read_jsonl
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
 from harness.tokenizer import drop_reasoning
 from tests.helpers.procs import SimProc
+from tests.helpers.specs import TIMEOUTS, multi_turn, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -32,27 +32,10 @@ FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05", "--enable-cache-r
 
 
 def _spec(folder: Path, history: str) -> Path:
-    spec = {
-        "name": f"reasoning-{history}",
-        "api": "openai-chat",
-        "model": "default",
-        "tokenizer": "word",
-        "concurrency": 1,
-        "seeds": [0],
-        "workload": {
-            "kind": "multi-turn",
-            "sessions": SESSIONS,
-            "turns": TURNS,
-            "system_prompt_tokens": 32,
-            "question_tokens": 8,
-            "answer_tokens": ANSWER,
-            "history": history,
-        },
-        "timeouts": {"connect": 5, "first_token": 30, "total": 60},
-    }
-    path = folder / f"{history}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    wl = multi_turn(sessions=SESSIONS, turns=TURNS, system_prompt_tokens=32, question_tokens=8,
+                    answer_tokens=ANSWER, history=history)  # fmt: skip
+    return write_spec(folder, f"reasoning-{history}", wl, tokenizer="word", concurrency=1, seeds=[0],
+                      timeouts=TIMEOUTS, file=f"{history}.yaml")  # fmt: skip
 
 
 def _run(srv: SimProc, folder: Path, history: str) -> list[dict]:

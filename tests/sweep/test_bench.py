@@ -26,10 +26,11 @@ from harness.errors import HarnessError
 from harness.spec import load_spec
 from harness.sweep.bench import write_bench_manifest
 from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment
+from tests.helpers.cli import bench_argv, run_bench
+from tests.helpers.specs import SIM_FAST, bench_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CRASH_ONCE = str(Path(__file__).parents[1] / "helpers" / "servers_crash_once.py")
-SIM_FAST = ["--card-profile", "tiny-test", "--time-scale", "0.05"]
 
 
 def marked_pids(mark: str) -> list[int]:
@@ -56,51 +57,6 @@ def no_survivors(mark: str, within: float = 10.0) -> bool:
             return False
         time.sleep(0.1)
     return True
-
-
-def write_spec(folder: Path, mark: str, *, name: str = "tiny", servers: list | None = None, **over) -> Path:
-    spec = {
-        "name": name,
-        "api": "openai-chat",
-        "model": "default",
-        "tokenizer": "word",
-        "concurrency": 4,
-        "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 4,
-            "system_prompt_tokens": 64,
-            "question_tokens": 8,
-            "output_tokens": 8,
-        },
-        "sweep": {"groups": [1, 2]},
-        "timeouts": {"connect": 5, "first_token": 30, "total": 60},
-        "servers": servers or [{"name": "s", "launch": "sim", "args": SIM_FAST}],
-        **over,
-    }
-    for s in spec["servers"]:
-        s.setdefault("env", {})["BENCH_TEST_MARK"] = mark
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
-def bench_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "harness", "bench", "--node", "n", "--quiet", *args]
-
-
-def run_bench(
-    cwd: Path, *args: str, timeout: float = 120, env: dict | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        bench_cmd(*args),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def point_json(cap: Path, exp: str, server: str, point: str) -> dict:
@@ -140,7 +96,7 @@ def test_smoke_suite_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_dry_run_prints_plan_and_launch_lines_and_writes_nothing(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(tmp_path, mark)
+    spec = bench_spec(tmp_path, mark)
     r = run_bench(tmp_path, "--spec", str(spec), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert (
@@ -153,10 +109,10 @@ def test_dry_run_prints_plan_and_launch_lines_and_writes_nothing(tmp_path: Path,
 
 @pytest.mark.slow
 def test_kill_9_then_rerun_resumes_without_rerunning_done_points(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(tmp_path, mark, seeds=[0, 1], sweep={"groups": [1, 2, 3]},
+    spec = bench_spec(tmp_path, mark, seeds=[0, 1], sweep={"groups": [1, 2, 3]},
                       servers=[{"name": "s", "launch": "sim", "args": ["--card-profile", "tiny-test", "--time-scale", "0.5"]}])  # fmt: skip
     cap = tmp_path / "capture"
-    proc = subprocess.Popen(bench_cmd("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(bench_argv("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     ok_lines = []
     try:
         for line in proc.stdout:
@@ -211,7 +167,7 @@ def test_server_crash_mid_point_is_restarted_and_the_point_retried(tmp_path: Pat
         "default",
         *SIM_FAST,
     ]
-    spec = write_spec(tmp_path, mark, sweep={"groups": [2]},
+    spec = bench_spec(tmp_path, mark, sweep={"groups": [2]},
                       servers=[{"name": "c", "launch": "command", "engine": "sim", "command": cmd}])  # fmt: skip
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -236,7 +192,7 @@ def test_server_that_never_becomes_ready_fails_with_its_log_tail(tmp_path: Path,
             "ready_timeout_s": 3,
         }
     ]
-    spec = write_spec(tmp_path, mark, servers=servers)
+    spec = bench_spec(tmp_path, mark, servers=servers)
     t0 = time.monotonic()
     r = run_bench(tmp_path, "--spec", str(spec))
     took = time.monotonic() - t0
@@ -249,9 +205,9 @@ def test_server_that_never_becomes_ready_fails_with_its_log_tail(tmp_path: Path,
 
 @pytest.mark.slow
 def test_sigint_stops_the_server_and_leaves_the_capture_resumable(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(tmp_path, mark, seeds=[0, 1, 2], sweep={"groups": [1, 2, 3]},
+    spec = bench_spec(tmp_path, mark, seeds=[0, 1, 2], sweep={"groups": [1, 2, 3]},
                       servers=[{"name": "s", "launch": "sim", "args": ["--card-profile", "tiny-test", "--time-scale", "0.5"]}])  # fmt: skip
-    proc = subprocess.Popen(bench_cmd("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(bench_argv("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     server_pid = None
     try:
@@ -277,8 +233,8 @@ def test_sigint_stops_the_server_and_leaves_the_capture_resumable(tmp_path: Path
 @pytest.mark.slow
 def test_sigterm_stops_the_server(tmp_path: Path, mark: str) -> None:
     servers = [{"name": "s", "launch": "sim", "args": ["--card-profile", "tiny-test", "--time-scale", "1"]}]
-    spec = write_spec(tmp_path, mark, seeds=[0, 1, 2], servers=servers)
-    proc = subprocess.Popen(bench_cmd("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE,
+    spec = bench_spec(tmp_path, mark, seeds=[0, 1, 2], servers=servers)
+    proc = subprocess.Popen(bench_argv("--spec", str(spec)), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         for line in proc.stdout:
@@ -297,7 +253,7 @@ def test_sigterm_stops_the_server(tmp_path: Path, mark: str) -> None:
 def test_api_keys_never_reach_the_capture(tmp_path: Path, mark: str) -> None:
     key = "sk-test-" + uuid.uuid4().hex
     servers = [{"name": "s", "launch": "sim", "args": [*SIM_FAST, "--api-key", "{env:BENCH_TEST_API_KEY}"]}]
-    spec = write_spec(
+    spec = bench_spec(
         tmp_path,
         mark,
         servers=servers,
@@ -319,7 +275,7 @@ def test_api_keys_never_reach_the_capture(tmp_path: Path, mark: str) -> None:
 
 @pytest.mark.slow
 def test_unwritable_capture_stops_before_any_server_is_launched(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(tmp_path, mark)
+    spec = bench_spec(tmp_path, mark)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the capture folder should be")
     r = run_bench(tmp_path, "--spec", str(spec), "--capture", str(blocker / "capture"))
@@ -331,7 +287,7 @@ def test_unwritable_capture_stops_before_any_server_is_launched(tmp_path: Path, 
 
 @pytest.mark.slow
 def test_bad_server_profile_is_one_line_exit_2(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(
+    spec = bench_spec(
         tmp_path, mark, servers=[{"name": "x", "launch": "command", "command": "serve --port {port}"}]
     )
     r = run_bench(tmp_path, "--spec", str(spec), "--dry-run")
@@ -352,7 +308,7 @@ def _opts(tmp_path: Path, **kw) -> BenchOptions:
 def test_plan_skips_ok_points_and_filters_by_only_and_server(tmp_path: Path) -> None:
     servers = [{"name": "{policy}", "launch": "sglang", "args": ["--radix-eviction-policy", "{policy}"]}]
     spec = load_spec(
-        write_spec(tmp_path, "m", servers=servers, matrix={"policy": ["lru", "lfu"]}, seeds=[0, 1])
+        bench_spec(tmp_path, "m", servers=servers, matrix={"policy": ["lru", "lfu"]}, seeds=[0, 1])
     )
     opts = _opts(tmp_path)
     ok = tmp_path / "capture" / "n" / "tiny" / "lru" / "groups=1,seed=1" / "point.json"
@@ -377,7 +333,7 @@ def test_plan_skips_ok_points_and_filters_by_only_and_server(tmp_path: Path) -> 
 
 
 def test_sim_settings_come_from_cli_then_spec(tmp_path: Path) -> None:
-    spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}],
+    spec = load_spec(bench_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}],
                                 suite={"sim": {"card_profile": "h200-8b", "time_scale": 0.1, "args": ["--page-size", "1"]}}))  # fmt: skip
     p = plan_experiment(spec, _opts(tmp_path)).servers[0].profile
     assert p.args == ("--card-profile", "h200-8b", "--time-scale", "0.1", "--page-size", "1")
@@ -389,7 +345,7 @@ def test_sim_settings_come_from_cli_then_spec(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Path) -> None:
-    path = write_spec(tmp_path, "m")
+    path = bench_spec(tmp_path, "m")
     spec = load_spec(path)
     opts = _opts(tmp_path)
     plan = plan_experiment(spec, opts)
@@ -412,7 +368,7 @@ def test_changed_spec_or_server_refuses_to_mix_into_an_old_capture(tmp_path: Pat
 
 def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
     """Points left by `harness run` under another spec version are refused by bench too; a stale key is not."""
-    path = write_spec(tmp_path, "m")
+    path = bench_spec(tmp_path, "m")
     opts = _opts(tmp_path)
     red = spec_redactor([load_spec(path)])
     spec = load_spec(path)
@@ -434,7 +390,7 @@ def test_bench_and_run_share_one_spec_check(tmp_path: Path) -> None:
 
 
 def test_model_path_that_does_not_exist_is_caught_before_launch(tmp_path: Path) -> None:
-    spec = load_spec(write_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}]))
+    spec = load_spec(bench_spec(tmp_path, "m", servers=[{"name": "a", "launch": "sglang"}]))
     opts = _opts(tmp_path, server_kind="sglang", model=str(tmp_path / "no-such-model"))
     with pytest.raises(HarnessError, match="--model: .*no-such-model does not exist"):
         check_model([plan_experiment(spec, opts)])
@@ -463,7 +419,7 @@ def test_suites_exist_and_are_valid() -> None:
 
 @pytest.mark.slow
 def test_too_little_free_disk_stops_before_launch(tmp_path: Path, mark: str) -> None:
-    spec = write_spec(tmp_path, mark)
+    spec = bench_spec(tmp_path, mark)
     r = run_bench(tmp_path, "--spec", str(spec), "--min-free-mb", str(10**12))
     assert r.returncode == 2 and "MB free (need at least" in r.stderr and "ready in" not in r.stdout
     assert not marked_pids(mark)
@@ -472,7 +428,7 @@ def test_too_little_free_disk_stops_before_launch(tmp_path: Path, mark: str) -> 
 @pytest.mark.slow
 def test_server_kind_sglang_without_sglang_is_one_line(tmp_path: Path, mark: str) -> None:
     pytest.importorskip("harness.telemetry.gpus")
-    spec = write_spec(tmp_path, mark)
+    spec = bench_spec(tmp_path, mark)
     try:
         import sglang  # noqa: F401
 

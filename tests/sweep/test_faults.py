@@ -13,49 +13,35 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.capture import read_jsonl
 from harness.errors import HarnessError
 from harness.servers.control import check_server, flush_cache
 from harness.spec import load_spec
 from harness.sweep.bench import run_points
+from tests.helpers import cli, specs
 from tests.helpers.procs import SimProc, wait_lines
+from tests.helpers.specs import shared_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
+harness = partial(cli.harness, timeout=60)
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")
 POINT = "seed=0"
 
 
 def write_spec(folder: Path, *, workload: dict | None = None, **over) -> Path:
-    spec = {
-        "name": "faults",
-        "api": "openai-chat",
-        "model": "default",
-        "concurrency": 4,
-        "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 6,
-            "system_prompt_tokens": 32,
-            "question_tokens": 4,
-            "output_tokens": 8,
-            **(workload or {}),
-        },
-        "timeouts": {"connect": 5, "first_token": 10, "total": 20},
-        "max_failed_fraction": 0.5,
-        **over,
-    }
-    path = folder / f"spec-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    wl = shared_prefix(
+        **{"prompts_per_group": 6, "system_prompt_tokens": 32, "question_tokens": 4, **(workload or {})}
+    )
+    timeouts = {"connect": 5, "first_token": 10, "total": 20}
+    top = {"concurrency": 4, "seeds": [0], "timeouts": timeouts, "max_failed_fraction": 0.5, **over}
+    return specs.write_spec(folder, "faults", wl, file=f"spec-{uuid.uuid4().hex[:6]}.yaml", **top)
 
 
 def run_one(spec_path: Path, url: str, cap: Path):
@@ -96,17 +82,6 @@ def sim(tmp_path):
     yield start
     for p in procs:
         p.stop()
-
-
-def harness(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
 
 
 # ------------------------------------------------------------------ failed requests and the threshold
@@ -232,7 +207,7 @@ def test_health_that_never_answers_stops_harness_run_with_one_line(sim, tmp_path
 
 def _start_run(spec: Path, url: str, cap: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", str(spec), "--server-url", url, "--node", "n"]
+        cli.harness_argv("run", str(spec), "--server-url", url, "--node", "n")
         + ["--capture", str(cap), "--quiet"],
         cwd=ROOT,
         env={**os.environ, **(env or {})},

@@ -7,42 +7,22 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.capture import POINT, SERVER_INFO, experiment_dir
 from harness.capture.manifest import load_manifest
 from harness.realserver.vllm_suite import rerun_warm
 from harness.sweep.pipeline import after_sweep, run_specs
 from harness.sweep.plan import BenchOptions
+from tests.helpers.specs import SIM_FAST, TIMEOUTS, shared_prefix, write_spec
 
 pytestmark = pytest.mark.slow  # starts the sim
 
-SIM_FAST = ["--card-profile", "tiny-test", "--time-scale", "0.05"]
-
 
 def _spec(folder: Path) -> Path:
-    spec = {
-        "name": "tiny",
-        "api": "openai-chat",
-        "model": "default",
-        "tokenizer": "word",
-        "concurrency": 2,
-        "seeds": [0, 1],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 2,
-            "system_prompt_tokens": 32,
-            "question_tokens": 4,
-            "output_tokens": 4,
-        },
-        "sweep": {"groups": [1, 2]},
-        "timeouts": {"connect": 5, "first_token": 30, "total": 60},
-        "servers": [{"name": "s", "launch": "sim", "args": SIM_FAST}],
-    }
-    path = folder / "tiny.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    wl = shared_prefix(prompts_per_group=2, system_prompt_tokens=32, question_tokens=4, output_tokens=4)
+    servers = [{"name": "s", "launch": "sim", "args": SIM_FAST}]
+    return write_spec(folder, "tiny", wl, tokenizer="word", concurrency=2, seeds=[0, 1], sweep={"groups": [1, 2]},
+                      timeouts=TIMEOUTS, servers=servers)  # fmt: skip
 
 
 def _points(root: Path) -> dict[str, dict]:

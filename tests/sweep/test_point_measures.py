@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.capture import experiment_dir, read_jsonl
 from harness.capture.manifest import write_manifest
@@ -15,33 +14,20 @@ from harness.capture.redact import spec_redactor
 from harness.spec import load_spec
 from harness.summarize.summary import summarize
 from harness.sweep.bench import run_points
+from tests.helpers import specs
 from tests.helpers.procs import STDLIB_SERVER, ScriptServer, SimProc
+from tests.helpers.specs import shared_prefix
 
 pytestmark = pytest.mark.slow
 FAST = ("--card-profile", "tiny-test", "--time-scale", "0.05")
 
 
 def write_spec(folder: Path, name: str, **over) -> Path:
-    spec = {
-        "name": name,
-        "api": "openai-chat",
-        "model": "default",
-        "concurrency": 4,
-        "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 3,
-            "prompts_per_group": 4,
-            "system_prompt_tokens": 32,
-            "question_tokens": 4,
-            "output_tokens": 16,
-        },
-        "timeouts": {"connect": 5, "first_token": 10, "total": 20},
-        **over,
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    wl = shared_prefix(groups=3, system_prompt_tokens=32, question_tokens=4, output_tokens=16)
+    timeouts = {"connect": 5, "first_token": 10, "total": 20}
+    return specs.write_spec(
+        folder, name, **{"workload": wl, "concurrency": 4, "seeds": [0], "timeouts": timeouts, **over}
+    )
 
 
 def run(spec_path: Path, url: str, cap: Path):

@@ -7,18 +7,17 @@ whose /flush_cache either empties the cache (control), answers success and does 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.verdicts.cold import HEAD_SLACK, cache_state, first_requests, worst_state
+from tests.helpers import cli
 from tests.helpers.procs import STDLIB_CACHE_SERVER, ScriptServer
+from tests.helpers.specs import shared_prefix, write_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+_harness = partial(cli.harness, timeout=180)
 
 
 def row(i: int, pos: int, cached: int | None, prompt: int = 558, group: int = 0) -> dict:
@@ -101,36 +100,9 @@ def stdlib_server(request):
 
 
 def _spec(tmp_path: Path) -> Path:
-    d = {
-        "name": "cold",
-        "api": "openai-chat",
-        "model": "m",
-        "concurrency": 2,
-        "seeds": [0],
-        "workload": {
-            "kind": "shared-prefix",
-            "groups": 2,
-            "prompts_per_group": 3,
-            "system_prompt_tokens": 64,
-            "question_tokens": 4,
-            "output_tokens": 2,
-        },
-        "sweep": {"groups": [1, 2]},  # groups=2 repeats group 0's system prompt: warm unless reset
-    }
-    p = tmp_path / "cold.yaml"
-    p.write_text(yaml.safe_dump(d))
-    return p
-
-
-def _harness(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        env=os.environ,
-    )
+    wl = shared_prefix(prompts_per_group=3, question_tokens=4, output_tokens=2)
+    # groups=2 repeats group 0's system prompt: warm unless reset
+    return write_spec(tmp_path, "cold", wl, model="m", concurrency=2, seeds=[0], sweep={"groups": [1, 2]})
 
 
 @pytest.mark.slow

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from harness.verdicts import (
     validate_summary,
     verdict_line,
 )
+from tests.helpers import cli
 from tests.helpers.procs import SimProc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,17 +159,7 @@ def test_pair_without_clock_is_no_telemetry() -> None:
 
 # ----------------------------------------------------------------- CLI exit codes
 
-
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", "validate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+_cli = partial(cli.harness, "validate", env={"COLUMNS": "200"}, timeout=60)
 
 
 def _write(path: Path, points: list[dict[str, Any]], version: Any = 1) -> Path:

@@ -6,15 +6,15 @@ Every test here starts processes (serve-sim, the CLI): slow.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.workloads.traces import mooncake_ideal
+from tests.helpers import cli
+from tests.helpers.specs import write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -22,39 +22,22 @@ ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE = ROOT / "tests" / "data" / "mooncake" / "conversation_trace.jsonl"
 SLICE = {"start": 1000, "limit": 300, "block_tokens": 16}  # ~130k tokens; ideal hit rate ~17%
 POOL = 24_000  # a fifth of the slice's tokens: conversations come back after their prefix was evicted
-
-
-def harness(*args: str, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+harness = partial(cli.harness, timeout=300)  # a whole trace slice through serve-sim
 
 
 def trace_spec(tmp: Path, concurrency: int, name: str = "trace", **top) -> Path:
-    raw = {
-        "name": name,
-        "model": "m",
+    wl = {"kind": "trace", "path": str(MOONCAKE), "format": "mooncake", "timestamps": "ignore"}
+    wl |= {"max_output_tokens": 8, **SLICE}
+    timeouts = {"connect": 5, "first_token": 60, "total": 120}
+    top = {
         "api": "openai-completions",
+        "model": "m",
+        "workload": wl,
         "concurrency": concurrency,
-        "workload": {
-            "kind": "trace",
-            "path": str(MOONCAKE),
-            "format": "mooncake",
-            "timestamps": "ignore",
-            "max_output_tokens": 8,
-            **SLICE,
-        },
-        "timeouts": {"connect": 5, "first_token": 60, "total": 120},
+        "timeouts": timeouts,
         **top,
     }
-    p = tmp / f"{name}-c{concurrency}.yaml"
-    p.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return p
+    return write_spec(tmp, name, file=f"{name}-c{concurrency}.yaml", **top)
 
 
 def test_live_replay_measures_what_whatif_predicts(tmp_path: Path) -> None:

@@ -7,24 +7,22 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.errors import HarnessError
 from harness.spec import load_spec
 from harness.workloads import PromptBuilder, build_schedule
 from harness.workloads.prompts import Turnout
 from harness.workloads.traces import block_positions, bucket, mooncake_ideal
+from tests.helpers import specs
 
 ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE = ROOT / "tests" / "data" / "mooncake" / "conversation_trace.jsonl"
 
 
 def write_spec(tmp: Path, workload: dict, **top) -> Path:
-    raw = {"name": "tr", "model": "m", "api": "openai-completions", "workload": {"kind": "trace", **workload}}
-    raw.update(top)
-    p = tmp / "spec.yaml"
-    p.write_text(yaml.safe_dump(raw))
-    return p
+    wl = {"kind": "trace", **workload}
+    top = {"api": "openai-completions", "model": "m", "workload": wl, **top}
+    return specs.write_spec(tmp, "tr", file="spec.yaml", **top)
 
 
 def schedule_of(tmp: Path, workload: dict, **top):
