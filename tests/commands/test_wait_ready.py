@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import harness_argv
 from tests.helpers.procs import STDLIB_CACHE_SERVER as SERVER
 from tests.helpers.specs import shared_prefix, write_spec
 
@@ -44,7 +45,7 @@ def test_late_port_is_waited_for_and_zero_fails_at_once(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
 
     def run(wait: str, capture: str) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "harness", "run", str(_spec(tmp_path)), "--server-url", url]
+        argv = harness_argv("run", str(_spec(tmp_path)), "--server-url", url)
         argv += ["--wait-ready", wait, "--capture", str(tmp_path / capture), "--quiet"]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 

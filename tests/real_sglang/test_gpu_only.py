@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.cli import harness
 from tests.real_sglang.agreement import cached_per_request, per_seed, real_run, sim_run, write_spec
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
 
@@ -170,13 +171,7 @@ def test_harness_run_end_to_end_three_sources_agree(server: RunningSglang, tmp_p
         ]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "summarize", str(capture / "sg"), "-o", str(summaries)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    r = harness("summarize", str(capture / "sg"), "-o", str(summaries), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((summaries / "sg.json").read_text())
     points = summary["points"]

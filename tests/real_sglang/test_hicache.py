@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.cli import harness
 from tests.real_sglang.agreement import cached_per_request, per_seed, real_run, sim_run, write_spec
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
 
@@ -101,13 +102,7 @@ def test_harness_run_end_to_end_host_hits_and_three_sources(server: RunningSglan
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "summarize", str(capture / "sg"), "-o", str(summaries)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    r = harness("summarize", str(capture / "sg"), "-o", str(summaries), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (p,) = json.loads((summaries / "sg.json").read_text())["points"]
     m = p["median"]

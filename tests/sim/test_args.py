@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from harness.sim.args import build_parser
+from tests.helpers.cli import harness
 
 
 def parse(*argv: str):
@@ -58,9 +56,8 @@ def test_unknown_other_flag_is_an_error(capsys):
     ],
 )
 def test_bad_policy_config_fails_at_startup(policy, config, needle):
-    cmd = [sys.executable, "-m", "harness", "serve-sim", "--port", "0", "--radix-eviction-policy", policy,
-           "--radix-eviction-policy-config", config]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    r = harness("serve-sim", "--port", "0", "--radix-eviction-policy", policy,
+                "--radix-eviction-policy-config", config, timeout=30)  # fmt: skip
     assert r.returncode == 2
     assert needle in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

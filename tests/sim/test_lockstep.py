@@ -23,33 +23,19 @@ from harness.sim.simulate import simulate
 from harness.whatif.inputs import Trace, TraceRequest, read_spec
 from harness.whatif.replay import Config, closed_loop, engine_config
 from harness.workloads.arrivals import arrival_offsets
+from tests.helpers.specs import TIMEOUTS, multi_turn, shared_prefix, write_spec
 
 Send = Callable[[TraceRequest, ClientHint], Awaitable[dict]]
 
 
 def _spec(tmp_path: Path, kind: str, concurrency: int) -> Path:
-    import yaml
-
     workload = (
-        {"kind": "multi-turn", "sessions": 6, "turns": 4, "system_prompt_tokens": 40, "question_tokens": 8,
-         "answer_tokens": 16}
+        multi_turn(sessions=6, turns=4, system_prompt_tokens=40, question_tokens=8, answer_tokens=16)
         if kind == "multi-turn"
-        else {"kind": "shared-prefix", "groups": 5, "prompts_per_group": 4, "system_prompt_tokens": 120,
-              "question_tokens": 16, "output_tokens": 12}
-    )  # fmt: skip
-    spec = {
-        "name": f"lockstep-{kind}",
-        "api": "openai-chat",
-        "model": "default",
-        "tokenizer": "word",
-        "concurrency": concurrency,
-        "seeds": [0],
-        "workload": workload,
-        "timeouts": {"connect": 5, "first_token": 30, "total": 60},
-    }
-    path = tmp_path / f"{kind}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+        else shared_prefix(groups=5, system_prompt_tokens=120, question_tokens=16, output_tokens=12)
+    )
+    return write_spec(tmp_path, f"lockstep-{kind}", workload, tokenizer="word", concurrency=concurrency, seeds=[0],
+                      timeouts=TIMEOUTS, file=f"{kind}.yaml")  # fmt: skip
 
 
 async def drive(trace: Trace, concurrency: int, send: Send, wall_per_s: float = 0.0) -> dict[int, dict]:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from harness.sim.args import build_parser
 from harness.sim.engine import Engine, EngineConfig
+from tests.helpers.cli import harness
 
 
 def parse(*argv: str):
@@ -45,24 +43,12 @@ def test_serve_sim_tlru_needs_the_unified_tree(capsys):
 def test_whatif_tree_flag(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "hash_ids": [1, 2]}\n{"timestamp": 1, "hash_ids": [1, 3]}\n')
-    cmd = [sys.executable, "-m", "harness", "whatif", str(trace), "--pool", "8", "--json"]
-    ok = subprocess.run([*cmd, "--tree", "radix"], capture_output=True, text=True, timeout=120)
+    cmd = ["whatif", str(trace), "--pool", "8", "--json"]
+    ok = harness(*cmd, "--tree", "radix")
     assert ok.returncode == 0, ok.stderr
     assert '"tree": "radix"' in ok.stdout
-    default = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    default = harness(*cmd)
     assert '"tree": "unified"' in default.stdout
-    bad = subprocess.run(
-        [
-            *cmd,
-            "--tree",
-            "radix",
-            "--policy",
-            "tlru",
-            "--policy-config",
-            '{"threshold": 4, "next_prompt_estimate": 1}',
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    tlru = ["--policy", "tlru", "--policy-config", '{"threshold": 4, "next_prompt_estimate": 1}']
+    bad = harness(*cmd, "--tree", "radix", *tlru)
     assert bad.returncode == 2 and "--tree radix" in bad.stderr and "Traceback" not in bad.stderr

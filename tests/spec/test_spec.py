@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +9,7 @@ import yaml
 
 from harness.errors import SpecError
 from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT, load_spec
+from tests.helpers.cli import harness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -193,13 +192,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
 @pytest.mark.slow
 def test_cli_prints_one_line_and_exits_2(tmp_path):
     p = write(tmp_path, with_(BASE, "workload.groups", 0))
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(p), "--server-url", "http://127.0.0.1:9"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    r = harness("run", str(p), "--server-url", "http://127.0.0.1:9", timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert "workload.groups: expected a positive integer, got 0" in r.stderr

@@ -8,17 +8,14 @@ Slow: it starts processes.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+from tests.helpers.cli import harness
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
 def test_server_tokenizer_point_is_predicted_exactly(tmp_path: Path) -> None:
@@ -46,23 +43,8 @@ def test_server_tokenizer_point_is_predicted_exactly(tmp_path: Path) -> None:
     }
     path = tmp_path / "ids.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "bench", "--spec", str(path), "--server-kind", "sim"]
-        + [
-            "--node",
-            "n",
-            "--capture",
-            str(tmp_path / "cap"),
-            "--summaries",
-            str(tmp_path / "sum"),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    r = harness("bench", "--spec", str(path), "--server-kind", "sim", "--node", "n", "--capture",
+                str(tmp_path / "cap"), "--summaries", str(tmp_path / "sum"), "--quiet", timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [
         json.loads(line)

@@ -20,6 +20,7 @@ from harness.telemetry import gpus as gpus_mod
 from harness.telemetry.clocks import locked_clocks
 from harness.telemetry.sampler import FIELDS, open_sampler
 from harness.telemetry.stats import merge_seed_stats, point_stats
+from tests.helpers.cli import harness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -406,9 +407,7 @@ def test_harness_gpu_lists_what_nvml_sees(install, capsys) -> None:
 
 @pytest.mark.slow
 def test_harness_gpu_without_nvml_says_why_and_exits_0() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "gpu"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    r = harness("gpu", timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("NVML: ")
 
 

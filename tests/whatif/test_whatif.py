@@ -15,6 +15,7 @@ from harness.errors import HarnessError
 from harness.whatif.grid import Config
 from harness.whatif.inputs import Trace, TraceRequest, read_mooncake
 from harness.whatif.replay import diagnose, ideal_hits, replay, sweep
+from tests.helpers.cli import harness
 
 
 def write(tmp_path: Path, lines: list[str]) -> Path:
@@ -167,12 +168,7 @@ def test_command_prints_table_json_and_chart(tmp_path):
     assert len(res) == 4 and all(0 <= x["hit_rate"] <= x["ideal_hit_rate"] for x in res)
     assert (out / "whatif-trace.png").stat().st_size > 0 and (out / "whatif.json").exists()
     bad = write(tmp_path, [GOOD, "{oops"])
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "whatif", str(bad), "--pool", "4"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = harness("whatif", str(bad), "--pool", "4")
     assert r.returncode == 2 and "trace.jsonl:2" in r.stderr and "Traceback" not in r.stderr
 
 
