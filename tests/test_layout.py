@@ -1,5 +1,6 @@
 """The package's shape (issues 12, 25): few top-level modules, no import cycle, packages imported in
-one direction only (LAYERS), no library module importing commands/, long modules say why.
+one direction only (LAYERS), no library module importing commands/, long modules say why; and tests/
+mirroring the package (tests/<package>/ for harness/<package>/), so a test is found where its code is.
 
 Read from the source with `ast`, nothing imported, so these run in `make check`. The KNOWN_* sets
 name what is left to fix; a test fails when an entry is fixed too, so the lists only shrink.
@@ -207,3 +208,72 @@ def test_long_modules_say_why_they_are_one_file() -> None:
             long.add(str(p.relative_to(PKG.parent)))
     assert long - KNOWN_LONG == set(), f"over {MAX_LINES} lines, no '{WHY_ONE_FILE}' reason in the docstring"
     assert KNOWN_LONG - long == set(), "fixed: remove from KNOWN_LONG"
+
+
+# ------------------------------------------------------------------ tests/ mirrors the package
+# tests/<package>/ holds the tests of harness/<package>/, tests/test_<module>.py those of a top-level
+# harness/<module>.py. Beside them, only these folders and these top-level files, each for a reason:
+TESTS = PKG.parent / "tests"
+TEST_FOLDERS = {
+    "helpers": "what tests share (processes, the CLI in a child, spec files, hand-built captures); no test",
+    "data": "recorded inputs (a real vLLM log, a Mooncake trace slice)",
+    "oracle": "the sim's radix tree against SGLang's own, in SGLang's venv (`oracle` mark)",
+    "real_server": "llama.cpp's llama-server and vLLM, built or installed on first use (`real_server` mark)",
+    "real_sglang": "SGLang 0.5.23's own server on the CPU (`sglang` mark), its conftest and agreement runs",
+}
+TOP_LEVEL_TESTS = {  # rules over the whole tree, or the test suite itself: no one package owns them
+    "test_layout.py": "the package's shape and this mirror",
+    "test_docs.py": "README.md and docs/ hold together",
+    "test_verdicts_home.py": "which packages may judge (capture, loadgen, report, summarize do not)",
+    "test_announce.py": "the suite's own setup lines (tests/helpers/announce.py) reach the terminal",
+}
+
+
+def _packages() -> set[str]:
+    return {p.parent.name for p in PKG.glob("*/__init__.py")}
+
+
+def test_every_test_folder_mirrors_a_package_or_says_why() -> None:
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    stray = folders - _packages() - set(TEST_FOLDERS)
+    assert stray == set(), (
+        f"tests/<folder> must be named after a harness/<package>/ (or be in TEST_FOLDERS): {stray}"
+    )
+    assert set(TEST_FOLDERS) <= folders, f"gone: remove from TEST_FOLDERS: {set(TEST_FOLDERS) - folders}"
+
+
+def test_top_level_tests_are_of_top_level_modules_or_listed() -> None:
+    modules = {p.stem for p in PKG.glob("*.py")}
+    top = {p.name for p in TESTS.glob("test_*.py")}
+    stray = {n for n in top if n.removeprefix("test_").removesuffix(".py") not in modules} - set(
+        TOP_LEVEL_TESTS
+    )
+    assert stray == set(), f"move into tests/<package>/ the tests of harness/<package>/: {sorted(stray)}"
+    assert set(TOP_LEVEL_TESTS) <= top, f"gone: remove from TOP_LEVEL_TESTS: {set(TOP_LEVEL_TESTS) - top}"
+
+
+def test_test_folders_are_packages_and_helpers_hold_no_test() -> None:
+    """tests import each other as `tests.<folder>.<module>`: every folder with Python in it is a package."""
+    no_init = sorted(
+        str(d.relative_to(TESTS))
+        for d in {p.parent for p in TESTS.rglob("*.py")}
+        if "__pycache__" not in d.parts and not (d / "__init__.py").exists()
+    )
+    assert no_init == []
+    assert sorted(p.name for p in (TESTS / "helpers").rglob("test_*.py")) == []
+
+
+def test_no_test_module_imports_another() -> None:
+    """What two test files share lives in tests/helpers (or a folder's conftest), not in a test module."""
+    wrong = []
+    for p in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.startswith("tests.") and n.rpartition(".")[2].startswith("test_") for n in names):
+                wrong.append(f"{p.relative_to(TESTS)}: {names[0]}")
+    assert wrong == []
