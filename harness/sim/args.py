@@ -95,7 +95,7 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
 class SimArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser that lets known SGLang flags through with a warning."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """One line naming the culprit, no usage dump (the CLI convention for bad input)."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
