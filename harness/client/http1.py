@@ -96,9 +96,10 @@ class H1Conn(asyncio.Protocol):
             return
         self.got_bytes = True
         if state == HEAD:
-            data = self._head(data, now)
-            if data is None:
+            rest = self._head(data, now)
+            if rest is None:
                 return
+            data = rest
             state = self.state
             if state == DONE:
                 self._complete(now)
