@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 Prompt = str | tuple[int, ...]  # text, or token ids for SGLang's /generate `input_ids`
@@ -45,7 +45,7 @@ class Schedule:
     kind: str
     seed: int
     tokenizer: str  # word | server | path of a HF tokenizer
-    conversations: list[Conversation]
+    conversations: Iterable[Conversation]  # re-iterable: a list, or made on each pass (shared-prefix, traces)
     history: str = "verbatim"  # multi-turn: verbatim | drop-reasoning
     ids: bool = False  # prompts are token ids (tokenizer: server)
     # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many

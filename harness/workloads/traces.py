@@ -91,7 +91,7 @@ def trace_schedule(wl: TraceWorkload, seed: int, maker: PromptMaker, spec_file: 
         kind="trace",
         seed=seed,
         tokenizer=maker.kind,
-        conversations=convs,  # type: ignore[arg-type]
+        conversations=convs,
         history=history,
         ids=maker.kind == "server",
         total=total,
