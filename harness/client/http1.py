@@ -75,6 +75,7 @@ class H1Conn(asyncio.Protocol):
 
     # ---------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # typeshed's Protocol takes any BaseTransport; a stream connection is always given a Transport
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -6,9 +6,27 @@ import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 Prompt = str | tuple[int, ...]  # text, or token ids for SGLang's /generate `input_ids`
-# a trace's question may also be a harness.workloads.trace_prompts.BlockPrompt or ChatPrompt, built at send time
+
+
+@dataclass
+class BuiltPrompt:
+    """What one request sends (harness.workloads.prompts builds it), with the tokens it should count."""
+
+    payload: Any  # list of chat messages | rendered text | list of token ids
+    expected_tokens: int | None
+    sha: str
+
+
+class SendTimePrompt(Protocol):
+    """A trace's question made only when sent (trace_prompts.BlockPrompt, LoggedPrompt): memory stays flat."""
+
+    def render(self, api: str) -> BuiltPrompt: ...
+
+
+Question = Prompt | SendTimePrompt
 
 
 @dataclass(frozen=True)
@@ -19,7 +37,7 @@ class Request:
     conversation: int
     turn: int
     position: int  # occurrence of this group/session prefix so far in send order (0 = first)
-    question: Prompt
+    question: Question
     question_tokens: int
     output_tokens: int
     group: int | None = None

@@ -125,7 +125,7 @@ def _mooncake(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: str):
                 conversation=i,
                 turn=0,
                 position=positions[i],
-                question=BlockPrompt(line.hash_ids, n, blocks),  # type: ignore[arg-type]
+                question=BlockPrompt(line.hash_ids, n, blocks),
                 question_tokens=n,
                 output_tokens=_cap(line.output_length, wl),
                 arrival=max(0.0, line.timestamp_s - t0) / wl.speedup if honor else None,
@@ -185,7 +185,7 @@ def _requests(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: str):
                 conversation=i,
                 turn=0,
                 position=pos if pos is not None else 0,
-                question=LoggedPrompt(line.payload, k, word),  # type: ignore[arg-type]
+                question=LoggedPrompt(line.payload, k, word),
                 question_tokens=k or 0,
                 output_tokens=_cap(line.max_tokens, wl),
                 session=sess,
