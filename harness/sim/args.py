@@ -99,6 +99,7 @@ class SimArgumentParser(argparse.ArgumentParser):
         """One line naming the culprit, no usage dump (the CLI convention for bad input)."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
+    # one signature for typeshed's overloads (with and without a namespace): mypy sees a narrower override
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         ns, extra = self.parse_known_args(args, namespace)
         ignored = _sort_unknown(extra, self)
