@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from harness.errors import SpecError
 from harness.spec import TraceWorkload
@@ -239,7 +240,7 @@ def _conversations(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: s
 
 
 def mooncake_ideal(
-    path, start: int, count: int, block_tokens: int, sent: set[int] | None = None
+    path: Path, start: int, count: int | None, block_tokens: int, sent: set[int] | None = None
 ) -> tuple[int, int, int]:
     """(requests, hit tokens, prompt tokens) of an unbounded cache over the slice's requests (those in
     `sent`, by index, when given), in trace order: a request hits the longest block prefix an earlier
