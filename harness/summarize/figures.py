@@ -319,10 +319,10 @@ def _vllm_log_figures(
 
 def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord]:
     """Tensor-parallel ranks may each print the same batch: keep the lowest TP rank's lines only."""
-    tps = {r.ranks.get("TP") for r in records} - {None}
+    tps = {tp for r in records if (tp := r.ranks.get("TP")) is not None}
     if len(tps) <= 1:
         return records
-    keep = min(tps)  # type: ignore[type-var]
+    keep = min(tps)
     return [r for r in records if r.ranks.get("TP") in (None, keep)]
 
 
