@@ -27,6 +27,7 @@ check: lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check harness tests scripts
 	$(VENV)/bin/ruff format --check harness tests scripts
+	$(VENV)/bin/mypy harness  # the package ships py.typed: its annotations must hold ([tool.mypy])
 
 bench: $(STAMP)
 	$(VENV)/bin/harness bench --node $(NODE) --suite $(SUITE) --server-kind $(SERVER_KIND) $(if $(MODEL),--model $(MODEL),)
@@ -59,4 +60,4 @@ docs: $(STAMP)
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

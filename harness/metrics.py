@@ -129,7 +129,7 @@ class CounterDeltas:
         server (a `tp_rank` label with several values) count once: only the lowest rank is kept.
         """
         rows = [(ls, d) for (n, ls), d in self.deltas.items() if n == name and _matches(ls, labels)]
-        tp = {dict(ls).get("tp_rank") for ls, _ in rows} - {None}
+        tp = {r for ls, _ in rows if (r := dict(ls).get("tp_rank")) is not None}
         if len(tp) > 1:
             keep = min(tp, key=lambda r: (len(r), r))
             rows = [(ls, d) for ls, d in rows if dict(ls).get("tp_rank") in (None, keep)]
@@ -303,9 +303,11 @@ def vllm_cache_config(scrape: Scrape) -> dict[str, Any]:
 
     def num(key: str) -> int | float | None:
         v = labels.get(key)
+        if v is None:
+            return None
         try:
-            f = float(v)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            f = float(v)
+        except ValueError:
             return None
         return int(f) if f.is_integer() else f
 

@@ -33,8 +33,9 @@ _NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _STR = rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'  # printable ASCII, no quote, no backslash: no escapes
 _TEXT = rb'([^"\\]+)'
 _NUM_RX, _STR_RX = re.compile(_NUM), re.compile(_STR)
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
-_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
+# typeshed types make_scanner's context as a make_scanner; the C scanner takes any decoder (json.decoder does)
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # undocumented, absent from typeshed
 _WS = " \t\n\r"
 
 

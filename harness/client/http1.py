@@ -75,6 +75,7 @@ class H1Conn(asyncio.Protocol):
 
     # ---------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # typeshed's Protocol takes any BaseTransport; a stream connection is always given a Transport
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -96,9 +97,10 @@ class H1Conn(asyncio.Protocol):
             return
         self.got_bytes = True
         if state == HEAD:
-            data = self._head(data, now)
-            if data is None:
+            rest = self._head(data, now)
+            if rest is None:
                 return
+            data = rest
             state = self.state
             if state == DONE:
                 self._complete(now)

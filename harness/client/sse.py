@@ -35,10 +35,10 @@ class SSEParser:
             return self._feed_lines(chunk)
         if chunk.startswith(b"data: ") and chunk.endswith(b"\n\n"):
             # whole single-line events only: every newline is one of the blank-line separators
-            out = chunk[6:-2].split(b"\n\ndata: ")
-            if chunk.count(b"\n") == 2 * len(out):
+            events = chunk[6:-2].split(b"\n\ndata: ")
+            if chunk.count(b"\n") == 2 * len(events):
                 self._tail = b""
-                return out
+                return events
         parts = chunk.split(b"\n\n")
         tail = parts.pop()  # after the last blank line: an event still arriving (b"" if none)
         out: list[bytes] = []

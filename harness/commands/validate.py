@@ -178,7 +178,7 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
         ("reason", "text"),
     ]
     for exp in dict.fromkeys(r.experiment for r in result.pairs):
-        mine = [r for r in result.pairs if r.experiment == exp]
+        exp_pairs = [r for r in result.pairs if r.experiment == exp]
         rows = [
             [
                 _sweep(r.sweep),
@@ -188,7 +188,7 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
                 _verdict(r),
                 escape(short_reason(r.to_json())),
             ]
-            for r in sorted(mine, key=lambda r: sweep_order(r.sweep))
+            for r in sorted(exp_pairs, key=lambda r: sweep_order(r.sweep))
         ]
         _print(console, _table(f"A/B pairs of {exp} (same sweep value)", pair_cols, rows))
     console.print("[dim]reasons in full: harness validate --json[/]")

@@ -112,11 +112,11 @@ class Tracker:
             ops.append({"op": "delete", "path": p})
             del self.state[p]
         for q, st in sorted(cur.items()):
-            s = self.state.get(q)
-            if s and s.ino == st.st_ino and s.sent == st.st_size and s.mtime_ns == st.st_mtime_ns:
+            prev = self.state.get(q)
+            if prev and prev.ino == st.st_ino and prev.sent == st.st_size and prev.mtime_ns == st.st_mtime_ns:
                 continue
             append_only = _append_only(q)
-            offset = s.sent if s and append_only and self._continues(q, st, s) else 0
+            offset = prev.sent if prev and append_only and self._continues(q, st, prev) else 0
             data = self._read(q, offset)
             if data is None:
                 continue
@@ -134,7 +134,7 @@ class Tracker:
                 }
             )
             blobs.append(data)
-            tail = ((s.tail if offset else b"") + data)[-TAIL:] if append_only and s else data[-TAIL:]
+            tail = ((prev.tail if offset else b"") + data)[-TAIL:] if append_only and prev else data[-TAIL:]
             if not append_only:
                 tail = b""
             self.state[q] = _Sent(st.st_ino, offset + len(data), st.st_size, st.st_mtime_ns, tail)

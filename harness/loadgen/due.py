@@ -64,7 +64,7 @@ class DueQueue:
 
     def drain(self) -> list[Any]:
         """Take every queued item out (ready and future), earliest first; nothing more is handed out."""
-        items = [x[2] for x in sorted(self._ready + self._later, key=lambda x: x[:2])]
+        items = [x[2] for x in sorted([*self._ready, *self._later], key=lambda x: x[:2])]
         self._ready.clear()
         self._later.clear()
         if self._timer is not None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # how a point bar joins an outer display (the sweep's bar, harness.sweep.progress, registers it while
@@ -42,18 +41,18 @@ class Progress:
     def _info(failed: int, ttft: str) -> str:
         return f"failed {failed}  TTFT p50 {ttft}"
 
-    def _update(self, res: Any, ttfts: deque) -> None:
+    def _update(self, res: Any, ttfts: Sequence[float]) -> None:
         ttft = f"{statistics.median(ttfts) * 1000:.1f} ms" if ttfts else "-"
         done = res.ok + res.failed + res.skipped + res.not_sent
         self.p.update(self.task, completed=done, info=self._info(res.failed, ttft))
         self.p.refresh()
 
-    async def run(self, res: Any, ttfts: deque) -> None:
+    async def run(self, res: Any, ttfts: Sequence[float]) -> None:
         while True:
             self._update(res, ttfts)
             await asyncio.sleep(0.25)
 
-    def finish(self, res: Any, ttfts: deque) -> None:
+    def finish(self, res: Any, ttfts: Sequence[float]) -> None:
         self._update(res, ttfts)
         if self.shared is None:
             self.p.stop()

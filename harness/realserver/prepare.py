@@ -123,22 +123,20 @@ def _run(step: str, cmd: list[str], log: Path | None = None, cwd: Path | None = 
             with log.open("ab") as fh:
                 fh.write(("$ " + " ".join(cmd) + "\n").encode())
                 fh.flush()
-                proc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+                rc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, check=False).returncode
             out = ""
         else:
             proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-            out = (proc.stdout or "") + (proc.stderr or "")
+            rc, out = proc.returncode, (proc.stdout or "") + (proc.stderr or "")
     except OSError as e:
         raise PrepareError(step, f"cannot run {cmd[0]}: {e}") from e
-    if proc.returncode != 0:
+    if rc != 0:
         if log is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-            why = f"`{' '.join(cmd[:3])} ...` exited {proc.returncode}; log {log}:\n" + "\n".join(tail)
+            why = f"`{' '.join(cmd[:3])} ...` exited {rc}; log {log}:\n" + "\n".join(tail)
         else:
             lines = [ln for ln in out.strip().splitlines() if ln.strip()]
-            why = f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}: " + (
-                lines[-1] if lines else "no output"
-            )
+            why = f"`{' '.join(cmd[:4])} ...` exited {rc}: " + (lines[-1] if lines else "no output")
         raise PrepareError(step, why, out)
     return out
 

@@ -92,7 +92,8 @@ def _ttft_ms(p: Point, modelled: bool) -> float | None:
 def _ttft_spread_ms(p: Point, modelled: bool) -> tuple[float, float] | None:
     """min and max over the point's ok seeds, in ms."""
     if not modelled:
-        lo, hi = p.spread.get("ttft_median_s") or [None, None]  # type: ignore[misc]
+        got = p.spread.get("ttft_median_s")
+        lo, hi = got if isinstance(got, list) and len(got) == 2 else (None, None)
         return (lo * 1000, hi * 1000) if isinstance(lo, int | float) and isinstance(hi, int | float) else None
     vals = [
         v
@@ -116,43 +117,47 @@ def ttft_vs_prompts(summary: Any, exp: str, points: Points, path: Path) -> Path 
     # a sim's modelled time (its own clock) when every point has it; else wall clock, said so for a sim
     modelled = all(isinstance(_ttft_ms(p, True), int | float) for p in points)
     servers = _servers(s, exp)
-    scales = sorted({x for p in points if (x := server_time_scale(servers.get(p.server)))})
+    scales = sorted({sc for p in points if (sc := server_time_scale(servers.get(p.server)))})
     cards = sorted({c for p in points if (c := server_card(servers.get(p.server)))})
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
     for server in sorted({p.server for p in points}):
-        pts = sorted(
-            (p for p in points if p.server == server and _x(p, xs_key) is not None),
-            key=lambda p: _x(p, xs_key) or 0.0,
+        rows = sorted(
+            (
+                (xv, yv, p)
+                for p in points
+                if p.server == server
+                and (xv := _x(p, xs_key)) is not None
+                and isinstance(yv := _ttft_ms(p, modelled), int | float)
+            ),
+            key=lambda r: r[0],
         )
-        pts = [p for p in pts if isinstance(_ttft_ms(p, modelled), int | float)]
-        if not pts:
+        if not rows:
             continue
-        x = [_x(p, xs_key) for p in pts]
-        y = [_ttft_ms(p, modelled) for p in pts]
-        spreads = [_ttft_spread_ms(p, modelled) for p in pts]
+        x, y, pts = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+        spreads = [sp for p in pts if (sp := _ttft_spread_ms(p, modelled)) is not None]
         (line,) = ax.plot(x, y, marker="o", label=server)
-        if all(sp is not None for sp in spreads):
+        if len(spreads) == len(pts):  # a band only when every point has one
             ax.fill_between(
                 x, [sp[0] for sp in spreads], [sp[1] for sp in spreads], alpha=0.2, color=line.get_color()
             )
         for xi, yi, p in zip(x, y, pts, strict=True):
             if p.status != "ok":
-                ax.annotate(p.status, (xi, yi), fontsize=7, color="red")
+                ax.annotate(p.status or "", (xi, yi), fontsize=7, color="red")
         drawn = True
     if drawn:
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(sorted({x for p in points if (x := _x(p, xs_key)) is not None}))
+        ax.set_xticks(sorted({xv for p in points if (xv := _x(p, xs_key)) is not None}))
     ylabel, note = "median TTFT (ms)", ""
     if modelled:
         ylabel = "modelled median TTFT (ms)"
         note = f"modelled time of the {', '.join(cards) or 'modelled'} card on the sim's own clock, not wall clock"
     elif scales:
         ylabel = "median TTFT (ms, wall clock)"
-        x = scales[0]
-        note = f"wall clock of a sim at --time-scale {x:g} ({1 / x:g}× faster than the modelled card)"
+        scale = scales[0]
+        note = f"wall clock of a sim at --time-scale {scale:g} ({1 / scale:g}× faster than the modelled card)"
     if drawn and note:
         ax.text(0.01, 0.98, note, transform=ax.transAxes, fontsize=8, va="top", color="darkred")
     labels = (

@@ -121,7 +121,10 @@ def _is_sglang(entry: Server) -> bool:
     if any(k in entry.info() for k in SGLANG_INFO_KEYS):
         return True
     args = entry.args
-    flat = [str(a) for a in args] if isinstance(args, list) else [f"--{k}" for k in (args or {})]
+    if isinstance(args, list):
+        flat = [str(a) for a in args]
+    else:
+        flat = [f"--{k}" for k in args] if isinstance(args, dict) else []
     return any(a.split("=", 1)[0] in SGLANG_FLAGS or "sglang" in a for a in flat)
 
 

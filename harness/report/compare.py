@@ -77,7 +77,7 @@ def compare(a: Summary, b: Summary, figures: list[str]) -> list[Row]:
         pb = bmap.get(_key(pa))
         if pb is None:
             continue
-        row = Row(_key(pa), (pa.status, pb.status))
+        row = Row(_key(pa), (pa.status or "?", pb.status or "?"))
         for f in figures:
             va, vb = pa.median.number(f), pb.median.number(f)
             row.figures[f] = (va, vb, vb / va if va is not None and vb is not None and va else None)

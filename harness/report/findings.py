@@ -9,7 +9,7 @@ rests on is flagged, not ok, or has no telemetry.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ class Spread:
         return self.n > 1 and other.n > 1 and self.lo > other.hi * factor + margin
 
 
-def _spread(values: list[float]) -> Spread | None:
+def _spread(values: Sequence[float | None]) -> Spread | None:
     vals = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if not vals:
         return None
@@ -236,8 +236,7 @@ def _later_turns(points: list[Point]) -> list[int]:
 
 def _later_rate(fig: Figures, turns: list[int]) -> float | None:
     by = fig.hit_rate_usage_by_turn or {}
-    vals = [by.get(str(t)) for t in turns]
-    vals = [v for v in vals if isinstance(v, int | float)]
+    vals = [v for t in turns if isinstance(v := by.get(str(t)), int | float)]
     return sum(vals) / len(vals) if vals and len(vals) == len(turns) else None
 
 

@@ -37,13 +37,13 @@ def compare_table(exp: str, nodes: Nodes) -> str:
     keys: list[tuple[str, str]] = []
     per: dict[str, dict[tuple[str, str], Point]] = {}
     for label, s in nodes:
-        for p in s.points:
-            if p.experiment != exp:
+        for point in s.points:
+            if point.experiment != exp:
                 continue
-            k = (p.server, p.point_key)
+            k = (point.server, point.point_key)
             if k not in keys:
                 keys.append(k)
-            per.setdefault(label, {})[k] = p
+            per.setdefault(label, {})[k] = point
     keys.sort(key=lambda k: (k[0], _rank(k, per)))
     labels = [label for label, _ in nodes]
     head = "<th>server</th><th>point</th>" + "".join(

@@ -209,7 +209,7 @@ def card_text(summary: Summary) -> str:
     parts: list[str] = []
     for _, m in _manifests(summary):
         gpus = m.get("gpus")
-        names = [g.get("name") for g in gpus or [] if isinstance(g, dict) and g.get("name")]  # type: ignore[union-attr]
+        names = [g.get("name") for g in gpus or [] if isinstance(g, dict) and g.get("name")]
         if names:
             parts += [f"{n} × {names.count(n)}" for n in dict.fromkeys(names)]
     for entry in summary.experiments.values():

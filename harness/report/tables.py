@@ -358,7 +358,7 @@ def sources(points: Points) -> Table:
             num(p.block_size, "d"),
             num(m.hit_rate_spread_points, ".2f"),
             ", ".join(flags),
-            p.status if "status" in p else "?",
+            p.status if "status" in p and p.status is not None else "?",
         ]
         rows.append([Cell(t) for t in texts])
         keys.append(f"{p.server}|{p.point_key}")

@@ -142,7 +142,7 @@ def _message(msg: str) -> tuple[str, dict[str, Any], int | None] | None:
         return "flush_refused", _pairs(m.group("rest")), None
     m = _PREFETCH.match(msg)
     if m:
-        fields: dict[str, Any] = {k: _value(v) for k, v in _KEYVAL.findall(m.group("rest"))}
+        fields = {k: _value(v) for k, v in _KEYVAL.findall(m.group("rest"))}
         fields["outcome"] = m.group("outcome")
         return "hicache_prefetch", fields, None
     return None

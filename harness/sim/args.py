@@ -95,10 +95,11 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
 class SimArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser that lets known SGLang flags through with a warning."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """One line naming the culprit, no usage dump (the CLI convention for bad input)."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
+    # one signature for typeshed's overloads (with and without a namespace): mypy sees a narrower override
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         ns, extra = self.parse_known_args(args, namespace)
         ignored = _sort_unknown(extra, self)

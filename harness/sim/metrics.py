@@ -7,6 +7,7 @@ labelled counter has no sample until its first increment, as in SGLang (`cached_
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # SGLang's histogram bucket bounds (seconds): e2e adds an 800 s bucket to TTFT's
@@ -89,7 +90,7 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
     sched = {"engine_type": "unified", "model_name": model_name, "pp_rank": "0", "tp_rank": "0"}
     out: list[str] = []
 
-    def counter(name: str, help_: str, samples: list[tuple[dict[str, str], float]]) -> None:
+    def counter(name: str, help_: str, samples: Sequence[tuple[dict[str, str], float]]) -> None:
         out.append(f"# HELP sglang:{name}_total {help_}")
         out.append(f"# TYPE sglang:{name}_total counter")
         for labels, v in samples:

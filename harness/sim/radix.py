@@ -65,6 +65,14 @@ def _common_prefix(a: tuple, b: tuple) -> int:
     return n
 
 
+def _parent(node: Node) -> Node:
+    """The parent of a node below the root: every walk up stops at the root, the one node without one."""
+    parent = node.parent
+    if parent is None:
+        raise AssertionError(f"{node!r} is the root or detached: walked past the root")
+    return parent
+
+
 class RadixCache:
     """A radix tree over token ids that caches, matches, locks and evicts like SGLang 0.5.23."""
 
@@ -210,7 +218,7 @@ class RadixCache:
             ck = key[off] if p == 1 else key[off : off + p]
         if unified:
             t = self.clock()
-            x = node
+            x: Node | None = node
             while x is not None:
                 x.last_access_time = t
                 if (x.evl or x.hleaf) and not x.dirty:
@@ -305,7 +313,7 @@ class RadixCache:
             self._update_leaf(node)
             if node.hleaf:
                 self._update_host_leaf(node)
-            node = node.parent
+            node = _parent(node)
         return delta
 
     def dec_lock_ref(self, node: Node) -> int:
@@ -320,7 +328,7 @@ class RadixCache:
             node.lock_ref -= 1
             self._update_leaf(node)
             self._update_host_leaf(node)
-            node = node.parent
+            node = _parent(node)
         return delta
 
     def evict(self, num_tokens: int) -> int:
@@ -380,7 +388,7 @@ class RadixCache:
             return 0
         anchor = match.last_host_node
         path = []
-        x = anchor
+        x: Node | None = anchor
         while x is not None and not x.dev:
             if not (x.host and self._attached(x)):
                 return 0  # the match went stale: host eviction removed part of its path since
@@ -432,10 +440,10 @@ class RadixCache:
             x = node
             while x is not root and x.wtp == ack:  # the node and the prefixes split off it since
                 frags.append(x)
-                x = x.parent
-            for x in reversed(frags):
-                x.wtp = 0
-                self._update_dup(x)
+                x = _parent(x)
+            for frag in reversed(frags):
+                frag.wtp = 0
+                self._update_dup(frag)
             self.dec_lock_ref(node)
         loads = self._pending_loads
         self._pending_loads = []
@@ -444,15 +452,15 @@ class RadixCache:
             self.dec_lock_ref(anchor)
             if hlocked:
                 self.dec_host_lock_ref(anchor)
-            x = anchor
-            while x is not None and x is not root:
+            y: Node | None = anchor
+            while y is not None and y is not root:
                 if wb:
-                    if x.lbp != anchor.nid:
-                        x = x.parent
+                    if y.lbp != anchor.nid:
+                        y = y.parent
                         continue
-                    x.lbp = 0
-                self._update_dup(x)
-                x = x.parent
+                    y.lbp = 0
+                self._update_dup(y)
+                y = y.parent
         return len(backups), len(loads)
 
     def pending_transfers(self) -> tuple[int, int]:
@@ -478,7 +486,7 @@ class RadixCache:
             if node.hbound > 0:
                 node.hbound -= 1
                 return
-            node = node.parent
+            node = _parent(node)
 
     def evict_host(self, num_tokens: int) -> int:
         """Free host slots from host leaves (off device, childless, unlocked) by the policy key.
@@ -637,7 +645,7 @@ class RadixCache:
         if self._tlru:
             leaf.tlru_prefix_len = parent.tlru_prefix_len + len(key)
             leaf.tlru_history_len = max(leaf.tlru_history_len, leaf.tlru_prefix_len)
-            cur = parent
+            cur: Node | None = parent
             while cur is not None and cur.tlru_history_len < leaf.tlru_prefix_len:
                 cur.tlru_history_len = leaf.tlru_prefix_len
                 cur = cur.parent
@@ -651,7 +659,7 @@ class RadixCache:
 
     def _split_raw(self, child: Node, split_len: int) -> Node:
         """Cut `child` after `split_len` tokens; the new parent copies the child's state."""
-        parent = child.parent
+        parent = _parent(child)
         ck_old = self._child_key(child.key, 0)
         new = Node(child.key[:split_len], parent, child.last_access_time, child.creation_time, child.priority)
         new.nid = next(self._nids)
@@ -707,10 +715,10 @@ class RadixCache:
         copy that finds no host room (unified_tree_core._build_backup_kv_action,
         UnifiedRadixCache._execute_and_commit_kv_backup). Each copy locks its path until its ack."""
         chain = [node]
-        a = node.parent
+        a = _parent(node)
         while a is not self.root and not a.host:
             chain.append(a)
-            a = a.parent
+            a = _parent(a)
         for x in reversed(chain):
             if x.host:
                 continue
@@ -722,6 +730,7 @@ class RadixCache:
 
     def _backup(self, node: Node) -> bool:
         host = self.host
+        assert host is not None, "a backup needs the host tier"  # callers check it first
         need = len(node.key)
         if host.capacity - host.used < need:
             self.evict_host(need - (host.capacity - host.used))
@@ -737,6 +746,7 @@ class RadixCache:
 
     def _drop_host(self, node: Node) -> None:
         if node.host:
+            assert self.host is not None, "a node with a host copy implies the host tier"
             node.host = False
             self.host.used -= len(node.key)
             self._host_size -= len(node.key)
@@ -750,13 +760,14 @@ class RadixCache:
             self._protected += ln
         else:
             self._evictable += ln
-        node.parent.ndc += 1
-        self._update_leaf(node.parent)
+        parent = _parent(node)
+        parent.ndc += 1
+        self._update_leaf(parent)
         self._update_leaf(node)
         self._update_host_leaf(node)
 
     def _remove_child(self, node: Node) -> None:
-        parent = node.parent
+        parent = _parent(node)
         del parent.children[self._child_key(node.key, 0)]
         self._dups.pop(node.nid, None)
         if node.dev:
@@ -813,8 +824,9 @@ class RadixCache:
         self._n_leaves -= 1
         if host is not None and x.host:
             x.dev = False
-            x.parent.ndc -= 1
-            self._update_leaf(x.parent)
+            parent = _parent(x)
+            parent.ndc -= 1
+            self._update_leaf(parent)
             self._update_host_leaf(x)
             return ln
         if x.children:

@@ -348,7 +348,7 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path, files: bool
             )
         if not isinstance(vals, list) or not vals:
             raise SpecError(f, f"sweep.{k}", f"expected a non-empty list of values, got {vals!r}")
-        checked = []
+        checked: list[Any] = []
         for i, x in enumerate(vals):
             key = f"sweep.{k}[{i}]"
             if k == "concurrency":

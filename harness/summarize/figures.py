@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,8 @@ EVIDENCE_LINES = 4
 SERIES_POINTS = 300  # SM clock samples kept per seed for the chart
 
 
-def is_num(v: Any) -> bool:
+def is_num(v: Any) -> TypeGuard[float]:
+    """A real number (an int or a float that is not NaN), never a bool: what a figure may average."""
     return (
         isinstance(v, int | float)
         and not isinstance(v, bool)
@@ -153,8 +154,7 @@ HIT_RATE_SOURCES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_log", "hit_r
 
 
 def hit_rate_agreement(fig: dict[str, Any]) -> None:
-    vals = [fig.get(k) for k in HIT_RATE_SOURCES]
-    vals = [v for v in vals if isinstance(v, float | int)]
+    vals = [v for k in HIT_RATE_SOURCES if isinstance(v := fig.get(k), float | int)]
     fig["hit_rate_sources"] = len(vals)
     spread = (max(vals) - min(vals)) * 100 if len(vals) > 1 else None
     fig["hit_rate_spread_points"] = spread
@@ -319,10 +319,10 @@ def _vllm_log_figures(
 
 def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord]:
     """Tensor-parallel ranks may each print the same batch: keep the lowest TP rank's lines only."""
-    tps = {r.ranks.get("TP") for r in records} - {None}
+    tps = {tp for r in records if (tp := r.ranks.get("TP")) is not None}
     if len(tps) <= 1:
         return records
-    keep = min(tps)  # type: ignore[type-var]
+    keep = min(tps)
     return [r for r in records if r.ranks.get("TP") in (None, keep)]
 
 

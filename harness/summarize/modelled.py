@@ -101,7 +101,7 @@ def point_modelled(
     warned that the machine could not keep the pace --time-scale asks for."""
     if not median:
         return None
-    block = {k: median.get(k) for k in ("ttft_ms", "tpot_ms", "output_tok_s", "requests")}
+    block: dict[str, Any] = {k: median.get(k) for k in ("ttft_ms", "tpot_ms", "output_tok_s", "requests")}
     block["source"] = " + ".join(sorted(set(sources))) or None
     block["wall_overhead_max"] = max(warned) if warned else None
     block["notes"] = []

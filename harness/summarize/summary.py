@@ -65,7 +65,7 @@ def merge_seeds(figs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, A
     for f in figs:
         keys += [k for k in f if k not in keys]
     for k in keys:
-        vals = [f.get(k) for f in figs if f.get(k) is not None]
+        vals = [v for f in figs if (v := f.get(k)) is not None]
         if not vals:
             median[k] = None
             continue

@@ -61,7 +61,7 @@ class Record(BaseModel):
 
     def to_json(self) -> dict[str, JsonValue]:
         """The JSON object as written: declared keys that were set, then the rest, in their order."""
-        return self.model_dump(exclude_unset=True)  # type: ignore[return-value]
+        return self.model_dump(exclude_unset=True)
 
     # ------------------------------------------------ the by-key shim for readers not yet migrated
 

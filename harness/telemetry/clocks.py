@@ -50,9 +50,9 @@ def locked_clocks(mhz: int, gpus: list[str] | None = None) -> Iterator[dict[str,
     nv, why = nvml.load()
     if nv is None:
         raise HarnessError(f"--lock-clocks {mhz}: {why}")
-    why = nvml.init(nv)
-    if why:
-        raise HarnessError(f"--lock-clocks {mhz}: {why}")
+    init_failed = nvml.init(nv)
+    if init_failed:
+        raise HarnessError(f"--lock-clocks {mhz}: {init_failed}")
     locked: list[Gpu] = []
     record: dict[str, Any] = {"sm_clock_mhz": mhz, "method": "nvmlDeviceSetGpuLockedClocks", "gpus": []}
     old_term = None

@@ -79,21 +79,30 @@ class FakeGpu:
     index: int = 0
 
 
+class FakeNvml(types.ModuleType):
+    """The fake `pynvml`: NVML's names, plus what tests inspect (the call log, the GPUs, the init depth)."""
+
+    log: list[tuple[str, int | None, tuple]]  # (function name, gpu index or None, args) of state changes
+    gpus: list[FakeGpu]
+    init_count: int
+    NVMLError: type[Exception]
+
+
 def make_module(
     gpus: list[FakeGpu] | None = None,
     *,
     init_error: str | None = None,
     driver: str = "560.35.03",
     can_lock: bool = True,
-) -> types.ModuleType:
+) -> FakeNvml:
     """A fresh fake `pynvml` module over these GPUs (default: one FakeGpu)."""
     gpus = [FakeGpu()] if gpus is None else gpus
     for i, g in enumerate(gpus):
         g.index = i
-    m = types.ModuleType("pynvml")
+    m = FakeNvml("pynvml")
     m.__dict__.update({k: v for k, v in globals().items() if k.startswith("NVML_")})
     lock = threading.Lock()
-    m.log = []  # (function name, gpu index or None, args) of state-changing calls
+    m.log = []
     m.gpus = gpus
     m.init_count = 0
 
@@ -112,7 +121,7 @@ def make_module(
         )
         setattr(m, f"NVMLError_{name}", cls)
 
-    def err(name: str) -> Exception:
+    def err(name: str) -> NVMLError:
         return getattr(m, f"NVMLError_{name}")()
 
     def value(g: FakeGpu, key: str) -> Any:
@@ -195,7 +204,7 @@ def make_module(
             key = {74: "viol_power", 75: "viol_thermal"}[fid]
             try:
                 v, ret = value(g, key), 0
-            except Exception as e:
+            except NVMLError as e:
                 v, ret = 0, e.value
             out.append(
                 types.SimpleNamespace(

@@ -174,9 +174,9 @@ def snapshot() -> dict[str, Any]:
     nv, why = nvml.load()
     if nv is None:
         return {"status": why, "gpus": []}
-    why = nvml.init(nv)
-    if why:
-        return {"status": why, "gpus": []}
+    init_failed = nvml.init(nv)
+    if init_failed:
+        return {"status": init_failed, "gpus": []}
     try:
         driver = _try(lambda: nvml.text(nv.nvmlSystemGetDriverVersion()))
         try:

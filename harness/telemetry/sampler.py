@@ -253,9 +253,9 @@ class Sampler:
         if nv is None:
             self._null(why)
             return
-        why = nvml.init(nv)
-        if why:
-            self._null(why)
+        init_failed = nvml.init(nv)
+        if init_failed:
+            self._null(init_failed)
             return
         try:
             self._sample_loop(nv)

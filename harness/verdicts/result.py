@@ -43,4 +43,5 @@ class Validation(Record):
     @property
     def unchecked(self) -> bool:
         """Some point or pair had no telemetry: its timings could not be checked."""
-        return any(r.verdict == "no-telemetry" for r in [*self.points, *self.pairs])
+        rows: list[PointRow | Pair] = [*self.points, *self.pairs]
+        return any(r.verdict == "no-telemetry" for r in rows)

@@ -36,7 +36,7 @@ def _status_short(status: str | None) -> str:
     return "no samples" if s else "no telemetry"
 
 
-def short_reason(row: dict[str, Any], telemetry: dict[str, Any] | None = None) -> str:
+def short_reason(row: dict[str, Any], telemetry: dict[str, Any] | Record | None = None) -> str:
     """A verdict's reason in at most ~22 characters, for table cells; `row` is a point or pair verdict.
 
     `telemetry` is the point's telemetry figures (a validate row carries them itself).
@@ -92,7 +92,7 @@ def _kind(row: dict[str, Any]) -> str:
     return "sim" if "sim server" in status else "no-gpu"
 
 
-def verdict_line(result: dict[str, Any]) -> str:
+def verdict_line(result: dict[str, Any] | Record) -> str:
     """The one line `validate`, `bench` and `bench-real` end with: what was checked, what could not be, what to do.
 
     "checked and fine" is kept apart from "could not check": a point with no telemetry is never called

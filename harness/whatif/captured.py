@@ -131,7 +131,7 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     records = [r for r in records if r.get("sent_mono") is not None and not r.get("warmup")]
     if not records:
         raise HarnessError(f"{requests}: no records")
-    sweep = {}
+    sweep: dict[str, Any] = {}
     if (point_dir / POINT).is_file():
         sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
     point = point_of(spec, sweep) or spec.points()[0]

@@ -24,12 +24,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
 from harness.sim.timing import DEFAULT_PROFILE, get_profile
 from harness.whatif.grid import Config
 from harness.whatif.inputs import Trace, TraceRequest
+
+if TYPE_CHECKING:  # the engine is imported when a replay needs it (see replay_engine)
+    from harness.sim.engine import Engine, EngineConfig
 
 
 @dataclass
@@ -227,7 +231,7 @@ def replay_sequential(
     return tally.result(cfg, trace, evicted, seconds, ttft)
 
 
-def engine_config(cfg: Config, card: str | None = None):
+def engine_config(cfg: Config, card: str | None = None) -> EngineConfig:
     """The serve-sim engine a live run of this configuration would use (the card's other defaults)."""
     from harness.sim.engine import EngineConfig
 
@@ -297,7 +301,11 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
 
 
 def replay_engine(
-    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None, econf=None
+    trace: Trace,
+    cfg: Config,
+    ideal: list[int] | None = None,
+    card: str | None = None,
+    econf: EngineConfig | None = None,
 ) -> Result:
     """The trace through the sim's scheduler in virtual time, at the input's concurrency (closed loop).
 
@@ -308,9 +316,13 @@ def replay_engine(
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     econf = econf or engine_config(cfg, card)
     first, on_finish = closed_loop(trace)
-    seen: dict[str, object] = {}
+    seen: dict[str, Engine] = {}
+
+    def on_step(e: Engine) -> None:
+        seen.setdefault("engine", e)
+
     t0 = time.perf_counter()
-    done = simulate(first, econf, on_finish=on_finish, on_step=lambda e: seen.setdefault("engine", e))
+    done = simulate(first, econf, on_finish=on_finish, on_step=on_step)
     seconds = time.perf_counter() - t0
     by_index = {int(d.rid): d for d in done}
     tally = _Tally()
@@ -348,7 +360,8 @@ _WORK: tuple[Trace, list[int], str | None] | None = None
 
 
 def _run_one(cfg: Config) -> Result:
-    trace, ideal, card = _WORK  # type: ignore[misc]
+    assert _WORK is not None, "sweep() sets the work before the pool forks"
+    trace, ideal, card = _WORK
     return replay(trace, cfg, ideal if cfg.page_size == 1 else None, card)
 
 

@@ -15,7 +15,7 @@ from harness.errors import SpecError
 from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT
 from harness.tokenizer import VOCAB
 from harness.workloads.lazy import LazySharedPrefix
-from harness.workloads.schedule import Conversation, Request, Schedule
+from harness.workloads.schedule import Conversation, Prompt, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker
 
 V = len(VOCAB)
@@ -28,7 +28,9 @@ def seed_tags(seed: int, unit: int) -> list[int]:
 class QuestionSource:
     """Question prompts of a fixed, lognormal or ShareGPT-drawn length."""
 
-    def __init__(self, spec_len, maker: PromptMaker, spec_file: str, key: str) -> None:
+    def __init__(
+        self, spec_len: int | LogNormal | ShareGPT, maker: PromptMaker, spec_file: str, key: str
+    ) -> None:
         self.spec_len, self.maker = spec_len, maker
         self.turns: list[str] = []
         if isinstance(spec_len, ShareGPT):
@@ -38,7 +40,7 @@ class QuestionSource:
                 )
             self.turns = _sharegpt_turns(spec_len.path, spec_file, key)
 
-    def make(self, rng: random.Random, tags: list[int]) -> tuple[object, int]:
+    def make(self, rng: random.Random, tags: list[int]) -> tuple[Prompt, int]:
         s = self.spec_len
         if isinstance(s, ShareGPT):
             text = rng.choice(self.turns)
@@ -83,7 +85,7 @@ def shared_prefix(wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, spec_
         kind=wl.kind,
         seed=seed,
         tokenizer=maker.kind,
-        conversations=convs,  # type: ignore[arg-type]
+        conversations=convs,
         ids=maker.kind == "server",
         total=len(convs),
     )

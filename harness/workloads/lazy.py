@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from harness.spec import SharedPrefixWorkload
-from harness.workloads.schedule import Conversation, Request
+from harness.workloads.schedule import Conversation, Prompt, Request
 from harness.workloads.tokenizers import PromptMaker
 
 SYSTEM_CACHE = 256  # groups whose system prompt is kept while iterating
+
+
+class QuestionMaker(Protocol):
+    """What draws a question: generators.QuestionSource (a protocol, since generators imports this module)."""
+
+    def make(self, rng: random.Random, tags: list[int]) -> tuple[Prompt, int]: ...
 
 
 class Permutation:
@@ -51,13 +58,20 @@ class LazySharedPrefix:
     seeds; `shuffle` orders all G x P by a seeded permutation, else group by group.
     """
 
-    def __init__(self, wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, qsrc, tags) -> None:
+    def __init__(
+        self,
+        wl: SharedPrefixWorkload,
+        seed: int,
+        maker: PromptMaker,
+        qsrc: QuestionMaker,
+        tags: Callable[[int, int], list[int]],
+    ) -> None:
         self.wl, self.seed, self.maker, self.qsrc, self.tags = wl, seed, maker, qsrc, tags
         self.n = wl.groups * wl.prompts_per_group
         self.perm = (
             Permutation(self.n, random.Random(f"shuffle:{seed}").getrandbits(61)) if wl.shuffle else None
         )
-        self._systems: OrderedDict[int, tuple[object, int]] = OrderedDict()
+        self._systems: OrderedDict[int, tuple[Prompt, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return self.n
@@ -126,7 +140,7 @@ class LazySharedPrefix:
             )
             yield Conversation(id=i, system=system, system_tokens=sys_n, turns=[req], group=g)
 
-    def _system(self, g: int) -> tuple[object, int]:
+    def _system(self, g: int) -> tuple[Prompt, int]:
         cache = self._systems
         hit = cache.get(g)
         if hit is not None:

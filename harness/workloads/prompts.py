@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.tokenizer import render_chat, strip_reasoning
-from harness.workloads.schedule import Conversation, Request, Schedule
+from harness.workloads.schedule import BuiltPrompt, Conversation, Request, Schedule
 
 
 @dataclass
@@ -22,13 +22,6 @@ class Turnout:
     answer: str
     answer_ids: tuple[int, ...] | None = None
     completion_tokens: int | None = None
-
-
-@dataclass
-class BuiltPrompt:
-    payload: Any  # list of chat messages | rendered text | list of token ids
-    expected_tokens: int | None
-    sha: str
 
 
 class PromptBuilder:
@@ -51,6 +44,7 @@ class PromptBuilder:
             return render(self.api)
         if self.schedule.ids:
             return self._ids(conv, req, history)
+        # text from here on: a schedule without ids holds str prompts, which the ignores below stand for
         messages: list[dict[str, str]] = []
         n = 0
         if conv.system_tokens:
@@ -80,6 +74,7 @@ class PromptBuilder:
         return BuiltPrompt(payload, n if exact else None, sha)
 
     def _ids(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        # a schedule with ids (tokenizer: server) holds tuple prompts, which the ignores below stand for
         ids: list[int] = list(conv.system)  # type: ignore[arg-type]
         for prev_req, out in zip(conv.turns, history, strict=False):
             ids.extend(prev_req.question)  # type: ignore[arg-type]

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 Prompt = str | tuple[int, ...]  # text, or token ids for SGLang's /generate `input_ids`
-# a trace's question may also be a harness.workloads.trace_prompts.BlockPrompt or ChatPrompt, built at send time
+
+
+@dataclass
+class BuiltPrompt:
+    """What one request sends (harness.workloads.prompts builds it), with the tokens it should count."""
+
+    payload: Any  # list of chat messages | rendered text | list of token ids
+    expected_tokens: int | None
+    sha: str
+
+
+class SendTimePrompt(Protocol):
+    """A trace's question made only when sent (trace_prompts.BlockPrompt, LoggedPrompt): memory stays flat."""
+
+    def render(self, api: str) -> BuiltPrompt: ...
+
+
+Question = Prompt | SendTimePrompt
 
 
 @dataclass(frozen=True)
@@ -19,7 +37,7 @@ class Request:
     conversation: int
     turn: int
     position: int  # occurrence of this group/session prefix so far in send order (0 = first)
-    question: Prompt
+    question: Question
     question_tokens: int
     output_tokens: int
     group: int | None = None
@@ -45,7 +63,7 @@ class Schedule:
     kind: str
     seed: int
     tokenizer: str  # word | server | path of a HF tokenizer
-    conversations: list[Conversation]
+    conversations: Iterable[Conversation]  # re-iterable: a list, or made on each pass (shared-prefix, traces)
     history: str = "verbatim"  # multi-turn: verbatim | drop-reasoning
     ids: bool = False  # prompts are token ids (tokenizer: server)
     # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many

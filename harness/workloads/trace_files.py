@@ -190,7 +190,7 @@ def conversation_item(path: Path, no: int, obj: Any) -> RecordedConversation:
     msgs = obj[key]
     if not isinstance(msgs, list):
         raise HarnessError(f"{path}: item {no}: {key}: expected a list of messages")
-    system, turns = "", []
+    system, turns = "", list[Turn]()
     q: str | None = None
     for i, m in enumerate(msgs):
         role = m.get("from", m.get("role")) if isinstance(m, dict) else None

@@ -15,7 +15,7 @@ import hashlib
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,7 +130,9 @@ class LoggedPrompt:
             expected = self.tokens + 2 * len(messages) + 1 if self.word and self.tokens is not None else None
             payload: Any = messages if api == "openai-chat" else render_chat(messages)
             return BuiltPrompt(payload, expected, _sha(render_chat(messages)))
-        return _as_api(list(p) if isinstance(p, tuple) else p, self.tokens, self.word, api)
+        if isinstance(p, tuple):  # not messages (checked above): token ids
+            return _as_api(list(cast("tuple[int, ...]", p)), self.tokens, self.word, api)
+        return _as_api(p, self.tokens, self.word, api)
 
 
 def _as_api(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from harness.errors import SpecError
 from harness.spec import TraceWorkload
@@ -91,7 +92,7 @@ def trace_schedule(wl: TraceWorkload, seed: int, maker: PromptMaker, spec_file: 
         kind="trace",
         seed=seed,
         tokenizer=maker.kind,
-        conversations=convs,  # type: ignore[arg-type]
+        conversations=convs,
         history=history,
         ids=maker.kind == "server",
         total=total,
@@ -125,7 +126,7 @@ def _mooncake(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: str):
                 conversation=i,
                 turn=0,
                 position=positions[i],
-                question=BlockPrompt(line.hash_ids, n, blocks),  # type: ignore[arg-type]
+                question=BlockPrompt(line.hash_ids, n, blocks),
                 question_tokens=n,
                 output_tokens=_cap(line.output_length, wl),
                 arrival=max(0.0, line.timestamp_s - t0) / wl.speedup if honor else None,
@@ -185,7 +186,7 @@ def _requests(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: str):
                 conversation=i,
                 turn=0,
                 position=pos if pos is not None else 0,
-                question=LoggedPrompt(line.payload, k, word),  # type: ignore[arg-type]
+                question=LoggedPrompt(line.payload, k, word),
                 question_tokens=k or 0,
                 output_tokens=_cap(line.max_tokens, wl),
                 session=sess,
@@ -239,7 +240,7 @@ def _conversations(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: s
 
 
 def mooncake_ideal(
-    path, start: int, count: int, block_tokens: int, sent: set[int] | None = None
+    path: Path, start: int, count: int | None, block_tokens: int, sent: set[int] | None = None
 ) -> tuple[int, int, int]:
     """(requests, hit tokens, prompt tokens) of an unbounded cache over the slice's requests (those in
     `sent`, by index, when given), in trace order: a request hits the longest block prefix an earlier
