@@ -6,7 +6,6 @@ paths, the server_info facts the summary uses, and `harness run` end to end with
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import threading
@@ -17,11 +16,10 @@ import httpx
 import pytest
 
 from tests.helpers.cli import harness
-from tests.real_sglang.agreement import cached_per_request, per_seed, real_run, sim_run, write_spec
+from tests.real_sglang.agreement import MULTI_8X4, agree_at_c1, agree_within_spread
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.timeout(1200)]
-SPREAD_SLACK = 0.03  # beyond SGLang's own min-max over seeds and repeats
 ARGS = ["--max-total-tokens", "1200", "--enable-cache-report", "--enable-metrics"]
 
 
@@ -186,38 +184,6 @@ def test_harness_run_end_to_end_three_sources_agree(server: RunningSglang, tmp_p
 
 
 # ------------------------------------------------------------------ the sim against this server
-def _agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: dict) -> None:
-    """At concurrency 1 the sim must cache exactly what SGLang cached, request by request."""
-    for name, wl in workloads.items():
-        spec = write_spec(tmp, f"agree-{name}-c1", wl, args, [1], [0])
-        real_run(server, spec, tmp / "real", "real")
-        sim_run(spec, tmp / "sim", "sim")
-        for seed in (0,):
-            point = f"concurrency=1,seed={seed}"
-            real = cached_per_request(tmp / "real" / "capture", "real", f"agree-{name}-c1", point)
-            sim = cached_per_request(tmp / "sim" / "capture", "sim", f"agree-{name}-c1", point)
-            assert sim == real and sum(real) > 0, (name, point, real, sim)
-
-
-def _agree_within_spread(
-    server: RunningSglang, args: list[str], tmp: Path, cases: dict, repeats: int = 2
-) -> None:
-    """At concurrency > 1 what reaches SGLang's scheduler together depends on how fast it runs: the sim's
-    median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times."""
-    rows = []
-    for name, (wl, conc) in cases.items():
-        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1])
-        exp = f"agree-{name}"
-        reals = [per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}"), exp) for r in range(repeats)]
-        sim = per_seed(sim_run(spec, tmp / "sim", "sim"), exp)
-        for key, sim_rates in sim.items():
-            real_rates = [v for run in reals for v in run[key]]
-            lo, hi, mid = min(real_rates), max(real_rates), statistics.median(sim_rates)
-            rows.append((name, key, round(lo, 3), round(hi, 3), round(mid, 3)))
-            assert lo - SPREAD_SLACK <= mid <= hi + SPREAD_SLACK, (name, key, real_rates, sim_rates)
-    print("sim vs SGLang (name, point, SGLang min, max, sim median):", rows)
-
-
 SHARED = {
     "kind": "shared-prefix",
     "groups": 2,
@@ -226,21 +192,13 @@ SHARED = {
     "question_tokens": 16,
     "output_tokens": 16,
 }
-MULTI = {
-    "kind": "multi-turn",
-    "sessions": 8,
-    "turns": 4,
-    "system_prompt_tokens": 64,
-    "question_tokens": 16,
-    "answer_tokens": 32,
-}
 
 
 def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
     server: RunningSglang, tmp_path: Path
 ) -> None:
-    _agree_at_c1(server, ARGS, tmp_path, {"shared": SHARED, "multi": MULTI})
+    agree_at_c1(server, ARGS, tmp_path, {"shared": SHARED, "multi": MULTI_8X4})
 
 
 def test_the_sim_lies_within_sglangs_spread_at_c4_and_c8(server: RunningSglang, tmp_path: Path) -> None:
-    _agree_within_spread(server, ARGS, tmp_path, {"shared": (SHARED, [4, 8]), "multi": (MULTI, [4])})
+    agree_within_spread(server, ARGS, tmp_path, {"shared": (SHARED, [4, 8]), "multi": (MULTI_8X4, [4])})
