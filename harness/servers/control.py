@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -187,6 +188,22 @@ def _says_failure(r: httpx.Response) -> bool:
     except ValueError:
         return False
     return isinstance(body, dict) and body.get("success") is False
+
+
+def fetch_server_info(
+    base_url: str, paths: tuple[str, ...], headers: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The first JSON object one of `paths` answers with (a server's settings), or None when none does."""
+    with httpx.Client(timeout=5.0, trust_env=False, headers=headers) as client:
+        for path in paths:
+            try:
+                r = client.get(normalize_base_url(base_url) + path)
+                info = r.json() if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(info, dict):
+                return info
+    return None
 
 
 def fetch_metrics(base_url: str, dest: Path, headers: dict[str, str] | None = None) -> bool:

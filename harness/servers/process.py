@@ -22,14 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
-from harness.servers.control import NotReady, wait_ready
+from harness.servers.control import NotReady, fetch_server_info, wait_ready
 from harness.spec.servers import ServerProfile, env_refs, fill_placeholders
 
 _PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
@@ -270,16 +268,7 @@ class ServerProcess:
         )
 
     def _save_info(self) -> None:
-        info: dict[str, Any] | None = None
-        with httpx.Client(timeout=5.0, trust_env=False, headers=self.headers) as client:
-            for path in self.adapter.info_paths:
-                try:
-                    r = client.get(self.base_url + path)
-                    if r.status_code == 200:
-                        info = r.json()
-                        break
-                except (httpx.HTTPError, ValueError):
-                    continue
+        info = fetch_server_info(self.base_url, self.adapter.info_paths, self.headers)
         self.info = self.redactor.obj(info) if info is not None else None
         if self.info is not None:
             self.server_dir.mkdir(parents=True, exist_ok=True)

@@ -421,22 +421,13 @@ ATTACHED_INFO_PATHS = (
 def _save_attached_info(spec: ExperimentSpec, base_url: str, sdir: Path) -> None:
     """An attached SGLang's cache settings, saved as a launched server's are, so its points get predicted vs
     measured; a server without the endpoint (vLLM, llama.cpp) simply has none."""
-    import httpx
-
     from harness.capture import SERVER_INFO, write_json_atomic
+    from harness.servers.control import fetch_server_info
 
-    headers = spec.resolved_headers()
-    with httpx.Client(timeout=5.0, trust_env=False, headers=headers) as client:
-        for path in ATTACHED_INFO_PATHS:
-            try:
-                r = client.get(base_url.rstrip("/") + path)
-                info = r.json() if r.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
-                continue
-            if isinstance(info, dict):
-                sdir.mkdir(parents=True, exist_ok=True)
-                write_json_atomic(sdir / SERVER_INFO, spec_redactor([spec]).obj(info))
-                return
+    info = fetch_server_info(base_url, ATTACHED_INFO_PATHS, spec.resolved_headers())
+    if info is not None:
+        sdir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(sdir / SERVER_INFO, spec_redactor([spec]).obj(info))
 
 
 def run_attached(

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers import specs
 from tests.helpers.cli import harness
 from tests.real_sglang.agreement import MULTI_8X4, agree_at_c1, agree_within_spread
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
@@ -185,14 +186,7 @@ def test_harness_run_end_to_end_three_sources_agree(server: RunningSglang, tmp_p
 
 
 # ------------------------------------------------------------------ the sim against this server
-SHARED = {
-    "kind": "shared-prefix",
-    "groups": 2,
-    "prompts_per_group": 4,
-    "system_prompt_tokens": 256,
-    "question_tokens": 16,
-    "output_tokens": 16,
-}
+SHARED = specs.shared_prefix(groups=2, system_prompt_tokens=256, question_tokens=16, output_tokens=16)
 
 
 def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(

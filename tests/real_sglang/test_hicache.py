@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers import specs
 from tests.helpers.cli import harness
 from tests.real_sglang.agreement import agree_at_c1, agree_within_spread
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
@@ -111,14 +112,7 @@ def test_harness_run_end_to_end_host_hits_and_three_sources(server: RunningSglan
 
 
 # ------------------------------------------------------------------ the sim against this server
-SHARED8 = {
-    "kind": "shared-prefix",
-    "groups": 8,
-    "prompts_per_group": 4,
-    "system_prompt_tokens": 256,
-    "question_tokens": 16,
-    "output_tokens": 16,
-}
+SHARED8 = specs.shared_prefix(groups=8, system_prompt_tokens=256, question_tokens=16, output_tokens=16)
 
 
 def test_the_sim_caches_what_sglang_cached_request_by_request_at_c1(
