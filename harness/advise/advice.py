@@ -17,6 +17,7 @@ from harness.advise.working_set import WorkingSet, clock, working_set
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile, resolve_profile
 from harness.whatif.inputs import read_input
+from harness.whatif.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,14 @@ def check(inputs: list[Path], opts: Options) -> CardProfile:
     return profile_for(opts)
 
 
-def advise(path: Path, opts: Options, profile: CardProfile) -> Advice:
+def read(inputs: list[Path], opts: Options) -> list[Trace]:
+    """Every input read (and so checked) before any of them is worked on."""
+    return [read_input(p, opts.block_size) for p in inputs]
+
+
+def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None = None) -> Advice:
     t0 = time.perf_counter()
-    trace = read_input(path, opts.block_size)
+    trace = trace if trace is not None else read_input(path, opts.block_size)
     t_read = time.perf_counter()
     sd = stack_distances(trace)
     t_curve = time.perf_counter()

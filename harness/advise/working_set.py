@@ -26,7 +26,7 @@ class WorkingSet:
     overall: int  # distinct pages reused at least once (pool units)
     distinct: int  # distinct pages ever cached
     reuse_distance: dict[str, int]  # token-weighted percentiles of the stack rank of every hit
-    one_time_share: float  # requests none of whose pages a later request touches
+    one_time_share: float  # requests that share no page with any other request
     one_time_token_share: float
     later_turns: int  # requests with an earlier turn of the same session
     unstable_turns: int  # of those, prompts that do not extend the previous prompt and answer
@@ -94,7 +94,7 @@ def working_set(trace: Trace, sd: StackDistances, times: np.ndarray) -> WorkingS
         for pid in path:
             prev = last_req[pid]
             if prev >= 0 and prev != n:
-                reused_req[prev] = True
+                reused_req[prev] = reused_req[n] = True
                 reused_page[pid] = True
                 gaps_start.append(prev)
                 gaps_end.append(n)

@@ -85,7 +85,7 @@ def parse_slo(text: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.advise.advice import Options, advise, check
+    from harness.advise.advice import Options, advise, check, read
     from harness.advise.html import write_html
     from harness.advise.json_out import to_dict, write_json
     from harness.advise.markdown import render, write_markdown
@@ -107,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
         from harness.advise.confirm import check_confirm
 
         check_confirm(args.inputs, args.confirm)
+    traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
-    for path in args.inputs:
-        a = advise(path, opts, profile)
+    for path, trace in zip(args.inputs, traces, strict=True):
+        a = advise(path, opts, profile, trace)
         if args.confirm:
             from harness.advise.confirm import confirm
 
