@@ -209,7 +209,8 @@ def replay_sequential(
         flavor=cfg.tree,
     )
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
-    profile = card if isinstance(card, CardProfile) else get_profile(card or DEFAULT_PROFILE)  # advise: a model's
+    # a whole profile: advise's card x model
+    profile = card if isinstance(card, CardProfile) else get_profile(card or DEFAULT_PROFILE)
     prefill, overhead, load_time = profile.prefill_time, profile.prefill_overhead_s, profile.load_back_time
     tally = _Tally()
     ttft: list[float] = []
