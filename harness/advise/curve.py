@@ -19,6 +19,7 @@ import numpy as np
 
 from harness.whatif.trace import Trace, TraceRequest
 
+_SPAN = 1 << 64
 INF = np.iinfo(np.int64).max  # the rank of a page never seen before: a miss at every size
 
 
@@ -27,17 +28,21 @@ def cached_key(r: TraceRequest) -> tuple[int, ...]:
     return r.key + r.output_key[:-1] if r.output_key else r.key
 
 
-def page_path(ids: dict[tuple[int, int], int], key: tuple[int, ...]) -> list[int]:
-    """A key's pages as ids of the prefix they end (a page is its whole prefix, as a tree node is)."""
+def page_path(ids: dict, key: tuple[int, ...]) -> list[int]:
+    """A key's pages as ids of the prefix they end (a page is its whole prefix, as a tree node is).
+
+    The trie's edges are keyed by one int, (parent id + 1) x 2^64 + element, cheaper than a tuple; an
+    element outside [0, 2^64) gets a tuple key, which no int equals."""
     path: list[int] = []
-    parent = -1
+    parent = 0
+    get = ids.get
     for e in key:
-        k = (parent, e)
-        pid = ids.get(k)
+        k: int | tuple[int, int] = parent + e if 0 <= e < _SPAN else (parent, e)
+        pid = get(k)
         if pid is None:
             pid = ids[k] = len(ids)
         path.append(pid)
-        parent = pid
+        parent = (pid + 1) * _SPAN
     return path
 
 
@@ -72,69 +77,88 @@ class StackDistances:
 
 
 def stack_distances(trace: Trace) -> StackDistances:
-    """One pass over the trace: each request's prompt pages ranked, then its prompt and answer touched."""
+    """One pass over the trace: each request's prompt pages ranked, then its prompt and answer touched.
+
+    The stack is kept per request, not per page: the pages a request was the last to touch lie together
+    in the stack, root-most first, and are always the deepest part of its path (a later request that
+    touches one touches its ancestors too), so a request needs one count (its pages still on top of it)
+    and one offset (how many of its root-most pages later requests took). A Fenwick tree over requests
+    sums the counts above a request; a page's rank is that sum plus its place in its request's run.
+    """
     tokens_kind = trace.kind == "tokens"
     unit = trace.unit
-    ids: dict[tuple[int, int], int] = {}
-    last: list[int] = []  # page id -> its latest stamp (1-based Fenwick index)
-    total_pages = sum(len(r.key) + max(len(r.output_key) - 1, 0) for r in trace.requests)
-    size = total_pages + 1
-    tree = [0] * (size + 1)
-    markers = 0
-    stamp = 0
+    n_req = len(trace.requests)
+    ids: dict[int, int] = {}
+    owner: list[int] = []  # page -> the last request that touched it (-1: none yet)
+    taken = [0] * n_req  # request -> its root-most path pages later requests took
+    tree = [0] * (n_req + 1)  # Fenwick over requests (1-based): pages each still owns
+    owned = 0  # pages owned by anyone: the stack's size
     ranks: list[int] = []
     weights: list[int] = []
     longest = 0
     prompt_tokens = 0
-    for r in trace.requests:
+    for n, r in enumerate(trace.requests):
         prompt_tokens += r.tokens
         path = page_path(ids, cached_key(r))
-        longest = max(longest, len(path))
-        while len(last) < len(ids):
-            last.append(0)
-        # rank the pages that can hit: all but the last prompt token for token inputs (the scheduler
-        # computes it for the logits), every block for block traces
-        limit = len(r.key) - 1 if tokens_kind else len(r.key)
-        for i in range(max(limit, 0)):
-            s = last[path[i]]
-            w = min((i + 1) * unit, r.tokens) - min(i * unit, r.tokens)
-            if s == 0:
-                ranks.append(int(INF))
-                weights.append(w)
-                for j in range(i + 1, limit):
-                    ranks.append(int(INF))
-                    weights.append(min((j + 1) * unit, r.tokens) - min(j * unit, r.tokens))
-                break
-            below = 0  # markers at stamps <= s
-            x = s
-            while x > 0:
-                below += tree[x]
-                x &= x - 1
-            ranks.append(markers - below + 1)
-            weights.append(w)
-        # touch deepest first, so the root-most page ends newest (it is evicted last)
-        for pid in reversed(path):
-            s = last[pid]
-            if s:
-                x = s
-                while x <= size:
-                    tree[x] -= 1
-                    x += x & -x
-                markers -= 1
-            stamp += 1
-            last[pid] = stamp
-            x = stamp
-            while x <= size:
-                tree[x] += 1
+        k = len(path)
+        longest = max(longest, k)
+        if len(owner) < len(ids):
+            owner.extend([-1] * (len(ids) - len(owner)))
+        # all but the last prompt token can hit for token inputs (the scheduler computes it for the
+        # logits); every block for block traces
+        limit = max(len(r.key) - 1 if tokens_kind else len(r.key), 0)
+        i = 0
+        while i < k:
+            q = owner[path[i]]
+            if q < 0:
+                break  # a new page: everything deeper is new too
+            j = i + 1
+            while j < k and owner[path[j]] == q:
+                j += 1
+            if i < limit:
+                below = 0  # pages owned by requests up to q
+                x = q + 1
+                while x > 0:
+                    below += tree[x]
+                    x &= x - 1
+                # the rank of q's index-0 page, were it still q's; the i pages this request already took
+                # from newer requests were above q's before it came
+                base = owned + i - below + 1 - taken[q]
+                ranks.extend(range(base + i, base + min(j, limit)))
+            # q gives up pages i..j-1 to this request
+            x = q + 1
+            while x <= n_req:
+                tree[x] -= j - i
                 x += x & -x
-            markers += 1
+            owned -= j - i
+            taken[q] = j
+            i = j
+        hit_pages = min(i, limit)
+        if limit > hit_pages:
+            ranks.extend([int(INF)] * (limit - hit_pages))
+        weights.extend(_weights(limit, unit, r.tokens))
+        for pid in path:
+            owner[pid] = n
+        x = n + 1
+        while x <= n_req:
+            tree[x] += k
+            x += x & -x
+        owned += k
     rank = np.asarray(ranks, dtype=np.int64)
     w_arr = np.asarray(weights, dtype=np.int64)
     order = np.argsort(rank, kind="stable")
     rank = rank[order]
     cum = np.cumsum(w_arr[order])
-    cum = np.where(rank < INF, cum, cum[rank < INF][-1] if (rank < INF).any() else 0)
-    return StackDistances(rank, cum, prompt_tokens, len(last), longest)
+    finite = rank < INF
+    cum = np.where(finite, cum, cum[finite][-1] if finite.any() else 0)
+    return StackDistances(rank, cum, prompt_tokens, len(ids), longest)
+
+
+def _weights(limit: int, unit: int, tokens: int) -> list[int]:
+    """Tokens each of the first `limit` pages is worth: a block's, the last one its real length."""
+    if unit == 1:
+        return [1] * limit
+    return [min((i + 1) * unit, tokens) - min(i * unit, tokens) for i in range(limit)]
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def clock(trace: Trace, service_s: list[float]) -> np.ndarray:
 
 
 def working_set(trace: Trace, sd: StackDistances, times: np.ndarray) -> WorkingSet:
-    ids: dict[tuple[int, int], int] = {}
+    ids: dict[int, int] = {}
     last_time: list[float] = []
     last_req: list[int] = []
     reused_page: list[bool] = []

@@ -101,3 +101,21 @@ def test_curve_points_keep_the_asked_sizes_and_rise():
     rates = np.array([p.hit_rate for p in pts])
     assert (np.diff(rates) >= 0).all()
     assert rates[-1] == pytest.approx(sd.ceiling)
+
+
+def test_any_integer_ids_page_alike():
+    """Ids outside [0, 2^64) (negative, huge) take the trie's other key shape and rank the same."""
+    plain = extension_trace(3, kind="blocks")
+    odd_of = {}
+
+    def odd(e: int) -> int:
+        return odd_of.setdefault(e, (-1 - e) if e % 2 else e + 2**70)
+
+    odd_trace = Trace(
+        "odd",
+        [TraceRequest(tuple(odd(e) for e in r.key), r.tokens, r.arrival) for r in plain.requests],
+        16,
+        "blocks",
+    )
+    a, b = stack_distances(plain), stack_distances(odd_trace)
+    assert a.rank.tolist() == b.rank.tolist() and a.distinct_pages == b.distinct_pages
