@@ -76,74 +76,105 @@ class StackDistances:
         return int(finite[-1]) if finite.size else 0
 
 
-def stack_distances(trace: Trace) -> StackDistances:
-    """One pass over the trace: each request's prompt pages ranked, then its prompt and answer touched.
+class _Stack:
+    """The LRU stack of pages, kept per toucher rather than per page.
 
-    The stack is kept per request, not per page: the pages a request was the last to touch lie together
-    in the stack, root-most first, and are always the deepest part of its path (a later request that
-    touches one touches its ancestors too), so a request needs one count (its pages still on top of it)
-    and one offset (how many of its root-most pages later requests took). A Fenwick tree over requests
-    sums the counts above a request; a page's rank is that sum plus its place in its request's run.
+    The pages a request (or a re-stamped tail, below) was the last to touch lie together in the stack,
+    root-most first, and are always the deepest part of its path: a later request that touches one
+    touches its ancestors too. So a toucher needs one count (its pages still in the stack) and one offset
+    (how many of its root-most path pages later touchers took); a Fenwick tree over touchers, in time
+    order, sums the counts above one. A page's rank is that sum plus its place in its toucher's run.
     """
+
+    def __init__(self, slots: int) -> None:
+        self.owner: list[int] = []  # page -> its last toucher (-1: never touched)
+        self.taken = [0] * slots
+        self.tree = [0] * (slots + 1)
+        self.slots = slots
+        self.size = 0  # pages in the stack
+        self.next_slot = 0
+
+    def _add(self, slot: int, delta: int) -> None:
+        tree, x, n = self.tree, slot + 1, self.slots
+        while x <= n:
+            tree[x] += delta
+            x += x & -x
+
+    def runs(self, path: list[int]) -> list[tuple[int, int, int]]:
+        """(owner, first index, end index) along the path's known pages (owners only get older deeper)."""
+        owner = self.owner
+        out = []
+        i, k = 0, len(path)
+        while i < k:
+            q = owner[path[i]]
+            if q < 0:
+                break
+            j = i + 1
+            while j < k and owner[path[j]] == q:
+                j += 1
+            out.append((q, i, j))
+            i = j
+        return out
+
+    def ranks(self, runs: list[tuple[int, int, int]], limit: int, out: list[int]) -> int:
+        """Append the ranks of the path's first `limit` pages that are in the stack; returns how many."""
+        tree, size, taken = self.tree, self.size, self.taken
+        got = 0
+        for q, i, j in runs:
+            if i >= limit:
+                break
+            below = 0  # pages of touchers up to q
+            x = q + 1
+            while x > 0:
+                below += tree[x]
+                x &= x - 1
+            base = size - below + 1 - taken[q]  # the rank q's index-0 page would have
+            stop = min(j, limit)
+            out.extend(range(base + i, base + stop))
+            got = stop
+        return got
+
+    def touch(self, path: list[int], runs: list[tuple[int, int, int]]) -> None:
+        """The path moves to the top, root-most page first."""
+        for q, i, j in runs:
+            self._add(q, i - j)
+            self.size -= j - i
+            self.taken[q] = j
+        slot = self.next_slot
+        self.next_slot += 1
+        owner = self.owner
+        for pid in path:
+            owner[pid] = slot
+        self._add(slot, len(path))
+        self.size += len(path)
+
+
+def stack_distances(trace: Trace) -> StackDistances:
+    """One pass over the trace: each request's prompt pages ranked, then its prompt and answer touched."""
     tokens_kind = trace.kind == "tokens"
     unit = trace.unit
-    n_req = len(trace.requests)
-    ids: dict[int, int] = {}
-    owner: list[int] = []  # page -> the last request that touched it (-1: none yet)
-    taken = [0] * n_req  # request -> its root-most path pages later requests took
-    tree = [0] * (n_req + 1)  # Fenwick over requests (1-based): pages each still owns
-    owned = 0  # pages owned by anyone: the stack's size
+    stack = _Stack(len(trace.requests))
+    ids: dict = {}
     ranks: list[int] = []
     weights: list[int] = []
     longest = 0
     prompt_tokens = 0
-    for n, r in enumerate(trace.requests):
+    for r in trace.requests:
         prompt_tokens += r.tokens
         path = page_path(ids, cached_key(r))
         k = len(path)
         longest = max(longest, k)
-        if len(owner) < len(ids):
-            owner.extend([-1] * (len(ids) - len(owner)))
+        if len(stack.owner) < len(ids):
+            stack.owner.extend([-1] * (len(ids) - len(stack.owner)))
         # all but the last prompt token can hit for token inputs (the scheduler computes it for the
         # logits); every block for block traces
         limit = max(len(r.key) - 1 if tokens_kind else len(r.key), 0)
-        i = 0
-        while i < k:
-            q = owner[path[i]]
-            if q < 0:
-                break  # a new page: everything deeper is new too
-            j = i + 1
-            while j < k and owner[path[j]] == q:
-                j += 1
-            if i < limit:
-                below = 0  # pages owned by requests up to q
-                x = q + 1
-                while x > 0:
-                    below += tree[x]
-                    x &= x - 1
-                # the rank of q's index-0 page, were it still q's; the i pages this request already took
-                # from newer requests were above q's before it came
-                base = owned + i - below + 1 - taken[q]
-                ranks.extend(range(base + i, base + min(j, limit)))
-            # q gives up pages i..j-1 to this request
-            x = q + 1
-            while x <= n_req:
-                tree[x] -= j - i
-                x += x & -x
-            owned -= j - i
-            taken[q] = j
-            i = j
-        hit_pages = min(i, limit)
-        if limit > hit_pages:
-            ranks.extend([int(INF)] * (limit - hit_pages))
+        runs = stack.runs(path)
+        hit = stack.ranks(runs, limit, ranks)
+        if limit > hit:
+            ranks.extend([int(INF)] * (limit - hit))
         weights.extend(_weights(limit, unit, r.tokens))
-        for pid in path:
-            owner[pid] = n
-        x = n + 1
-        while x <= n_req:
-            tree[x] += k
-            x += x & -x
-        owned += k
+        stack.touch(path, runs)
     rank = np.asarray(ranks, dtype=np.int64)
     w_arr = np.asarray(weights, dtype=np.int64)
     order = np.argsort(rank, kind="stable")

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import harness.whatif.replay as whatif_replay
 from harness.advise.curve import INF, curve_points, stack_distances
+from harness.sim.radix import RadixCache
 from harness.whatif.grid import Config
 from harness.whatif.inputs import read_mooncake
 from harness.whatif.replay import replay_sequential
@@ -63,6 +65,59 @@ def test_curve_equals_exact_replay_on_extension_traces(seed, kind):
     assert checked >= 3
     # the pool did bind below the knee
     assert sd.hit_tokens(sd.longest_request) < sd.hit_tokens(sd.knee_pool)
+
+
+class KeepTailStamp(RadixCache):
+    """SGLang's tree but for one stamp: the tail a split cuts off keeps its own last-access time instead of
+    a fresh one (unified_radix_cache `_split_node`). The one pass equals this tree exactly."""
+
+    def _split(self, child, split_len):
+        old = child.last_access_time
+        new = super()._split(child, split_len)
+        child.last_access_time = old
+        return new
+
+
+def shared_trace(seed: int) -> Trace:
+    """Token requests behind a few shared system prompts, questions shared but for their last token,
+    answers inserted: splits mid-node everywhere. (A prompt repeated whole would make the replay
+    recompute a last token that is already cached: one slot the one pass does not hold; docs/advise.md.)"""
+    rng = random.Random(seed)
+    systems = [[100_000 * g + i for i in range(rng.randint(20, 60))] for g in range(5)]
+    reqs = []
+    for n in range(120):
+        g = rng.randrange(5)
+        q = rng.randrange(8)  # 8 questions per system prompt: repeats happen
+        key = systems[g] + [10_000_000 + 1000 * g + 10 * q + i for i in range(rng.randint(3, 9))] + [-n]
+        ans = [20_000_000 + 7 * n + i for i in range(rng.randint(2, 6))]
+        reqs.append(TraceRequest(tuple(key), len(key), float(n), len(ans), output_key=tuple(ans)))
+    return Trace(f"shared{seed}", reqs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_curve_equals_the_tree_without_the_split_tail_stamp(monkeypatch, seed):
+    """Where requests leave a node mid-way, the only difference from SGLang's tree is the fresh stamp
+    of the split-off tail: without it, equality at every size (and a difference with it, somewhere)."""
+    trace = shared_trace(seed)
+    sd = stack_distances(trace)
+    sizes = range(sd.longest_request, sd.knee_pool + 1, max(1, (sd.knee_pool - sd.longest_request) // 12))
+    sglang = [replay_sequential(trace, Config("lru", p, mode="exact")).hit_tokens for p in sizes]
+    monkeypatch.setattr(whatif_replay, "RadixCache", KeepTailStamp)
+    for pool in sizes:
+        kept = whatif_replay.replay_sequential(trace, Config("lru", pool, mode="exact"))
+        assert sd.hit_tokens(pool) == kept.hit_tokens, pool
+    assert sglang != [sd.hit_tokens(p) for p in sizes]  # the stamp matters on this trace
+
+
+def test_curve_equals_the_tail_stamp_free_replay_on_the_conversation_trace(monkeypatch):
+    trace = read_mooncake(CONVERSATION)
+    sd = stack_distances(trace)
+    monkeypatch.setattr(whatif_replay, "RadixCache", KeepTailStamp)
+    for pool in (300, 2000, 10_000, 20_000, 100_000):
+        assert (
+            sd.hit_tokens(pool)
+            == whatif_replay.replay_sequential(trace, Config("lru", pool, mode="exact")).hit_tokens
+        )
 
 
 def test_curve_within_a_tenth_of_a_point_on_the_conversation_trace():
