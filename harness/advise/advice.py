@@ -94,7 +94,7 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     device = max(profile.default_pool_tokens // unit_tokens, 1)
     current = opts.pool or device
     host_mem = opts.host_memory_gb if opts.host_memory_gb is not None else _host_gb(profile)
-    pools = grid.pools_around(current, device, sd.knee_pool)
+    pools = grid.pools_around(current, device, sd)
     configs = grid.build(trace, pools, profile, host_mem, priorities=False)
     cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
     t_grid = time.perf_counter()

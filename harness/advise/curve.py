@@ -69,6 +69,12 @@ class StackDistances:
         """The hit rate of an unbounded pool."""
         return self.hit_rate(int(INF) - 1)
 
+    def pool_for(self, rate: float) -> int:
+        """The smallest pool whose hit rate reaches `rate` (0 when nothing does)."""
+        need = rate * self.prompt_tokens
+        i = int(np.searchsorted(self.cum_tokens, need, side="left"))
+        return int(self.rank[i]) if i < self.rank.size and self.rank[i] < INF else 0
+
     @property
     def knee_pool(self) -> int:
         """The smallest pool that reaches the ceiling (every reuse fits)."""

@@ -1,8 +1,8 @@
 """The exact what-if grid around the knee: which configurations to replay, and the replay itself.
 
-Pools: the current one, the card x model default (memory fraction), twice that (FP8 KV), and the
-curve's knee when it lies between. Host ratios: 2x and 4x the device pool where the host memory holds
-them (`--host-memory`). Every policy replays device-only and with a write_through host tier; lru also
+Pools: the current one, the card x model default (memory fraction), twice the larger (FP8 KV), and
+the one-pass curve's knee points (half, 3/4, 90% and all of the ceiling) where they lie between.
+Host ratios: 2x and 4x the device pool where the host memory holds them (`--host-memory`). Every policy replays device-only and with a write_through host tier; lru also
 with every write policy. tlru at two thresholds from the input's prompt lengths. All through
 `harness.whatif.replay.sweep` (SGLang 0.5.23's tree, `--mode exact`'s sibling: the server's own
 whole-node eviction).
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.advise.curve import StackDistances
 from harness.advise.physics import Modelled, Slo, model
 from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.timing import CardProfile
@@ -66,12 +67,17 @@ def tlru_configs(trace: Trace) -> list[tuple[tuple[str, int], ...]]:
     return sorted(set(out))
 
 
-def pools_around(current: int, device: int, knee: int) -> list[int]:
+def pools_around(current: int, device: int, sd: StackDistances) -> list[int]:
+    """The current pool, the card's default, twice the larger (FP8 KV), and the one-pass curve's knee:
+    the smallest pools reaching half, 3/4, 90% and all of the ceiling, where they lie in that range."""
     grown = max(current, device)
     pools = {current, grown, 2 * grown}
-    if current < knee < 2 * grown:
-        pools.add(knee)
-    return sorted(p for p in pools if p > 0)
+    for share in (0.5, 0.75, 0.9):
+        pools.add(sd.pool_for(sd.ceiling * share))
+    pools.add(sd.knee_pool)
+    return sorted(
+        p for p in pools if 0 < p <= 2 * grown and (p in (current, grown, 2 * grown) or p >= current // 2)
+    )
 
 
 def host_ratios(
