@@ -92,7 +92,7 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     t_ws = time.perf_counter()
     unit_tokens = trace.unit
     device = max(profile.default_pool_tokens // unit_tokens, 1)
-    current = opts.pool or device
+    current = opts.pool or _capture_pool(path) or device
     host_mem = opts.host_memory_gb if opts.host_memory_gb is not None else _host_gb(profile)
     pools = grid.pools_around(current, device, sd)
     configs = grid.build(trace, pools, profile, host_mem, priorities=False)
@@ -137,6 +137,22 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
         },
         notes=notes,
     )
+
+
+def _capture_pool(path: Path) -> int | None:
+    """A capture point's server pool (`max_total_tokens` in its server_info.json), the --pool default."""
+    import json
+
+    from harness.capture import SERVER_INFO
+
+    if not path.is_dir():
+        return None
+    try:
+        info = json.loads((path.parent / SERVER_INFO).read_text())
+    except (OSError, ValueError):
+        return None
+    pool = info.get("max_total_tokens") if isinstance(info, dict) else None
+    return pool if isinstance(pool, int) and pool > 0 else None
 
 
 def _host_gb(profile: CardProfile) -> float | None:
