@@ -13,6 +13,7 @@ does not (the split-off tail of a partly matched node is re-stamped).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,7 +123,7 @@ class _Stack:
             i = j
         return out
 
-    def ranks(self, runs: list[tuple[int, int, int]], limit: int, out: list[int]) -> int:
+    def ranks(self, runs: list[tuple[int, int, int]], limit: int, out: array) -> int:
         """Append the ranks of the path's first `limit` pages that are in the stack; returns how many."""
         tree, size, taken = self.tree, self.size, self.taken
         got = 0
@@ -161,8 +162,8 @@ def stack_distances(trace: Trace) -> StackDistances:
     unit = trace.unit
     stack = _Stack(len(trace.requests))
     ids: dict = {}
-    ranks: list[int] = []
-    weights: list[int] = []
+    ranks = array("q")  # 8 bytes a page, not a Python int's 36: a million requests' pages fit
+    weights = array("q")
     longest = 0
     prompt_tokens = 0
     for r in trace.requests:
@@ -181,8 +182,8 @@ def stack_distances(trace: Trace) -> StackDistances:
             ranks.extend([int(INF)] * (limit - hit))
         weights.extend(_weights(limit, unit, r.tokens))
         stack.touch(path, runs)
-    rank = np.asarray(ranks, dtype=np.int64)
-    w_arr = np.asarray(weights, dtype=np.int64)
+    rank = np.frombuffer(ranks, dtype=np.int64) if ranks else np.zeros(0, np.int64)
+    w_arr = np.frombuffer(weights, dtype=np.int64) if weights else np.zeros(0, np.int64)
     order = np.argsort(rank, kind="stable")
     rank = rank[order]
     cum = np.cumsum(w_arr[order])

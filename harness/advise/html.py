@@ -10,7 +10,7 @@ from harness.advise.advice import Advice
 from harness.advise.markdown import CAND_HEAD, candidates_rows
 from harness.report.html_page import CSP, _asset, esc
 
-W, H, PAD_L, PAD_B, PAD_T, PAD_R = 720, 320, 56, 40, 16, 16
+W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 340, 56, 40, 16, 24
 
 
 def curve_svg(a: Advice) -> str:
@@ -25,7 +25,7 @@ def curve_svg(a: Advice) -> str:
     lo = math.log10(max(1, min(p.pool for p in pts)))
     hi = math.log10(max(max(p.pool for p in pts), *(m[0] for m in marks), 10))
     hi = hi if hi > lo else lo + 1
-    top = max(0.05, a.ceiling * 1.1)
+    top = min(1.0, math.ceil(max(a.ceiling, 0.01) * 10 + 0.5) / 10)
 
     def x(pool: int) -> float:
         return PAD_L + (math.log10(max(pool, 1)) - lo) / (hi - lo) * (W - PAD_L - PAD_R)
@@ -40,8 +40,9 @@ def curve_svg(a: Advice) -> str:
     ]
     parts.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#888"/>')
     parts.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#888"/>')
-    for k in range(5):
-        rate = top * k / 4
+    step = 0.1 if top <= 0.5 else 0.2
+    for k in range(int(round(top / step)) + 1):
+        rate = k * step
         parts.append(
             f'<text x="{PAD_L - 6}" y="{y(rate) + 4:.1f}" font-size="11" text-anchor="end">{rate:.0%}</text>'
         )
@@ -60,9 +61,10 @@ def curve_svg(a: Advice) -> str:
             f'<line x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{H - PAD_B}" stroke="{color}" '
             'stroke-dasharray="4 3"/>'
         )
+        left = px > W * 0.7  # a line near the right edge gets its label on its left
         parts.append(
-            f'<text x="{px + 4:.1f}" y="{PAD_T + 12 + 13 * i}" font-size="11" fill="{color}">'
-            f"{esc(name)} {pool:,}</text>"
+            f'<text x="{px - 4 if left else px + 4:.1f}" y="{PAD_T + 12 + 13 * i}" font-size="11" '
+            f'fill="{color}" text-anchor="{"end" if left else "start"}">{esc(name)} {pool:,}</text>'
         )
     parts.append(
         f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" font-size="12" text-anchor="middle">'
@@ -93,8 +95,12 @@ def render(a: Advice) -> str:
         for s in r.steps
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in r.notes + a.notes)
-    ws_rows = [[k, f"{v:,}", f"{v * a.unit_tokens:,}"] for k, v in ws.within.items()]
-    ws_rows.append(["whole input", f"{ws.overall:,}", f"{ws.overall * a.unit_tokens:,}"])
+    blocks = a.unit_tokens > 1
+    ws_rows = [[k, f"{v:,}"] + ([f"{v * a.unit_tokens:,}"] if blocks else []) for k, v in ws.within.items()]
+    ws_rows.append(
+        ["whole input", f"{ws.overall:,}"] + ([f"{ws.overall * a.unit_tokens:,}"] if blocks else [])
+    )
+    ws_head = ["window", a.unit] + (["tokens"] if blocks else [])
     be_rows = [
         [
             t.tier,
@@ -123,7 +129,7 @@ def render(a: Advice) -> str:
         f"<h2>Hit rate by pool (LRU, exact one pass)</h2>{curve_svg(a)}"
         f"<p>Ceiling {a.ceiling:.1%} at {a.knee_pool:,} {esc(a.unit)}.</p>"
         f"<h2>Candidates (exact replay)</h2>{_table(CAND_HEAD, candidates_rows(a))}"
-        f"<h2>Working set</h2>{_table(['window', a.unit, 'tokens'], ws_rows)}"
+        f"<h2>Working set</h2>{_table(ws_head, ws_rows)}"
         f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
         "prefix-stable.</p>"
         f"<h2>Break-even per tier</h2>{_table(['tier', 'tokens', 'recompute ms', 'load ms', 'load pays'], be_rows)}"

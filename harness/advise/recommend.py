@@ -113,7 +113,8 @@ def recommend(cands: list[Candidate], current_pool: int, ws: WorkingSet, unit_na
             Step(
                 f"grow the device pool to {grown.config.pool:,} {unit_name} (memory fraction, or FP8 KV past the "
                 "card's default)",
-                f"hit rate {_pct(here.hit_rate)} -> {_pct(grown.hit_rate)}",
+                f"hits come back from further than the pool holds: 90% of the hit tokens need "
+                f"{ws.reuse_distance.get('p90', 0):,} {unit_name}, the pool is {here.config.pool:,}",
                 here,
                 grown,
             )
