@@ -133,7 +133,6 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
             "curve": t_curve - t_read,
             "working_set": t_ws - t_curve,
             "grid": t_grid - t_ws,
-            "grid_points": float(len(cands)),
         },
         notes=notes,
     )
