@@ -61,9 +61,12 @@ def render(a: Advice) -> str:
         f"({ws.distinct:,} distinct). Pools: current {a.current_pool:,}, card default {a.device_pool:,}, "
         f"device + host {a.current_pool + a.host_pool:,}."
     )
+    out.append("")
     out.append(
         f"One-time prompts: {_pct(ws.one_time_share)} of requests ({_pct(ws.one_time_token_share)} of tokens). "
-        f"Reuse distance (token-weighted stack rank of hits): {ws.reuse_distance}. "
+        "Reuse distance (the pool that serves that share of the hit tokens): "
+        + (", ".join(f"{k} {v:,}" for k, v in ws.reuse_distance.items()) or "no reuse")
+        + f" {u}. "
         f"Prefix stability: {ws.unstable_turns} of {ws.later_turns} later turns do not extend the previous turn."
     )
     out += ["", "## Hit rate by pool (LRU, one pass)", "", "| pool | hit rate |", "|---|---|"]
