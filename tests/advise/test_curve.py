@@ -109,22 +109,28 @@ def test_curve_equals_the_tree_without_the_split_tail_stamp(monkeypatch, seed):
     assert sglang != [sd.hit_tokens(p) for p in sizes]  # the stamp matters on this trace
 
 
-def test_curve_equals_the_tail_stamp_free_replay_on_the_conversation_trace(monkeypatch):
+@pytest.fixture(scope="module")
+def conversation():
     trace = read_mooncake(CONVERSATION)
-    sd = stack_distances(trace)
+    return trace, stack_distances(trace)
+
+
+def test_curve_equals_the_tail_stamp_free_replay_on_the_conversation_trace(monkeypatch, conversation):
+    """Where the one pass differs most from SGLang's tree (10,000-20,000 blocks), the tail's stamp is
+    the whole difference."""
+    trace, sd = conversation
     monkeypatch.setattr(whatif_replay, "RadixCache", KeepTailStamp)
-    for pool in (300, 2000, 10_000, 20_000, 100_000):
+    for pool in (10_000, 20_000):
         assert (
             sd.hit_tokens(pool)
             == whatif_replay.replay_sequential(trace, Config("lru", pool, mode="exact")).hit_tokens
         )
 
 
-def test_curve_within_a_tenth_of_a_point_on_the_conversation_trace():
+def test_curve_within_a_tenth_of_a_point_on_the_conversation_trace(conversation):
     """Mid-node divergences re-stamp the split-off tail (docs/advise.md): the one pass is then within a
-    tenth of a point at these sizes; the benchmark script prints the deviation over a wider range."""
-    trace = read_mooncake(CONVERSATION)
-    sd = stack_distances(trace)
+    tenth of a point at these sizes (up to 0.4 between 5,000 and 20,000 blocks: scripts/bench_advise.py)."""
+    trace, sd = conversation
     for pool in (300, 1000, 2000, 50_000, 100_000, sd.knee_pool):
         exact = replay_sequential(trace, Config("lru", pool, mode="exact"))
         assert abs(sd.hit_rate(pool) - exact.hit_rate) <= 0.001, (pool, sd.hit_rate(pool), exact.hit_rate)
