@@ -78,11 +78,16 @@ def measure(spec_path: Path, c: Candidate, card: str, model: str | None, work: P
     return cached / prompt if prompt else 0.0
 
 
-def confirm(spec_path: Path, a: Advice, k: int, card: str, model: str | None) -> list[dict]:
+def confirm(
+    spec_path: Path, a: Advice, k: int, card: str, model: str | None, keep: Path | None = None
+) -> list[dict]:
+    """`keep`: the folder for each candidate's server log and capture (kept, as a run's are); else a
+    temporary one."""
     out = []
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
+        root = keep if keep is not None else Path(tmp)
         for i, c in enumerate(top(a, k)):
-            measured = measure(spec_path, c, card, model, Path(tmp) / str(i))
+            measured = measure(spec_path, c, card, model, root / f"candidate-{i + 1}")
             out.append(
                 {
                     "config": c.label(),

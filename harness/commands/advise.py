@@ -86,6 +86,7 @@ def parse_slo(text: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from harness.advise.advice import Options, advise, check, read
+    from harness.advise.confirm import check_confirm, confirm
     from harness.advise.html import write_html
     from harness.advise.json_out import to_dict, write_json
     from harness.advise.markdown import render, write_markdown
@@ -104,20 +105,19 @@ def run(args: argparse.Namespace) -> int:
     )
     profile = check(args.inputs, opts)
     if args.confirm:
-        from harness.advise.confirm import check_confirm
-
         check_confirm(args.inputs, args.confirm)
     traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
     for path, trace in zip(args.inputs, traces, strict=True):
         a = advise(path, opts, profile, trace)
-        if args.confirm:
-            from harness.advise.confirm import confirm
-
-            a.confirmed = confirm(path, a, args.confirm, opts.card, opts.model)
+        out = None
         if args.output is not None:
             out = args.output / path.stem if many else args.output
             out.mkdir(parents=True, exist_ok=True)
+        if args.confirm:
+            keep = out / "confirm" if out is not None else None
+            a.confirmed = confirm(path, a, args.confirm, opts.card, opts.model, keep)
+        if out is not None:
             write_json(a, out / "advise.json")
             write_markdown(a, out / "advise.md")
             write_html(a, out / "advise.html")

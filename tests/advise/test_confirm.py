@@ -57,4 +57,6 @@ def test_confirm_two_measures_within_two_points(tmp_path, capsys):
         assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
         assert c["measured_hit_rate"] > 0.1  # the pool and the spec did share prefixes
     assert "Confirmed live" in (out / "advise.html").read_text()
+    # each candidate's server log and capture are kept beside the advice
+    assert len(list((out / "confirm").glob("candidate-*/cap/**/requests.jsonl"))) == 2
     capsys.readouterr()
