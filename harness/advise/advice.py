@@ -102,7 +102,8 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     rec = recommend(cands, current, ws, unit_name)
     ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
     host_pool = int(current * max(ratios, default=0))
-    pts = curve_points(sd, [current, device, current + host_pool, *opts.curve_at])
+    named = sorted({current, device, current + host_pool, *opts.curve_at})
+    pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
     notes = list(trace.notes)
     notes.append("priority not in the grid: the input carries no request priorities")
     if sd.longest_request > min(pools):
@@ -136,6 +137,22 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
         },
         notes=notes,
     )
+
+
+def _replayed(
+    pts: list[CurvePoint], named: list[int], trace: Trace, profile: CardProfile, workers: int | None
+) -> list[CurvePoint]:
+    """The named sizes replayed exactly (lru, `--mode exact`, one request at a time: what the one pass
+    computes), beside the one pass's value."""
+    from dataclasses import replace
+
+    from harness.whatif.grid import Config
+    from harness.whatif.replay import sweep
+
+    one_at_a_time = replace(trace, concurrency=None)
+    results = sweep(one_at_a_time, [Config("lru", p, mode="exact") for p in named], profile, workers)
+    exact = {p: r.hit_rate for p, r in zip(named, results, strict=True)}
+    return [replace(pt, replayed=exact.get(pt.pool)) for pt in pts]
 
 
 def _capture_pool(path: Path) -> int | None:

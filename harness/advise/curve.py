@@ -203,6 +203,7 @@ def _weights(limit: int, unit: int, tokens: int) -> list[int]:
 class CurvePoint:
     pool: int
     hit_rate: float
+    replayed: float | None = None  # the exact replay's (lru, --mode exact, one at a time) at a named size
 
 
 def curve_points(

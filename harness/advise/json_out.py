@@ -19,7 +19,11 @@ def to_dict(a: Advice) -> dict:
         "requests": a.requests,
         "prompt_tokens": a.prompt_tokens,
         "pools": {"current": a.current_pool, "device": a.device_pool, "host": a.host_pool},
-        "curve": [{"pool": p.pool, "hit_rate": round(p.hit_rate, 6)} for p in a.curve],
+        "curve": [
+            {"pool": p.pool, "hit_rate": round(p.hit_rate, 6)}
+            | ({} if p.replayed is None else {"replayed_hit_rate": round(p.replayed, 6)})
+            for p in a.curve
+        ],
         "ceiling": round(a.ceiling, 6),
         "knee_pool": a.knee_pool,
         "working_set": a.working_set.to_dict(),

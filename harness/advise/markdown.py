@@ -69,12 +69,16 @@ def render(a: Advice) -> str:
         + f" {u}. "
         f"Prefix stability: {ws.unstable_turns} of {ws.later_turns} later turns do not extend the previous turn."
     )
-    out += ["", "## Hit rate by pool (LRU, one pass)", "", "| pool | hit rate |", "|---|---|"]
+    out += ["", "## Hit rate by pool (LRU)", "", "| pool | one pass | exact replay |", "|---|---|---|"]
     marks = {a.current_pool: " (current)", a.device_pool: " (card default)"}
     marks[a.current_pool + a.host_pool] = marks.get(a.current_pool + a.host_pool, "") + " (device + host)"
     step = max(1, len(a.curve) // 20)
     shown = [p for i, p in enumerate(a.curve) if i % step == 0 or p.pool in marks]
-    out += [f"| {p.pool:,}{marks.get(p.pool, '')} | {_pct(p.hit_rate)} |" for p in shown]
+    out += [
+        f"| {p.pool:,}{marks.get(p.pool, '')} | {_pct(p.hit_rate)} | "
+        f"{'' if p.replayed is None else _pct(p.replayed)} |"
+        for p in shown
+    ]
     out.append(f"\nCeiling (unbounded pool): {_pct(a.ceiling)}, reached at {a.knee_pool:,} {u}.")
     out += [
         "",

@@ -56,6 +56,10 @@ def test_writes_markdown_html_and_json_with_the_issue_keys(tmp_path, capsys):
     pools = [p["pool"] for p in d["curve"]]
     assert {7, 20, 33} <= set(pools)
     assert all(0 <= p["hit_rate"] <= 1 for p in d["curve"])
+    # the named sizes also replayed exactly: equal to the one pass on this trace (sessions only extend)
+    named = [p for p in d["curve"] if "replayed_hit_rate" in p]
+    assert {7, 20, 33} <= {p["pool"] for p in named}
+    assert all(p["replayed_hit_rate"] == p["hit_rate"] for p in named if p["pool"] >= 20)
     assert set(d["recommendation"]) >= {"hicache", "policy", "pool", "host_ratio", "steps"}
     c = d["candidates"][0]
     assert set(c) >= {"policy", "pool", "host_ratio", "write_policy", "predicted_hit_rate", "modelled"}
