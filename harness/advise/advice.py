@@ -57,6 +57,19 @@ class Advice:
 
 
 def profile_for(opts: Options) -> CardProfile:
+    """The card x model physics; a --model that names nothing is an error here, not a silent 8B."""
+    from harness.sim.models import ModelConfigError, builtin_names, load_model
+
+    if opts.model:
+        try:
+            shape = load_model(opts.model)
+        except ModelConfigError as e:
+            raise HarnessError(f"--model: {e}") from None
+        if shape is None:
+            raise HarnessError(
+                f"--model: {opts.model!r} is neither a folder with a config.json nor a built-in model "
+                f"({', '.join(builtin_names())})"
+            )
     return resolve_profile(opts.card, opts.model)
 
 
@@ -99,7 +112,14 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
     t_grid = time.perf_counter()
     unit_name = "blocks" if trace.kind == "blocks" else "tokens"
-    rec = recommend(cands, current, ws, unit_name)
+    kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
+    no_host = (
+        f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} {unit_name} = "
+        f"{kv_gb:,.0f} GB of KV); the grid tries {' and '.join(f'{r:g}x' for r in grid.HOST_RATIOS)}"
+        if host_mem is not None and kv_gb > 0
+        else "no host ratio fits the host memory"
+    )
+    rec = recommend(cands, current, ws, unit_name, no_host)
     ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
     host_pool = int(current * max(ratios, default=0))
     named = sorted({current, device, current + host_pool, *opts.curve_at})

@@ -83,7 +83,13 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def recommend(cands: list[Candidate], current_pool: int, ws: WorkingSet, unit_name: str) -> Recommendation:
+def recommend(
+    cands: list[Candidate],
+    current_pool: int,
+    ws: WorkingSet,
+    unit_name: str,
+    no_host: str = "no host ratio fits the host memory",
+) -> Recommendation:
     def pick(policy: str | None = "lru", pool: int | None = None, host: bool | None = None, write=None):
         return [
             c
@@ -164,7 +170,7 @@ def recommend(cands: list[Candidate], current_pool: int, ws: WorkingSet, unit_na
                 + f" ({pool:,} {unit_name})"
             )
     else:
-        headline = "HiCache not evaluated: no host ratio fits the host memory"
+        headline = f"HiCache not evaluated: {no_host}"
     notes.append("storage tier (HiCache L3): not modelled by the sim yet; no recommendation either way")
     # eviction policy last
     same = [
