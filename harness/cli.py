@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("harness.commands.validate", "clock-floor and throttle verdicts for a summary"),
     "gpu": ("harness.commands.gpu", "what NVML sees now, or why it sees nothing"),
     "whatif": ("harness.commands.whatif", "replay a trace through SGLang's cache semantics offline"),
+    "advise": ("harness.commands.advise", "HiCache or not, which policy, how big a pool: from your traffic"),
 }
 
 

@@ -44,6 +44,7 @@ LAYERS: tuple[str, ...] = (
     "sweep",
     "realserver",
     "fleet",
+    "advise",  # traffic -> curve, what-if grid, recommendation; --confirm runs candidates as a sweep
     "commands",
     "cli",
     "__main__",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
-from harness.sim.timing import DEFAULT_PROFILE, get_profile
+from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 from harness.whatif.grid import Config
 from harness.whatif.inputs import Trace, TraceRequest
 
@@ -179,7 +179,9 @@ def _percentiles(ttft: list[float]) -> dict[str, float]:
     return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
 
 
-def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None) -> Result:
+def replay(
+    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | CardProfile | None = None
+) -> Result:
     """One configuration over the whole trace, in virtual time: through the scheduler when the input has
     a concurrency (specs, captures), else one request at a time."""
     if trace.concurrency is not None:
@@ -188,7 +190,7 @@ def replay(trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str 
 
 
 def replay_sequential(
-    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | None = None
+    trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | CardProfile | None = None
 ) -> Result:
     """Requests one at a time in trace order (a counter clock), through serve_request."""
     counter = itertools.count(1)
@@ -207,7 +209,8 @@ def replay_sequential(
         flavor=cfg.tree,
     )
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
-    profile = get_profile(card or DEFAULT_PROFILE)
+    # a whole profile: advise's card x model
+    profile = card if isinstance(card, CardProfile) else get_profile(card or DEFAULT_PROFILE)
     prefill, overhead, load_time = profile.prefill_time, profile.prefill_overhead_s, profile.load_back_time
     tally = _Tally()
     ttft: list[float] = []
@@ -231,7 +234,7 @@ def replay_sequential(
     return tally.result(cfg, trace, evicted, seconds, ttft)
 
 
-def engine_config(cfg: Config, card: str | None = None) -> EngineConfig:
+def engine_config(cfg: Config, card: str | CardProfile | None = None) -> EngineConfig:
     """The serve-sim engine a live run of this configuration would use (the card's other defaults)."""
     from harness.sim.engine import EngineConfig
 
@@ -304,7 +307,7 @@ def replay_engine(
     trace: Trace,
     cfg: Config,
     ideal: list[int] | None = None,
-    card: str | None = None,
+    card: str | CardProfile | None = None,
     econf: EngineConfig | None = None,
 ) -> Result:
     """The trace through the sim's scheduler in virtual time, at the input's concurrency (closed loop).
@@ -356,7 +359,7 @@ def _cache_answer(cache: RadixCache, key: tuple, answer: tuple, pool: int) -> No
     cache.insert(full[:keep], inserted_len=len(key))
 
 
-_WORK: tuple[Trace, list[int], str | None] | None = None
+_WORK: tuple[Trace, list[int], str | CardProfile | None] | None = None
 
 
 def _run_one(cfg: Config) -> Result:
@@ -366,7 +369,7 @@ def _run_one(cfg: Config) -> Result:
 
 
 def sweep(
-    trace: Trace, configs: list[Config], card: str | None = None, workers: int | None = None
+    trace: Trace, configs: list[Config], card: str | CardProfile | None = None, workers: int | None = None
 ) -> list[Result]:
     """Every configuration, across a process pool (fork: the trace is shared, not pickled per task)."""
     global _WORK

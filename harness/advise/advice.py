@@ -1,0 +1,196 @@
+"""One advise run from input to record: curve, working set, grid, break-even, recommendation.
+
+The options are checked (`check`) before any of the work, so bad input costs nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.advise import breakeven, grid
+from harness.advise.curve import CurvePoint, curve_points, stack_distances
+from harness.advise.physics import Slo, service_times
+from harness.advise.recommend import Recommendation, recommend
+from harness.advise.working_set import WorkingSet, clock, working_set
+from harness.errors import HarnessError
+from harness.sim.timing import CardProfile, resolve_profile
+from harness.whatif.inputs import read_input
+from harness.whatif.trace import Trace
+
+
+@dataclass(frozen=True)
+class Options:
+    card: str = "l4"
+    model: str | None = None
+    pool: int | None = None  # input units; None: the card x model default
+    host_memory_gb: float | None = None  # None: the card's typical host
+    slo: Slo | None = None
+    curve_at: tuple[int, ...] = ()
+    workers: int | None = None
+    block_size: int = 512
+
+
+@dataclass
+class Advice:
+    input: str
+    card: str
+    model: str
+    unit: str  # tokens | blocks
+    unit_tokens: int
+    requests: int
+    prompt_tokens: int
+    current_pool: int
+    device_pool: int  # the card x model default, in input units
+    host_pool: int  # the largest host pool the grid tried, in input units
+    curve: list[CurvePoint]
+    ceiling: float
+    knee_pool: int
+    working_set: WorkingSet
+    candidates: list[grid.Candidate]
+    breakeven: dict[str, list[breakeven.TierCost]]
+    recommendation: Recommendation
+    seconds: dict[str, float] = field(default_factory=dict)
+    confirmed: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def profile_for(opts: Options) -> CardProfile:
+    """The card x model physics; a --model that names nothing is an error here, not a silent 8B."""
+    from harness.sim.models import ModelConfigError, builtin_names, load_model
+
+    if opts.model:
+        try:
+            shape = load_model(opts.model)
+        except ModelConfigError as e:
+            raise HarnessError(f"--model: {e}") from None
+        if shape is None:
+            raise HarnessError(
+                f"--model: {opts.model!r} is neither a folder with a config.json nor a built-in model "
+                f"({', '.join(builtin_names())})"
+            )
+    return resolve_profile(opts.card, opts.model)
+
+
+def check(inputs: list[Path], opts: Options) -> CardProfile:
+    """Every option and input path, before any work; HarnessError names the culprit."""
+    for p in inputs:
+        if not p.exists():
+            raise HarnessError(f"{p}: no such file or folder")
+    if opts.pool is not None and opts.pool <= 0:
+        raise HarnessError(f"--pool: {opts.pool} must be positive")
+    for n in opts.curve_at:
+        if n <= 0:
+            raise HarnessError(f"--curve-at: {n} must be positive")
+    if opts.host_memory_gb is not None and opts.host_memory_gb < 0:
+        raise HarnessError(f"--host-memory: {opts.host_memory_gb:g} must be >= 0 GB")
+    if opts.block_size <= 0:
+        raise HarnessError(f"--block-size: {opts.block_size} must be positive")
+    return profile_for(opts)
+
+
+def read(inputs: list[Path], opts: Options) -> list[Trace]:
+    """Every input read (and so checked) before any of them is worked on."""
+    return [read_input(p, opts.block_size) for p in inputs]
+
+
+def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None = None) -> Advice:
+    t0 = time.perf_counter()
+    trace = trace if trace is not None else read_input(path, opts.block_size)
+    t_read = time.perf_counter()
+    sd = stack_distances(trace)
+    t_curve = time.perf_counter()
+    ws = working_set(trace, sd, clock(trace, service_times(trace, profile)))
+    t_ws = time.perf_counter()
+    unit_tokens = trace.unit
+    device = max(profile.default_pool_tokens // unit_tokens, 1)
+    current = opts.pool or _capture_pool(path) or device
+    host_mem = opts.host_memory_gb if opts.host_memory_gb is not None else _host_gb(profile)
+    pools = grid.pools_around(current, device, sd)
+    configs = grid.build(trace, pools, profile, host_mem, priorities=False)
+    cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
+    t_grid = time.perf_counter()
+    unit_name = "blocks" if trace.kind == "blocks" else "tokens"
+    kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
+    no_host = (
+        f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} {unit_name} = "
+        f"{kv_gb:,.0f} GB of KV); the grid tries {' and '.join(f'{r:g}x' for r in grid.HOST_RATIOS)}"
+        if host_mem is not None and kv_gb > 0
+        else "no host ratio fits the host memory"
+    )
+    rec = recommend(cands, current, ws, unit_name, no_host)
+    ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
+    host_pool = int(current * max(ratios, default=0))
+    named = sorted({current, device, current + host_pool, *opts.curve_at})
+    pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
+    notes = list(trace.notes)
+    notes.append("priority not in the grid: the input carries no request priorities")
+    if sd.longest_request > min(pools):
+        notes.append(
+            f"the longest request holds {sd.longest_request:,} {unit_name}, more than the smallest pool "
+            f"({min(pools):,}): below that size the one-pass curve is an upper bound"
+        )
+    return Advice(
+        input=str(path),
+        card=profile.name,
+        model=profile.model,
+        unit=unit_name,
+        unit_tokens=unit_tokens,
+        requests=len(trace.requests),
+        prompt_tokens=sd.prompt_tokens,
+        current_pool=current,
+        device_pool=device,
+        host_pool=host_pool,
+        curve=pts,
+        ceiling=sd.ceiling,
+        knee_pool=sd.knee_pool,
+        working_set=ws,
+        candidates=cands,
+        breakeven=breakeven.all_tiers(profile),
+        recommendation=rec,
+        seconds={
+            "read": t_read - t0,
+            "curve": t_curve - t_read,
+            "working_set": t_ws - t_curve,
+            "grid": t_grid - t_ws,
+        },
+        notes=notes,
+    )
+
+
+def _replayed(
+    pts: list[CurvePoint], named: list[int], trace: Trace, profile: CardProfile, workers: int | None
+) -> list[CurvePoint]:
+    """The named sizes replayed exactly (lru, `--mode exact`, one request at a time: what the one pass
+    computes), beside the one pass's value."""
+    from dataclasses import replace
+
+    from harness.whatif.grid import Config
+    from harness.whatif.replay import sweep
+
+    one_at_a_time = replace(trace, concurrency=None)
+    results = sweep(one_at_a_time, [Config("lru", p, mode="exact") for p in named], profile, workers)
+    exact = {p: r.hit_rate for p, r in zip(named, results, strict=True)}
+    return [replace(pt, replayed=exact.get(pt.pool)) for pt in pts]
+
+
+def _capture_pool(path: Path) -> int | None:
+    """A capture point's server pool (`max_total_tokens` in its server_info.json), the --pool default."""
+    import json
+
+    from harness.capture import SERVER_INFO
+
+    if not path.is_dir():
+        return None
+    try:
+        info = json.loads((path.parent / SERVER_INFO).read_text())
+    except (OSError, ValueError):
+        return None
+    pool = info.get("max_total_tokens") if isinstance(info, dict) else None
+    return pool if isinstance(pool, int) and pool > 0 else None
+
+
+def _host_gb(profile: CardProfile) -> float | None:
+    hw = getattr(profile, "hw", None)
+    return float(hw.host_mem_gb) if hw is not None else None

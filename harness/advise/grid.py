@@ -1,0 +1,114 @@
+"""The exact what-if grid around the knee: which configurations to replay, and the replay itself.
+
+Pools: the current one, the card x model default (memory fraction), twice the larger (FP8 KV), and
+the one-pass curve's knee points (half, 3/4, 90% and all of the ceiling) where they lie between.
+Host ratios: 2x and 4x the device pool where the host memory holds them (`--host-memory`). Every policy replays device-only and with a write_through host tier; lru also
+with every write policy. tlru at two thresholds from the input's prompt lengths. All through
+`harness.whatif.replay.sweep` (SGLang 0.5.23's tree, `--mode exact`'s sibling: the server's own
+whole-node eviction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.advise.curve import StackDistances
+from harness.advise.physics import Modelled, Slo, model
+from harness.sim.hicache import WRITE_POLICIES
+from harness.sim.timing import CardProfile
+from harness.whatif.grid import Config
+from harness.whatif.replay import Result, sweep
+from harness.whatif.trace import Trace
+
+HOST_RATIOS = (2.0, 4.0)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    config: Config
+    result: Result
+    modelled: Modelled
+
+    @property
+    def hit_rate(self) -> float:
+        return self.result.hit_rate
+
+    def label(self) -> str:
+        c = self.config
+        pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in c.policy_config)})" if c.policy_config else "")
+        host = f", host {c.host_ratio:g}x {c.write_policy}" if c.host_ratio > 0 else ""
+        return f"{pol}, pool {c.pool:,}{host}"
+
+    def to_dict(self) -> dict:
+        c = self.config
+        return {
+            "policy": c.policy,
+            "policy_config": dict(c.policy_config),
+            "pool": c.pool,
+            "host_ratio": c.host_ratio,
+            "write_policy": c.write_policy if c.host_ratio > 0 else None,
+            "predicted_hit_rate": round(self.hit_rate, 6),
+            "device_hit_rate": round(self.result.device_hit_tokens / max(self.result.prompt_tokens, 1), 6),
+            "host_hit_rate": round(self.result.host_hit_tokens / max(self.result.prompt_tokens, 1), 6),
+            "modelled": self.modelled.to_dict(),
+            "replay_seconds": round(self.result.seconds, 3),
+        }
+
+
+def tlru_configs(trace: Trace) -> list[tuple[tuple[str, int], ...]]:
+    """Two T-LRU settings from the input's prompt lengths (units): threshold at the median and p90."""
+    lengths = np.asarray([len(r.key) for r in trace.requests])
+    out = []
+    for q in (50, 90):
+        t = max(int(np.percentile(lengths, q)), 2)
+        out.append(tuple(sorted({"threshold": t, "next_prompt_estimate": t // 4}.items())))
+    return sorted(set(out))
+
+
+def pools_around(current: int, device: int, sd: StackDistances) -> list[int]:
+    """The current pool, the card's default, twice the larger (FP8 KV), and the one-pass curve's knee:
+    the smallest pools reaching half, 3/4, 90% and all of the ceiling, where they lie in that range."""
+    grown = max(current, device)
+    pools = {current, grown, 2 * grown}
+    for share in (0.5, 0.75, 0.9):
+        pools.add(sd.pool_for(sd.ceiling * share))
+    pools.add(sd.knee_pool)
+    return sorted(
+        p for p in pools if 0 < p <= 2 * grown and (p in (current, grown, 2 * grown) or p >= current // 2)
+    )
+
+
+def host_ratios(
+    pool_units: int, unit: int, profile: CardProfile, host_memory_gb: float | None
+) -> list[float]:
+    """The ratios whose host pool fits the host memory (SGLang sizes it as ratio x device pool)."""
+    if host_memory_gb is None:
+        return list(HOST_RATIOS)
+    cap = host_memory_gb * 1e9 / max(pool_units * unit * profile.kv_bytes_per_token, 1)
+    return [r for r in HOST_RATIOS if r <= cap]
+
+
+def build(
+    trace: Trace, pools: list[int], profile: CardProfile, host_memory_gb: float | None, priorities: bool
+) -> list[Config]:
+    policies: list[tuple[str, tuple]] = [("lru", ()), ("lfu", ()), ("slru", ())]
+    if priorities:
+        policies.append(("priority", ()))
+    policies += [("tlru", pc) for pc in tlru_configs(trace)]
+    out: list[Config] = []
+    for pol, pc in policies:
+        for pool in pools:
+            out.append(Config(pol, pool, policy_config=pc))
+            for ratio in host_ratios(pool, trace.unit, profile, host_memory_gb):
+                for w in WRITE_POLICIES if pol == "lru" else ("write_through",):
+                    out.append(Config(pol, pool, ratio, w, policy_config=pc))
+    return out
+
+
+def run(
+    trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
+) -> list[Candidate]:
+    results = sweep(trace, configs, profile, workers)
+    return [Candidate(c, r, model(trace, r, profile, slo)) for c, r in zip(configs, results, strict=True)]

@@ -1,0 +1,150 @@
+"""Advice -> advise.html: one self-contained page (the report's stylesheet and CSP, the curve as inline SVG
+with the current, card-default and device + host pools marked, the candidates table). No script needed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from harness.advise.advice import Advice
+from harness.advise.markdown import CAND_HEAD, candidates_rows
+from harness.report.html_page import CSP, _asset, esc
+
+W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 340, 56, 40, 16, 24
+
+
+def curve_svg(a: Advice) -> str:
+    pts = [p for p in a.curve if p.pool > 0]
+    if not pts:
+        return "<p>No reuse in this input: the curve is flat at 0%.</p>"
+    marks = [
+        (a.current_pool, "current", "#c0392b"),
+        (a.device_pool, "card default", "#2c7fb8"),
+        (a.current_pool + a.host_pool, "device + host", "#27ae60"),
+    ]
+    lo = math.log10(max(1, min(p.pool for p in pts)))
+    hi = math.log10(max(max(p.pool for p in pts), *(m[0] for m in marks), 10))
+    hi = hi if hi > lo else lo + 1
+    top = min(1.0, math.ceil(max(a.ceiling, 0.01) * 10 + 0.5) / 10)
+
+    def x(pool: int) -> float:
+        return PAD_L + (math.log10(max(pool, 1)) - lo) / (hi - lo) * (W - PAD_L - PAD_R)
+
+    def y(rate: float) -> float:
+        return H - PAD_B - rate / top * (H - PAD_B - PAD_T)
+
+    path = " ".join(f"{x(p.pool):.1f},{y(p.hit_rate):.1f}" for p in pts)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+        'aria-label="hit rate by pool size">'
+    ]
+    parts.append(f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" stroke="#888"/>')
+    parts.append(f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" stroke="#888"/>')
+    step = 0.1 if top <= 0.5 else 0.2
+    for k in range(int(round(top / step)) + 1):
+        rate = k * step
+        parts.append(
+            f'<text x="{PAD_L - 6}" y="{y(rate) + 4:.1f}" font-size="11" text-anchor="end">{rate:.0%}</text>'
+        )
+    for e in range(math.floor(lo), math.ceil(hi) + 1):
+        if lo <= e <= hi:
+            parts.append(
+                f'<text x="{x(10**e):.1f}" y="{H - PAD_B + 16}" font-size="11" text-anchor="middle">'
+                f"{10**e:,}</text>"
+            )
+    parts.append(f'<polyline fill="none" stroke="#333" stroke-width="2" points="{path}"/>')
+    for i, (pool, name, color) in enumerate(marks):
+        if pool <= 0:
+            continue
+        px = x(pool)
+        parts.append(
+            f'<line x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{H - PAD_B}" stroke="{color}" '
+            'stroke-dasharray="4 3"/>'
+        )
+        left = px > W * 0.7  # a line near the right edge gets its label on its left
+        parts.append(
+            f'<text x="{px - 4 if left else px + 4:.1f}" y="{PAD_T + 12 + 13 * i}" font-size="11" '
+            f'fill="{color}" text-anchor="{"end" if left else "start"}">{esc(name)} {pool:,}</text>'
+        )
+    parts.append(
+        f'<text x="{(W + PAD_L) / 2}" y="{H - 6}" font-size="12" text-anchor="middle">'
+        f"device pool ({esc(a.unit)}, log scale)</text>"
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render(a: Advice) -> str:
+    r = a.recommendation
+    ws = a.working_set
+    steps = "".join(
+        f"<li><b>{esc(s.action)}</b>: {esc(s.why)}"
+        + (
+            f" (hit rate {s.before.hit_rate:.1%} &rarr; {s.after.hit_rate:.1%}, TTFT p50 "
+            f"{s.before.modelled.ttft_ms['p50']:.1f} &rarr; {s.after.modelled.ttft_ms['p50']:.1f} ms)"
+            if s.before is not None and s.after is not None
+            else ""
+        )
+        + "</li>"
+        for s in r.steps
+    )
+    notes = "".join(f"<li>{esc(n)}</li>" for n in r.notes + a.notes)
+    blocks = a.unit_tokens > 1
+    ws_rows = [[k, f"{v:,}"] + ([f"{v * a.unit_tokens:,}"] if blocks else []) for k, v in ws.within.items()]
+    ws_rows.append(
+        ["whole input", f"{ws.overall:,}"] + ([f"{ws.overall * a.unit_tokens:,}"] if blocks else [])
+    )
+    ws_head = ["window", a.unit] + (["tokens"] if blocks else [])
+    be_rows = [
+        [
+            t.tier,
+            f"{t.tokens:,}",
+            f"{t.recompute_ms:.2f}",
+            f"{t.load_ms:.2f}",
+            "yes" if t.pays else "no: slower",
+        ]
+        for rows in a.breakeven.values()
+        for t in rows
+    ]
+    confirmed = ""
+    if a.confirmed:
+        confirmed = "<h2>Confirmed live</h2>" + _table(
+            ["configuration", "predicted", "measured"],
+            [
+                [c["config"], f"{c['predicted_hit_rate']:.1%}", f"{c['measured_hit_rate']:.1%}"]
+                for c in a.confirmed
+            ],
+        )
+    body = (
+        f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"
+        f"<p>{a.requests:,} requests, {a.prompt_tokens:,} prompt tokens; {esc(a.card)} ({esc(a.model)})</p>"
+        f"<p><b>{esc(r.headline)}</b></p>"
+        f"<h2>Recommendation</h2><ol>{steps or '<li>no change pays</li>'}</ol><ul>{notes}</ul>"
+        f"<h2>Hit rate by pool (LRU, exact one pass)</h2>{curve_svg(a)}"
+        f"<p>Ceiling {a.ceiling:.1%} at {a.knee_pool:,} {esc(a.unit)}.</p>"
+        f"<h2>Candidates (exact replay)</h2>{_table(CAND_HEAD, candidates_rows(a))}"
+        f"<h2>Working set</h2>{_table(ws_head, ws_rows)}"
+        f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
+        "prefix-stable.</p>"
+        f"<h2>Break-even per tier</h2>{_table(['tier', 'tokens', 'recompute ms', 'load ms', 'load pays'], be_rows)}"
+        f"{confirmed}"
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(CSP)}">'
+        f"<title>advise: {esc(Path(a.input).name)}</title>"
+        f"<style>{_asset('report.css')}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
+    )
+
+
+def write_html(a: Advice, path: Path) -> Path:
+    path.write_text(render(a))
+    return path

@@ -1,0 +1,41 @@
+"""Advice -> advise.json (the keys issue 24 names: curve, working_set, candidates, recommendation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.advise.advice import Advice
+
+
+def to_dict(a: Advice) -> dict:
+    ranked = sorted(a.candidates, key=lambda c: -c.hit_rate)
+    return {
+        "input": a.input,
+        "card": a.card,
+        "model": a.model,
+        "unit": a.unit,
+        "unit_tokens": a.unit_tokens,
+        "requests": a.requests,
+        "prompt_tokens": a.prompt_tokens,
+        "pools": {"current": a.current_pool, "device": a.device_pool, "host": a.host_pool},
+        "curve": [
+            {"pool": p.pool, "hit_rate": round(p.hit_rate, 6)}
+            | ({} if p.replayed is None else {"replayed_hit_rate": round(p.replayed, 6)})
+            for p in a.curve
+        ],
+        "ceiling": round(a.ceiling, 6),
+        "knee_pool": a.knee_pool,
+        "working_set": a.working_set.to_dict(),
+        "candidates": [c.to_dict() for c in ranked],
+        "breakeven": {tier: [t.to_dict() for t in rows] for tier, rows in a.breakeven.items()},
+        "recommendation": a.recommendation.to_dict(),
+        "confirmed": a.confirmed,
+        "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
+        "notes": a.notes,
+    }
+
+
+def write_json(a: Advice, path: Path) -> Path:
+    path.write_text(json.dumps(to_dict(a), indent=2) + "\n")
+    return path

@@ -1,0 +1,124 @@
+"""Advice -> advise.md: the recommendation first, then the evidence it rests on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.advise.advice import Advice
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def candidates_rows(a: Advice, top: int = 15) -> list[list[str]]:
+    ranked = sorted(a.candidates, key=lambda c: (-round(c.hit_rate, 4), c.modelled.ttft_ms["p50"]))
+    rows = []
+    for c in ranked[:top]:
+        m = c.modelled
+        rows.append(
+            [
+                c.label(),
+                _pct(c.hit_rate),
+                f"{m.ttft_ms['p50']:.1f}",
+                f"{m.ttft_ms['p99']:.1f}",
+                f"{m.throughput_rps:.2f}",
+                "-" if m.goodput_rps is None else f"{m.goodput_rps:.2f}",
+            ]
+        )
+    return rows
+
+
+CAND_HEAD = ["configuration", "hit rate", "TTFT p50 ms", "TTFT p99 ms", "req/s", "goodput req/s"]
+
+
+def render(a: Advice) -> str:
+    r = a.recommendation
+    ws = a.working_set
+    u = a.unit
+    out = [
+        f"# Advice for {a.input}",
+        "",
+        f"{a.requests:,} requests, {a.prompt_tokens:,} prompt tokens; "
+        f"{a.card} ({a.model}); pools in {u}" + (f" of {a.unit_tokens} tokens" if u == "blocks" else ""),
+        "",
+    ]
+    out += [f"**{r.headline}**", "", "## Recommendation", ""]
+    if r.steps:
+        for i, s in enumerate(r.steps, 1):
+            out.append(f"{i}. **{s.action}** — {s.why}")
+            if s.before is not None and s.after is not None:
+                out.append(
+                    f"   hit rate {_pct(s.before.hit_rate)} → {_pct(s.after.hit_rate)}, modelled TTFT p50 "
+                    f"{s.before.modelled.ttft_ms['p50']:.1f} → {s.after.modelled.ttft_ms['p50']:.1f} ms, p99 "
+                    f"{s.before.modelled.ttft_ms['p99']:.1f} → {s.after.modelled.ttft_ms['p99']:.1f} ms"
+                )
+    out += [f"- {n}" for n in r.notes]
+    out += ["", "## Working set", ""]
+    out.append(
+        f"Distinct reused prefix live at the peak: {ws.within['1m']:,} {u} within 1 minute, {ws.within['5m']:,} "
+        f"within 5, {ws.within['15m']:,} within 15; {ws.overall:,} {u} reused over the whole input "
+        f"({ws.distinct:,} distinct). Pools: current {a.current_pool:,}, card default {a.device_pool:,}, "
+        f"device + host {a.current_pool + a.host_pool:,}."
+    )
+    out.append("")
+    out.append(
+        f"One-time prompts: {_pct(ws.one_time_share)} of requests ({_pct(ws.one_time_token_share)} of tokens). "
+        "Reuse distance (the pool that serves that share of the hit tokens): "
+        + (", ".join(f"{k} {v:,}" for k, v in ws.reuse_distance.items()) or "no reuse")
+        + f" {u}. "
+        f"Prefix stability: {ws.unstable_turns} of {ws.later_turns} later turns do not extend the previous turn."
+    )
+    out += ["", "## Hit rate by pool (LRU)", "", "| pool | one pass | exact replay |", "|---|---|---|"]
+    marks = {a.current_pool: " (current)", a.device_pool: " (card default)"}
+    marks[a.current_pool + a.host_pool] = marks.get(a.current_pool + a.host_pool, "") + " (device + host)"
+    step = max(1, len(a.curve) // 20)
+    shown = [p for i, p in enumerate(a.curve) if i % step == 0 or p.pool in marks]
+    out += [
+        f"| {p.pool:,}{marks.get(p.pool, '')} | {_pct(p.hit_rate)} | "
+        f"{'' if p.replayed is None else _pct(p.replayed)} |"
+        for p in shown
+    ]
+    out.append(f"\nCeiling (unbounded pool): {_pct(a.ceiling)}, reached at {a.knee_pool:,} {u}.")
+    out += [
+        "",
+        "## Candidates (exact replay)",
+        "",
+        "| " + " | ".join(CAND_HEAD) + " |",
+        "|" + "---|" * len(CAND_HEAD),
+    ]
+    out += ["| " + " | ".join(row) + " |" for row in candidates_rows(a)]
+    out += [
+        "",
+        "## Break-even per tier",
+        "",
+        "| tier | tokens | recompute ms | load ms | load pays |",
+        "|---|---|---|---|---|",
+    ]
+    for rows in a.breakeven.values():
+        out += [
+            f"| {t.tier} | {t.tokens:,} | {t.recompute_ms:.2f} | {t.load_ms:.2f} | "
+            f"{'yes' if t.pays else 'no: slower than recomputing'} |"
+            for t in rows
+        ]
+    if a.confirmed:
+        out += [
+            "",
+            "## Confirmed live",
+            "",
+            "| configuration | predicted | measured | difference |",
+            "|---|---|---|---|",
+        ]
+        out += [
+            f"| {c['config']} | {_pct(c['predicted_hit_rate'])} | {_pct(c['measured_hit_rate'])} | "
+            f"{(c['measured_hit_rate'] - c['predicted_hit_rate']) * 100:+.2f} pt |"
+            for c in a.confirmed
+        ]
+    if a.notes:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in a.notes]
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(a: Advice, path: Path) -> Path:
+    path.write_text(render(a))
+    return path

@@ -1,0 +1,196 @@
+"""The recommendation, in the order serving engineers change things: prompts prefix-stable -> a bigger pool
+-> a host tier with write_through -> write_through_selective -> storage -> eviction policy last.
+
+A step is taken only when the exact replay says it pays (MIN_GAIN of hit rate and a lower modelled TTFT
+p50); "no change pays" is a valid answer. Each step carries the numbers it rests on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.advise.grid import Candidate
+from harness.advise.working_set import WorkingSet
+
+MIN_GAIN = 0.01  # one point of hit rate: less is within what live runs scatter by
+UNSTABLE_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class Step:
+    action: str
+    why: str
+    before: Candidate | None = None
+    after: Candidate | None = None
+
+    def to_dict(self) -> dict:
+        d: dict = {"action": self.action, "why": self.why}
+        for name, c in (("before", self.before), ("after", self.after)):
+            if c is not None:
+                d[name] = {
+                    "config": c.label(),
+                    "hit_rate": round(c.hit_rate, 6),
+                    "ttft_ms": {k: round(v, 3) for k, v in c.modelled.ttft_ms.items()},
+                    "goodput_rps": c.modelled.goodput_rps,
+                }
+        return d
+
+
+@dataclass
+class Recommendation:
+    hicache: bool
+    headline: str
+    chosen: Candidate
+    baseline: Candidate
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        c = self.chosen.config
+        return {
+            "hicache": self.hicache,
+            "headline": self.headline,
+            "policy": c.policy,
+            "policy_config": dict(c.policy_config),
+            "pool": c.pool,
+            "host_ratio": c.host_ratio,
+            "write_policy": c.write_policy if c.host_ratio > 0 else None,
+            "steps": [s.to_dict() for s in self.steps],
+            "notes": self.notes,
+        }
+
+
+def _pays(a: Candidate, b: Candidate) -> bool:
+    """b is worth changing to from a: more hits and no slower first token on average."""
+    return b.hit_rate - a.hit_rate >= MIN_GAIN and b.modelled.ttft_ms["mean"] <= a.modelled.ttft_ms["mean"]
+
+
+def _best(cands: list[Candidate]) -> Candidate:
+    """Highest hit rate; ties go to the cheaper configuration (smaller pool, less host, lru)."""
+    return max(
+        cands,
+        key=lambda c: (
+            round(c.hit_rate, 4),
+            -c.config.pool,
+            -c.config.host_ratio,
+            c.config.policy == "lru",
+            c.config.write_policy == "write_through",
+        ),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def recommend(
+    cands: list[Candidate],
+    current_pool: int,
+    ws: WorkingSet,
+    unit_name: str,
+    no_host: str = "no host ratio fits the host memory",
+) -> Recommendation:
+    def pick(policy: str | None = "lru", pool: int | None = None, host: bool | None = None, write=None):
+        return [
+            c
+            for c in cands
+            if (policy is None or (c.config.policy == policy))
+            and (pool is None or c.config.pool == pool)
+            and (host is None or (c.config.host_ratio > 0) == host)
+            and (write is None or c.config.host_ratio == 0 or c.config.write_policy == write)
+        ]
+
+    baseline = pick("lru", current_pool, False)[0]
+    steps: list[Step] = []
+    notes: list[str] = []
+    if ws.unstable_share >= UNSTABLE_SHARE:
+        steps.append(
+            Step(
+                "make prompts prefix-stable",
+                f"{ws.unstable_turns} of {ws.later_turns} later turns ({_pct(ws.unstable_share)}) do not extend "
+                "the previous turn's prompt and answer, so their history is recomputed whatever the pool",
+            )
+        )
+    # grow the pool (lru, no host)
+    here = baseline
+    grown = _best(pick("lru", None, False))
+    if grown.config.pool != here.config.pool and _pays(here, grown):
+        steps.append(
+            Step(
+                f"grow the device pool to {grown.config.pool:,} {unit_name} (memory fraction, or FP8 KV past the "
+                "card's default)",
+                f"hits come back from further than the pool holds: 90% of the hit tokens need "
+                f"{ws.reuse_distance.get('p90', 0):,} {unit_name}, the pool is {here.config.pool:,}",
+                here,
+                grown,
+            )
+        )
+        here = grown
+    pool = here.config.pool
+    # host tier, write_through
+    hosted = pick("lru", pool, True, "write_through")
+    hicache = False
+    w5 = ws.within.get("5m", 0)
+    if hosted:
+        best_host = _best(hosted)
+        gain = best_host.hit_rate - here.hit_rate
+        if _pays(here, best_host):
+            hicache = True
+            headline = (
+                f"HiCache pays: hit rate {_pct(here.hit_rate)} -> {_pct(best_host.hit_rate)}, modelled TTFT mean "
+                f"{here.modelled.ttft_ms['mean']:.0f} -> {best_host.modelled.ttft_ms['mean']:.0f} ms"
+            )
+            steps.append(
+                Step(
+                    f"enable HiCache: host tier {best_host.config.host_ratio:g}x, write_through",
+                    f"the 5-minute working set ({w5:,} {unit_name}) exceeds the device pool ({pool:,})",
+                    here,
+                    best_host,
+                )
+            )
+            here = best_host
+            sel = pick("lru", pool, True, "write_through_selective")
+            sel = [c for c in sel if c.config.host_ratio == here.config.host_ratio]
+            if sel and here.hit_rate - sel[0].hit_rate < MIN_GAIN / 2:
+                steps.append(
+                    Step(
+                        "if host copies cost too much bandwidth: write_through_selective",
+                        f"it keeps {_pct(sel[0].hit_rate)} of hits (write_through {_pct(here.hit_rate)}) while "
+                        "backing up only nodes hit again",
+                        here,
+                        sel[0],
+                    )
+                )
+        else:
+            headline = (
+                f"HiCache adds nothing: a host tier moves the hit rate by {gain * 100:+.2f} points "
+                f"({_pct(here.hit_rate)} -> {_pct(best_host.hit_rate)}); the 5-minute working set "
+                f"({w5:,} {unit_name}) "
+                + ("fits the device pool" if w5 <= pool else "does not come back often enough")
+                + f" ({pool:,} {unit_name})"
+            )
+    else:
+        headline = f"HiCache not evaluated: {no_host}"
+    notes.append("storage tier (HiCache L3): not modelled by the sim yet; no recommendation either way")
+    # eviction policy last
+    same = [
+        c
+        for c in cands
+        if c.config.pool == here.config.pool
+        and c.config.host_ratio == here.config.host_ratio
+        and (c.config.host_ratio == 0 or c.config.write_policy == here.config.write_policy)
+    ]
+    best_pol = _best(same)
+    if best_pol.config.policy != here.config.policy and _pays(here, best_pol):
+        steps.append(
+            Step(
+                f"eviction policy {best_pol.config.policy}",
+                f"measured against lru at the same pool: {_pct(here.hit_rate)} -> {_pct(best_pol.hit_rate)}",
+                here,
+                best_pol,
+            )
+        )
+        here = best_pol
+    if not steps:
+        notes.insert(0, "no change pays: every candidate is within one point of the current configuration")
+    return Recommendation(hicache, headline, here, baseline, steps, notes)

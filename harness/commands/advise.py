@@ -1,0 +1,130 @@
+"""`harness advise`: from a user's own traffic to "enable HiCache? which policy? how big a pool?".
+
+Argument parsing and printing only; the work lives in harness.advise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+DEFAULT_OUTPUT = "advise-out"
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Hit rate at every pool size, working set, an exact what-if grid around the knee, "
+        "break-even per tier and a recommendation, from a trace, a capture or a spec.",
+    )
+    p.add_argument(
+        "inputs", nargs="+", type=Path, metavar="INPUT", help="Mooncake .jsonl, spec .yaml or capture"
+    )
+    p.add_argument("--card", default="l4", help="card (or card-model alias) the physics models (default l4)")
+    p.add_argument(
+        "--model", default=None, help="built-in model name or a folder with config.json (default 8B)"
+    )
+    p.add_argument(
+        "--pool", type=int, default=None, help="current device pool (tokens; blocks for block traces)"
+    )
+    p.add_argument("--host-memory", type=float, default=None, help="host memory for HiCache, GB")
+    p.add_argument("--slo", default=None, help="ttft_ms=N,tpot_ms=M: goodput against this SLO")
+    p.add_argument("--curve-at", default="", help="pool sizes the curve must include exactly, comma list")
+    p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
+    p.add_argument("--workers", type=int, default=None, help="processes for the grid (default: all cores)")
+    p.add_argument("--confirm", type=int, default=0, help="launch the top K candidates on the sim, measure")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown")
+    p.add_argument("--quiet", action="store_true", help="print only the headline")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        nargs="?",
+        const=Path(DEFAULT_OUTPUT),
+        default=None,
+        help=f"folder for advise.md/.html/.json (bare -o: {DEFAULT_OUTPUT}/)",
+    )
+    return p
+
+
+def _ints(flag: str, text: str) -> tuple[int, ...]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part:
+            try:
+                out.append(int(part.replace("_", "")))
+            except ValueError:
+                raise HarnessError(f"{flag}: bad value {part!r} (expected an integer)") from None
+    return tuple(out)
+
+
+def parse_slo(text: str | None):
+    from harness.advise.physics import Slo
+
+    if not text:
+        return None
+    vals: dict[str, float] = {}
+    for part in text.split(","):
+        key, eq, val = part.partition("=")
+        key = key.strip()
+        if key not in ("ttft_ms", "tpot_ms") or not eq:
+            raise HarnessError(f"--slo: {part!r}: expected ttft_ms=N or tpot_ms=N")
+        try:
+            v = float(val)
+        except ValueError:
+            raise HarnessError(f"--slo: {key}: bad value {val!r}") from None
+        if v <= 0:
+            raise HarnessError(f"--slo: {key}: {val} must be positive")
+        vals[key] = v
+    return Slo(vals.get("ttft_ms"), vals.get("tpot_ms"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.advise.advice import Options, advise, check, read
+    from harness.advise.confirm import check_confirm, confirm
+    from harness.advise.html import write_html
+    from harness.advise.json_out import to_dict, write_json
+    from harness.advise.markdown import render, write_markdown
+
+    if args.confirm < 0:
+        raise HarnessError(f"--confirm: {args.confirm} must be >= 0")
+    opts = Options(
+        card=args.card,
+        model=args.model,
+        pool=args.pool,
+        host_memory_gb=args.host_memory,
+        slo=parse_slo(args.slo),
+        curve_at=_ints("--curve-at", args.curve_at),
+        workers=args.workers,
+        block_size=args.block_size,
+    )
+    profile = check(args.inputs, opts)
+    if args.confirm:
+        check_confirm(args.inputs, args.confirm)
+    traces = read(args.inputs, opts)
+    many = len(args.inputs) > 1
+    for path, trace in zip(args.inputs, traces, strict=True):
+        a = advise(path, opts, profile, trace)
+        out = None
+        if args.output is not None:
+            out = args.output / path.stem if many else args.output
+            out.mkdir(parents=True, exist_ok=True)
+        if args.confirm:
+            keep = out / "confirm" if out is not None else None
+            a.confirmed = confirm(path, a, args.confirm, opts.card, opts.model, keep)
+        if out is not None:
+            write_json(a, out / "advise.json")
+            write_markdown(a, out / "advise.md")
+            write_html(a, out / "advise.html")
+        if args.json:
+            print(json.dumps(to_dict(a), indent=2))
+        elif args.quiet:
+            print(a.recommendation.headline)
+        else:
+            sys.stdout.write(render(a))
+    return 0

@@ -1,0 +1,62 @@
+"""The issue's two shared-prefix cases end to end (L4, Llama-3.1-8B, pool 24,094 tokens, 64 GB host):
+4 system prompts of 2,048 tokens fit the pool, so HiCache adds nothing; 32 do not, so it pays."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.advise.advice import Options, advise, check
+from harness.advise.physics import Slo
+from tests.helpers.specs import shared_prefix, write_spec
+
+pytestmark = pytest.mark.slow  # ~40 exact replays of a few hundred 2k-token requests each
+
+POOL = 24_094
+
+
+def _advise(tmp_path: Path, groups: int):
+    wl = shared_prefix(
+        groups=groups, prompts_per_group=6, system_prompt_tokens=2048, question_tokens=32, output_tokens=16
+    )
+    spec = write_spec(
+        tmp_path, f"sp{groups}", wl, tokenizer="word", concurrency=1, seeds=[0], api="openai-completions"
+    )
+    opts = Options(card="l4", pool=POOL, host_memory_gb=64, slo=Slo(ttft_ms=500), workers=1)
+    return advise(spec, opts, check([spec], opts))
+
+
+def test_four_prompts_fit_the_pool_so_hicache_adds_nothing(tmp_path):
+    a = _advise(tmp_path, 4)
+    r = a.recommendation
+    assert not r.hicache
+    assert r.headline.startswith("HiCache adds nothing")
+    assert a.working_set.within["5m"] < POOL  # 4 x 2,048 system prompts live at once
+    assert not r.steps and r.notes[0].startswith("no change pays")
+    hosted = [c for c in a.candidates if c.config.host_ratio > 0 and c.config.pool == POOL]
+    assert hosted and all(abs(c.hit_rate - r.baseline.hit_rate) < 0.005 for c in hosted)
+
+
+def test_thirty_two_prompts_outgrow_the_pool_so_hicache_pays(tmp_path):
+    a = _advise(tmp_path, 32)
+    r = a.recommendation
+    assert r.hicache
+    m = re.fullmatch(
+        r"HiCache pays: hit rate ([\d.]+)% -> ([\d.]+)%, modelled TTFT mean (\d+) -> (\d+) ms", r.headline
+    )
+    assert m, r.headline
+    x, y, ttft_a, ttft_b = (float(g) for g in m.groups())
+    assert y - x >= 5 and ttft_b < ttft_a
+    assert POOL < a.working_set.within["5m"] <= r.chosen.config.pool * (1 + r.chosen.config.host_ratio)
+    actions = [s.action for s in r.steps]
+    assert any(s.startswith("enable HiCache") for s in actions)
+    # the operators' order: a bigger pool (if any) before the host tier, the policy (if any) last
+    order = [
+        next((i for i, s in enumerate(actions) if s.startswith(p)), None)
+        for p in ("grow", "enable", "eviction")
+    ]
+    present = [i for i in order if i is not None]
+    assert present == sorted(present)
+    assert r.chosen.config.host_ratio > 0 and r.chosen.modelled.slo_attained is not None

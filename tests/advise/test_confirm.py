@@ -1,0 +1,62 @@
+"""`--confirm 2` on the sim: the top two candidates launched as `harness serve-sim` servers, the same spec
+sent, measured within 2 points of predicted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.cli import main
+from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
+
+pytestmark = pytest.mark.slow  # starts two sim servers
+
+
+def test_confirm_two_measures_within_two_points(tmp_path, capsys):
+    wl = shared_prefix(
+        groups=40, prompts_per_group=3, system_prompt_tokens=512, question_tokens=16, output_tokens=8
+    )
+    spec = write_spec(
+        tmp_path,
+        "conf",
+        wl,
+        tokenizer="word",
+        concurrency=1,
+        seeds=[0],
+        api="openai-completions",
+        timeouts=TIMEOUTS,
+    )
+    out = tmp_path / "out"
+    rc = main(
+        [
+            "advise",
+            str(spec),
+            "--card",
+            "l4",
+            "--pool",
+            "3000",
+            "--host-memory",
+            "64",
+            "--workers",
+            "1",
+            "--confirm",
+            "2",
+            "-o",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert rc == 0
+    d = json.loads((out / "advise.json").read_text())
+    conf = d["confirmed"]
+    assert len(conf) == 2
+    assert conf[0]["config"] != conf[1]["config"]
+    assert any("host" in c["config"] for c in conf)  # a HiCache candidate, measured on a live host tier
+    for c in conf:
+        assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
+        assert c["measured_hit_rate"] > 0.1  # the pool and the spec did share prefixes
+    assert "Confirmed live" in (out / "advise.html").read_text()
+    # each candidate's server log and capture are kept beside the advice
+    assert len(list((out / "confirm").glob("candidate-*/cap/**/requests.jsonl"))) == 2
+    capsys.readouterr()

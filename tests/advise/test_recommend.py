@@ -1,0 +1,59 @@
+"""The recommendation's order and thresholds on hand-made candidates (the end-to-end cases are in
+test_advice.py)."""
+
+from __future__ import annotations
+
+from harness.advise.grid import Candidate
+from harness.advise.physics import Modelled
+from harness.advise.recommend import recommend
+from harness.advise.working_set import WorkingSet
+from harness.whatif.grid import Config
+from harness.whatif.replay import Result
+
+PROMPT = 10_000
+
+
+def cand(
+    policy: str, pool: int, hit: float, ttft: float, ratio: float = 0.0, write: str = "write_through"
+) -> Candidate:
+    cfg = Config(policy, pool, ratio, write)
+    res = Result(cfg, 10, PROMPT, int(hit * PROMPT), int(hit * PROMPT), 0, PROMPT, 0, 0, 0, 0.0)
+    return Candidate(cfg, res, Modelled({"mean": ttft, "p50": ttft, "p99": ttft}, 1.0, 10.0, None, None))
+
+
+def ws(unstable: int = 0, w5: int = 500) -> WorkingSet:
+    return WorkingSet(1, {"1m": w5, "5m": w5, "15m": w5}, w5, 2 * w5, {"p90": 800}, 0.1, 0.1, 10, unstable)
+
+
+def test_no_change_pays_when_every_gain_is_under_a_point():
+    cands = [cand("lru", 1000, 0.50, 100), cand("lru", 2000, 0.505, 99), cand("lfu", 1000, 0.508, 98)]
+    cands.append(cand("lru", 1000, 0.50, 101, ratio=2.0))
+    r = recommend(cands, 1000, ws(), "tokens")
+    assert not r.steps and not r.hicache
+    assert r.notes[0].startswith("no change pays")
+    assert r.headline.startswith("HiCache adds nothing")
+
+
+def test_steps_come_in_the_operators_order():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 2000, 0.40, 200),  # grow the pool first
+        cand("lru", 2000, 0.55, 150, ratio=2.0),  # then HiCache
+        cand("lru", 2000, 0.548, 150, ratio=2.0, write="write_through_selective"),
+        cand("slru", 2000, 0.60, 140, ratio=2.0),  # the policy last
+        cand("slru", 1000, 0.70, 100),  # better, but a policy change on the small pool is not how one goes
+    ]
+    r = recommend(cands, 1000, ws(unstable=3, w5=5000), "tokens")
+    actions = [s.action.split(" ")[0] for s in r.steps]
+    assert actions == ["make", "grow", "enable", "if", "eviction"]
+    assert (
+        r.hicache and r.headline == "HiCache pays: hit rate 40.0% -> 55.0%, modelled TTFT mean 200 -> 150 ms"
+    )
+    assert r.chosen.config == Config("slru", 2000, 2.0, "write_through")
+    assert r.to_dict()["steps"][1]["after"]["hit_rate"] == 0.4
+
+
+def test_a_gain_that_slows_the_first_token_is_not_taken():
+    cands = [cand("lru", 1000, 0.30, 100), cand("lru", 1000, 0.45, 130, ratio=2.0)]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert not r.hicache and not r.steps
