@@ -14,8 +14,11 @@ from typing import Any, NoReturn
 
 from harness.errors import HarnessError
 from harness.sim.policies import POLICIES
+from harness.sim.storage import BACKENDS as _BACKENDS
+from harness.sim.storage import PREFETCH_POLICIES
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+STORAGE_BACKENDS = tuple(_BACKENDS)
 CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
 POLICY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "slru": ("protected_threshold",),
@@ -44,7 +47,7 @@ grammar-backend mm-attention-backend speculative-algorithm speculative-draft-mod
 speculative-num-steps speculative-eagle-topk speculative-num-draft-tokens torch-compile-max-bs
 cuda-graph-max-bs cuda-graph-bs torchao-config triton-attention-num-kv-splits
 num-continuous-decode-steps tool-call-parser reasoning-parser hicache-io-backend hicache-mem-layout
-hicache-storage-backend hicache-storage-prefetch-policy hicache-storage-backend-extra-config
+hicache-storage-backend-extra-config
 kv-events-config bucket-time-to-first-token bucket-e2e-request-latency bucket-inter-token-latency
 prompt-tokens-buckets generation-tokens-buckets crash-dump-folder otlp-traces-endpoint
 max-queued-requests disaggregation-mode disaggregation-transfer-backend
@@ -181,6 +184,14 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     )
     a("--hicache-size", type=float, default=0.0, help="host pool in GB per rank; overrides the ratio")
     a("--hicache-write-policy", default="write_through", choices=WRITE_POLICIES)
+    a(
+        "--hicache-storage-backend",
+        default=None,
+        choices=STORAGE_BACKENDS,
+        help="L3 storage tier (harness.sim.storage); its pages live in $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+        " (default /tmp/hicache), shared by every server pointed there",
+    )
+    a("--hicache-storage-prefetch-policy", default="best_effort", choices=PREFETCH_POLICIES)
     a("--disable-radix-cache", action="store_true")
     a("--max-running-requests", type=int, default=None)
     a("--chunked-prefill-size", type=int, default=None, help="default: the card's; -1 disables chunking")
@@ -357,6 +368,8 @@ def validate(ns: argparse.Namespace) -> None:
     poll = getattr(ns, "sim_idle_poll_ms", 0.0)
     if not 0 <= poll < 60_000:
         raise HarnessError(f"--sim-idle-poll-ms: must be in [0, 60000), got {poll:g}")
+    if ns.hicache_storage_backend and not ns.enable_hierarchical_cache:
+        raise HarnessError("--hicache-storage-backend: needs --enable-hierarchical-cache")
     if ns.hicache_ratio is not None and ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
     if getattr(ns, "sim_reasoning_tokens", 0) < 0:

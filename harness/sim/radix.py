@@ -115,6 +115,8 @@ class RadixCache:
         self._hit_keyed = self.policy in ("lfu", "slru")
         self.stats = CacheStats()
         self.evict_log: list[tuple] | None = None  # set to [] to record each evicted node's key, in order
+        # set backup_log to [] to record each node backed up to host (the engine's L3 writes)
+        self.backup_log: list[Node] | None = None
         self.reset()
 
     # --- public API ------------------------------------------------------------------------------
@@ -741,6 +743,8 @@ class RadixCache:
         self._host_size += need
         self.stats.host_written_tokens += need
         self.stats.backup_calls += 1
+        if self.backup_log is not None:
+            self.backup_log.append(node)
         self._update_host_leaf(node)
         return True
 

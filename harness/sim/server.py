@@ -447,7 +447,9 @@ class SimServer:
         return {
             "text": self._decode(req.output_ids[:n]),
             "output_ids": req.output_ids[:n],
-            "meta_info": meta_info(req, self._e2e(req)),
+            "meta_info": meta_info(
+                req, self._e2e(req), self.engine.l3.class_name if self.engine.l3 is not None else None
+            ),
         }
 
     # --- app -------------------------------------------------------------------------------
