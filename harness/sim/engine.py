@@ -249,15 +249,12 @@ class Engine(KvPool):
             take = min(extend, budget.chunk)
             if take < extend:
                 take = max(self.page, take // self.page * self.page)
-        storage = 0
-        if self.l3 is not None:
-            storage = self._storage_hit(req, dev_len, plan)
-            if storage:
-                compute = len(fill) - dev_len - storage
-                part = min(compute, budget.chunk)
-                if part < compute:
-                    part = max(self.page, part // self.page * self.page)
-                extend, take = len(fill) - dev_len, storage + part
+        storage = self.l3.take(req, dev_len, self.now, plan) if self.l3 is not None else 0
+        if storage:  # L3 tokens need slots, not compute: the chunk budget covers the rest
+            part = min(len(fill) - dev_len - storage, budget.chunk)
+            if part < len(fill) - dev_len - storage:
+                part = max(self.page, part // self.page * self.page)
+            extend, take = len(fill) - dev_len, storage + part
         req.kv_len = req.tree_len  # the prefix's KV lives in the tree
         self._count_hits(req, dev_len, host_hit, storage)
         plan.cached_hits += dev_len + storage
@@ -277,15 +274,6 @@ class Engine(KvPool):
         m2 = self.tree.match_prefix(fill[: len(fill) - 1])
         self._lock(req, m2.last_device_node, m2.device_len)
         return m2.device_len, loaded
-
-    def _storage_hit(self, req: SimRequest, dev_len: int, plan: PrefillPlan) -> int:
-        """L3 tokens past the device prefix this request takes (check_prefetch_progress at admission)."""
-        assert self.l3 is not None
-        out = self.l3.admit(req, dev_len, self.now)
-        if out.fulfilled:
-            plan.storage[id(req)] = out.fulfilled
-            plan.storage_wait_s = max(plan.storage_wait_s, out.wait_s)
-        return out.fulfilled
 
     def _count_hits(self, req: SimRequest, dev_len: int, host_hit: int, storage: int = 0) -> None:
         """A request's cached tokens are counted on its first admission only (not after a retraction)."""

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.sched_records import EngineConfig, EngineStats, SimRequest
+from harness.sim.sched_records import EngineConfig, EngineStats, PrefillPlan, SimRequest
 from harness.sim.storage import (
     BACKENDS,
     DEFAULT_STORAGE_DIR,
@@ -77,6 +77,14 @@ class StorageTier:
             st.storage_unfulfilled[out.reason] = st.storage_unfulfilled.get(out.reason, 0) + out.unfulfilled
         req.storage_wait_s = out.wait_s
         return out
+
+    def take(self, req: SimRequest, matched: int, now: float, plan: PrefillPlan) -> int:
+        """L3 tokens past the device prefix `matched` the request takes into the batch `plan`."""
+        out = self.admit(req, matched, now)
+        if out.fulfilled:
+            plan.storage[id(req)] = out.fulfilled
+            plan.storage_wait_s = max(plan.storage_wait_s, out.wait_s)
+        return out.fulfilled
 
     def write_backups(self, tree: Any) -> None:
         """Write the pages of every node the host tier backed up since the last call (write_backup_storage)."""
