@@ -30,7 +30,8 @@ from harness.sim.sched_records import (
     SchedulerStuck,
     SimRequest,
 )
-from harness.sim.storage_tier import StorageTier
+from harness.sim.storage_tier import StorageTier, chunk_part
+from harness.sim.tier_time import HostTierClock
 
 
 class Engine(KvPool):
@@ -64,6 +65,7 @@ class Engine(KvPool):
         self._last_prefill_tokens = 0
         self.tree: Any = self._make_tree()
         self.l3 = StorageTier(config, self.stats) if config.storage_backend else None
+        self.hclock = HostTierClock.of(config) if config.hicache and self.caching else None
         if self.l3 is not None:
             self.tree.backup_log = []
         self.on_finish: Callable[[SimRequest], None] | None = None
@@ -108,6 +110,8 @@ class Engine(KvPool):
             return False
         self.tree.reset()
         self.private_total = 0
+        if self.hclock is not None:
+            self.hclock.reset()
         return True
 
     # --- scheduling -------------------------------------------------------------------------
@@ -120,8 +124,9 @@ class Engine(KvPool):
             self._finish(req, now, reason="abort")
         while self.waiting and self.waiting[0].aborted:
             self._drop_waiting(self.waiting.popleft(), now)
-        if self.config.hicache and self.caching:
-            self.tree.ack_transfers()  # check_hicache_events: last step's host copies have landed
+        hc = self.hclock
+        if hc is not None:  # check_hicache_events: the host copies that landed by now are acknowledged
+            self.tree.ack_transfers(backups_upto=hc.step(self.tree, now))
             if self.l3 is not None:
                 self.l3.write_backups(self.tree)  # acked backups go on to storage
         batch = self._schedule_prefill(now)
@@ -129,8 +134,12 @@ class Engine(KvPool):
             batch = self._schedule_decode(now)
             if batch is None:  # decode retracted every running request: their prefill goes next
                 batch = self._schedule_prefill(now)
+        if batch is None and self.busy() and hc is not None and self.tree.pending_backups():
+            batch = hc.after_copies(self.tree, now, self._schedule_prefill)  # spin until they land
         if batch is None and self.busy():
             raise SchedulerStuck(self._stuck_message())
+        if batch is not None and hc is not None:
+            batch.duration += hc.blocked_s(self.tree)  # write_back evictions wait for their copies
         return batch
 
     def _drop_waiting(self, req: SimRequest, now: float) -> None:
@@ -251,10 +260,8 @@ class Engine(KvPool):
                 take = max(self.page, take // self.page * self.page)
         storage = self.l3.take(req, dev_len, self.now, plan) if self.l3 is not None else 0
         if storage:  # L3 tokens need slots, not compute: the chunk budget covers the rest
-            part = min(len(fill) - dev_len - storage, budget.chunk)
-            if part < len(fill) - dev_len - storage:
-                part = max(self.page, part // self.page * self.page)
-            extend, take = len(fill) - dev_len, storage + part
+            extend = len(fill) - dev_len
+            take = storage + chunk_part(extend - storage, budget, self.page)
         req.kv_len = req.tree_len  # the prefix's KV lives in the tree
         self._count_hits(req, dev_len, host_hit, storage)
         plan.cached_hits += dev_len + storage
@@ -306,6 +313,7 @@ class Engine(KvPool):
             [(t - l3.get(id(r), 0), c + l3.get(id(r), 0)) for r, t, c in parts],
             plan.load_back + sum(l3.values()),
             self.config.kv_bytes_per_token,
+            overlap=self.hclock is None or self.hclock.overlap,
         )
         total = new_tokens + plan.cached_hits
         self.stats.last_cache_hit_rate = plan.cached_hits / total if total else 0.0
@@ -459,6 +467,8 @@ class Engine(KvPool):
                     continue
                 self._emit_token(req, end)
             self.running = [r for r in self.running if not r.finished]
+        if self.hclock is not None:
+            self.hclock.after_forward(self.tree, end)
         if self.l3 is not None:
             self.l3.write_backups(self.tree)
 

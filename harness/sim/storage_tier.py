@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.sched_records import EngineConfig, EngineStats, PrefillPlan, SimRequest
+from harness.sim.sched_records import EngineConfig, EngineStats, PrefillBudget, PrefillPlan, SimRequest
 from harness.sim.storage import (
     BACKENDS,
     DEFAULT_STORAGE_DIR,
@@ -100,6 +100,12 @@ class StorageTier:
 
     def reset(self) -> None:
         self.store.clear_cache()
+
+
+def chunk_part(compute: int, budget: PrefillBudget, page: int) -> int:
+    """Of `compute` tokens to compute, what this batch's chunk budget takes (whole pages when cut)."""
+    part = min(compute, budget.chunk)
+    return part if part == compute else max(page, part // page * page)
 
 
 def node_tokens(tree: Any, node: Any) -> list[int] | None:
