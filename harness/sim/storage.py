@@ -20,8 +20,9 @@ What the code does (sglang/srt, 0.5.23):
   size>.bin` file per page under SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR (default /tmp/hicache) and
   reads them one after another; two servers pointed at one directory share each other's pages.
 
-The sim keeps the pages of every backend in that directory (an empty file per page: the sim has no KV
-bytes); the backend's class only sets how long a read takes. Sources of each figure: docs/hicache-tiers.md.
+The sim keeps the page keys of every backend in that directory (FileStore: a keys file per server, as
+the sim has no KV bytes to store); the backend's class only sets how long a read takes. Sources of each
+figure: docs/hicache-tiers.md.
 """
 
 from __future__ import annotations
@@ -180,50 +181,68 @@ def page_keys(tokens: list[int] | tuple[int, ...], page_size: int = 1) -> list[s
 
 
 class FileStore:
-    """The pages a storage backend holds, as HiCacheFile lays them out: one file per page in a directory."""
+    """The pages a storage backend holds, shared through a directory as HiCacheFile's pages are.
+
+    HiCacheFile writes one file per page; the sim has no KV bytes to write, so each server appends the
+    keys of the pages it stores to its own `sim-pages-<pid><suffix>.keys` file there, and a lookup reads
+    every such file in the directory (again only when one grew). Servers on one directory share pages.
+    """
 
     def __init__(self, directory: str | os.PathLike[str], suffix: str, capacity_pages: int | None = None):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.suffix = suffix
         self.capacity_pages = capacity_pages
+        self.own = self.dir / f"sim-pages-{os.getpid()}-{id(self):x}{suffix}.keys"
         self._known: set[str] = set()
+        self._read: dict[Path, int] = {}  # keys file -> bytes already read
         self.written_pages = 0
 
-    def _path(self, key: str) -> Path:
-        return self.dir / f"{key}{self.suffix}.bin"
+    def _refresh(self) -> None:
+        for path in self.dir.glob(f"sim-pages-*{self.suffix}.keys"):
+            size = path.stat().st_size
+            done = self._read.get(path, 0)
+            if size <= done:
+                continue
+            with open(path, "rb") as f:
+                f.seek(done)
+                chunk = f.read(size - done)
+            end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
+            self._known.update(chunk[:end].decode().split())
+            self._read[path] = done + end
 
     def exists(self, key: str) -> bool:
-        if key in self._known:
-            return True
-        if self._path(key).exists():
-            self._known.add(key)
-            return True
-        return False
+        return key in self._known
 
     def hit_pages(self, keys: list[str], start: int = 0) -> int:
         """Pages present from `keys[start]` on, stopping at the first missing one (batch_exists)."""
+        self._refresh()
         n = 0
         for key in keys[start:]:
-            if not self.exists(key):
+            if key not in self._known:
                 break
             n += 1
         return n
 
     def put(self, keys: list[str]) -> int:
-        """Write the pages not stored yet; returns how many were written."""
-        wrote = 0
-        for key in keys:
-            if self.exists(key):
-                continue
-            if self.capacity_pages is not None and self.written_pages >= self.capacity_pages:
-                break
-            self._path(key).touch()
-            self._known.add(key)
-            self.written_pages += 1
-            wrote += 1
-        return wrote
+        """Store the pages not stored yet; returns how many were written."""
+        new = [k for k in dict.fromkeys(keys) if k not in self._known]
+        if self.capacity_pages is not None:
+            new = new[: max(0, self.capacity_pages - self.written_pages)]
+        if not new:
+            return 0
+        with open(self.own, "a") as f:
+            f.write("\n".join(new) + "\n")
+        self._known.update(new)
+        self.written_pages += len(new)
+        return len(new)
+
+    def pages(self) -> int:
+        """Pages every server on this directory stored."""
+        self._refresh()
+        return len(self._known)
 
     def clear_cache(self) -> None:
-        """Forget what was seen (the directory stays: flushing the device cache keeps L3)."""
+        """Forget what was read (the directory stays: flushing the device cache keeps L3)."""
         self._known.clear()
+        self._read.clear()
