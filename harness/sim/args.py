@@ -90,6 +90,7 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
   --fault-malformed-sse FRAC   send one malformed SSE event in FRAC of streams
   --fault-drop FRAC            drop the connection mid-stream in FRAC of streams
   --fault-refuse-flush N       answer the first N /flush_cache calls with 400
+  --fault-crash-on-flush       die at /flush_cache as SGLang 0.5.23 with a storage backend does on CPU
   --fault-ready-delay D        become ready D seconds after start (negative: never)
   --fault-health-stop-after S  stop answering /health S seconds after start (requests hang)
   --fault-seed N               seed of the fault dice (default 0)"""
@@ -294,6 +295,7 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     f.add_argument("--fault-malformed-sse", type=_frac, default=0.0, metavar="FRAC")
     f.add_argument("--fault-drop", type=_frac, default=0.0, metavar="FRAC")
     f.add_argument("--fault-refuse-flush", type=int, default=0, metavar="N")
+    f.add_argument("--fault-crash-on-flush", action="store_true")
     f.add_argument("--fault-ready-delay", type=float, default=0.0, metavar="D")
     f.add_argument("--fault-health-stop-after", type=float, default=None, metavar="S")
     f.add_argument("--fault-seed", type=int, default=0, metavar="N")

@@ -31,6 +31,11 @@ def usage(req: SimRequest, cache_report: bool) -> dict[str, Any]:
     }
 
 
+def storage_class(engine: Any) -> str | None:
+    """The L3 backend's class name (`storage_backend` in cached_tokens_details), None without L3."""
+    return engine.l3.class_name if getattr(engine, "l3", None) is not None else None
+
+
 def cached_details(req: SimRequest, storage_backend: str | None = None) -> dict[str, Any]:
     """cached_tokens_details by tier; with L3 on, `storage` and `storage_backend` (its class) as well
     (scheduler_components/output_streamer.get_cached_tokens_details)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import metrics
 from harness.summarize.read import SeedCapture
+from harness.verdicts.cold import STORAGE_COLD_NOTE as COLD_NOTE
 
 TIERS = ("device", "host", "storage")
 UNFULFILLED = "sglang:storage_prefetch_unfulfilled_tokens_total"
@@ -25,10 +26,25 @@ def split_adds_up(total: float | None, parts: list[float | None]) -> bool | None
     return abs(sum(p or 0 for p in parts) - total) < 0.5
 
 
+def cold_start(point: dict[str, Any] | None) -> str | None:
+    """How the point began cold: a flush, a fresh server, or (L3 servers, harness.sweep.cold_start) a fresh
+    server on an empty storage directory; None when it did not."""
+    if not point:
+        return None
+    if point.get("flush_note") == COLD_NOTE and point.get("fresh_server"):
+        return "fresh server, empty storage directory"
+    if point.get("flushed") is True:
+        return "flush"
+    if point.get("fresh_server"):
+        return "fresh server"
+    return None
+
+
 def tier_figures(fig: dict[str, Any], sc: SeedCapture) -> dict[str, Any]:
     """`tiers_add_up_usage`, `tiers_add_up_counters`, and with L3 counters `counter_prefetched_tokens` and
     `counter_storage_unfulfilled_<reason>_tokens` (only reasons that moved)."""
     out: dict[str, Any] = {
+        "cold_start": cold_start(sc.point),
         "tiers_add_up_usage": split_adds_up(
             fig.get("cached_tokens"), [fig.get(f"cached_{t}_tokens") for t in TIERS]
         ),

@@ -132,6 +132,10 @@ class Figures(Record):
     cached_storage_tokens: Num | None = Field(
         None, description="usage split: L3 storage hits (SGLang with a storage backend)"
     )
+    cold_start: StrictStr | None = Field(
+        None,
+        description="how the point began cold: `flush`, `fresh server`, or `fresh server, empty storage directory` (servers with an L3 backend get no flush); null when it did not",
+    )
     tiers_add_up_usage: StrictBool | None = Field(
         None, description="usage: device + host + storage = cached tokens (null without a split)"
     )
