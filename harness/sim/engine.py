@@ -64,7 +64,7 @@ class Engine(KvPool):
         self._last_prefill_log = 0.0
         self._last_prefill_tokens = 0
         self.tree: Any = self._make_tree()
-        self.l3 = StorageTier(config, self.stats) if config.storage_backend else None
+        self.l3 = StorageTier(config, self.stats, self.tree) if config.storage_backend else None
         self.hclock = HostTierClock.of(config) if config.hicache and self.caching else None
         if self.l3 is not None:
             self.tree.backup_log = []

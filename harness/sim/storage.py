@@ -39,7 +39,7 @@ PREFETCH_POLICIES = ("best_effort", "wait_complete", "timeout")
 PREFETCH_THRESHOLD = 256  # HiCacheController(prefetch_threshold=256), raised to one page
 TIMEOUT_BASE_S = 1.0  # prefetch_timeout_base (hybrid_cache_controller.parse_storage_backend_extra_config)
 TIMEOUT_PER_KI_TOKEN_S = 0.25  # prefetch_timeout_per_ki_token (same place)
-UNFULFILLED_REASONS = ("below_threshold", "device_covered", "storage_transfer", "deadline")
+UNFULFILLED_REASONS = ("below_threshold", "host_capacity", "device_covered", "storage_transfer", "deadline")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def storage_directory(config: EngineConfig) -> str:
 class StorageTier:
     """One server's view of its L3 backend: the shared page store and this server's counters."""
 
-    def __init__(self, config: EngineConfig, stats: EngineStats) -> None:
+    def __init__(self, config: EngineConfig, stats: EngineStats, tree: Any = None) -> None:
         name = config.storage_backend or ""
         if name not in BACKENDS:
             raise HarnessError(
@@ -45,6 +45,7 @@ class StorageTier:
         self.page = max(1, config.page_size)
         self.kv_bytes = config.kv_bytes_per_token
         self.stats = stats
+        self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
         model = config.profile.model.replace("/", "-")
         capacity = int(self.backend.capacity_gb * 1e9 // (self.kv_bytes * self.page))
         try:
@@ -69,6 +70,8 @@ class StorageTier:
             return PrefetchOutcome(0, 0.0, 0, None)
         since = now - (req.received if req.received is not None else req.arrival)
         out = prefetch_outcome(self.policy, self.backend, hit, max(0.0, since), self.kv_bytes, self.page)
+        if out.fulfilled and not self._host_room(out.fulfilled):
+            out = PrefetchOutcome(0, 0.0, hit, "host_capacity")
         st = self.stats
         st.storage_hit_tokens += hit
         if out.reason != "below_threshold":
@@ -77,6 +80,17 @@ class StorageTier:
             st.storage_unfulfilled[out.reason] = st.storage_unfulfilled.get(out.reason, 0) + out.unfulfilled
         req.storage_wait_s = out.wait_s
         return out
+
+    def _host_room(self, tokens: int) -> bool:
+        """A prefetch lands in the host pool first: evict host leaves for it, as the allocation does;
+        False when that still leaves no room (reason host_capacity)."""
+        host = getattr(self.tree, "host", None)
+        if host is None:
+            return True
+        short = tokens - (host.capacity - host.used)
+        if short > 0:
+            self.tree.evict_host(short)
+        return host.capacity - host.used >= tokens
 
     def take(self, req: SimRequest, matched: int, now: float, plan: PrefillPlan) -> int:
         """L3 tokens past the device prefix `matched` the request takes into the batch `plan`."""

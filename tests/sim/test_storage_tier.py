@@ -28,10 +28,10 @@ def ids(n: int, seed: int) -> list[int]:
 
 
 def config(directory: Path, policy: str = "wait_complete", **kw) -> EngineConfig:
+    kw.setdefault("hicache_ratio", 2.0)
     return EngineConfig(
         card="tiny-test",
         hicache=True,
-        hicache_ratio=2.0,
         storage_backend="file",
         storage_dir=str(directory),
         storage_prefetch_policy=policy,
@@ -183,3 +183,22 @@ def test_two_sim_processes_share_a_storage_directory(tmp_path: Path, monkeypatch
         assert r["cached_device"] + r["cached_host"] + r["cached_storage"] == (r["cached_tokens"] or 0)
     empty = _run_point(tmp_path, "empty", tmp_path / "empty-l3", monkeypatch)
     assert all(r["cached_storage"] == 0 for r in empty)
+
+
+def test_no_host_room_for_the_prefetch_is_host_capacity(tmp_path: Path):
+    """SGLang 0.5.23 on CPU (1,200-token pool, --hicache-ratio 1): a 600-token prefix evicted from device and
+    host came back from storage as 600 hit tokens, all unfulfilled with reason host_capacity: the host pool
+    held only copies of device-resident nodes, none evictable."""
+    a = ids(600, 1)
+    cfg = config(tmp_path / "l3", pool_tokens=1200, hicache_ratio=1.0)
+    done, eng = serve(cfg, [a] + [ids(500, 10 + k) for k in range(6)] + [a + [7]])
+    last = done[-1]
+    assert eng.stats.storage_hit_tokens == 600 and last.cached_storage == 0
+    assert eng.stats.storage_unfulfilled == {"host_capacity": 600}
+    # a 2x host pool has host leaves to evict for it: the prefetch lands
+    done2, eng2 = serve(
+        config(tmp_path / "l3b", pool_tokens=1200, hicache_ratio=2.0),
+        [a] + [ids(500, 10 + k) for k in range(9)] + [a + [7]],
+    )
+    assert (done2[-1].cached_device, done2[-1].cached_host, done2[-1].cached_storage) == (0, 0, 600)
+    assert eng2.stats.storage_unfulfilled == {}

@@ -29,10 +29,10 @@ def _churn_trace() -> Trace:
 
 def test_an_l3_backend_turns_misses_into_storage_hits():
     trace = _churn_trace()
-    base = Config("lru", 2000, host_ratio=1.0)
+    base = Config("lru", 2000, host_ratio=2.0)
     without = replay(trace, base, card="tiny-test")
     with_l3 = replay(
-        trace, Config("lru", 2000, 1.0, storage="file", storage_policy="wait_complete"), card="tiny-test"
+        trace, Config("lru", 2000, 2.0, storage="file", storage_policy="wait_complete"), card="tiny-test"
     )
     assert without.storage_hit_tokens == 0
     assert with_l3.storage_hit_tokens >= 4 * 1500  # rounds 2 and 3 find what device and host lost
@@ -41,7 +41,7 @@ def test_an_l3_backend_turns_misses_into_storage_hits():
     assert with_l3.hit_rate > without.hit_rate
     # each replay starts from an empty L3 of its own: the same result twice
     again = replay(
-        trace, Config("lru", 2000, 1.0, storage="file", storage_policy="wait_complete"), card="tiny-test"
+        trace, Config("lru", 2000, 2.0, storage="file", storage_policy="wait_complete"), card="tiny-test"
     )
     assert again.storage_hit_tokens == with_l3.storage_hit_tokens
 
