@@ -59,6 +59,8 @@ class Result:
     concurrency: int = 1
     cached_per_request: list[int] = field(default_factory=list, repr=False)  # in the trace's order
     storage_hit_tokens: int = 0  # L3 hits (engine replays with a storage backend)
+    # seconds the hits' copies cost on the card, summed over requests (harness.sim.tier_time; not overlapped)
+    tier_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def hit_rate(self) -> float:
@@ -352,7 +354,22 @@ def replay_engine(
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
     evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)
     concurrency = int(trace.concurrency or 1)
-    return tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
+    res = tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
+    res.tier_seconds = tier_seconds(res, econf)
+    return res
+
+
+def tier_seconds(res: Result, econf: EngineConfig) -> dict[str, float]:
+    """What the host and L3 hits cost to bring onto the device (0 for device hits)."""
+    from harness.sim.tier_time import host_hit_s, storage_hit_s
+
+    prof, kv = econf.profile, econf.kv_bytes_per_token
+    out = {"device": 0.0, "host": host_hit_s(res.host_hit_tokens, prof, kv)}
+    if econf.storage_backend:
+        out["storage"] = storage_hit_s(
+            res.storage_hit_tokens, prof, econf.storage_backend, econf.page_size, kv
+        )
+    return out
 
 
 def _cache_answer(cache: RadixCache, key: tuple, answer: tuple, pool: int) -> None:

@@ -39,6 +39,9 @@ def test_an_l3_backend_turns_misses_into_storage_hits():
     for r in (without, with_l3):
         assert r.hit_tokens == r.device_hit_tokens + r.host_hit_tokens + r.storage_hit_tokens
     assert with_l3.hit_rate > without.hit_rate
+    # what each tier's hits cost to bring onto the device
+    assert with_l3.tier_seconds["device"] == 0.0 and with_l3.tier_seconds["storage"] > 0
+    assert "storage" not in without.tier_seconds and without.tier_seconds["host"] >= 0
     # each replay starts from an empty L3 of its own: the same result twice
     again = replay(
         trace, Config("lru", 2000, 2.0, storage="file", storage_policy="wait_complete"), card="tiny-test"
