@@ -1,8 +1,8 @@
 """Cold points on servers with an L3 storage backend, and the line a flush that killed a server printed.
 
 SGLang 0.5.23's `/flush_cache` does not empty L3 (the pages stay in the backend, so a flushed server still
-hits them), and with a storage backend on CPU it killed the server (`RuntimeError: Failed to stop HiCache
-storage threads cleanly`, managers/cache_controller.py). So a launched server whose arguments name
+hits them), and with a storage backend on CPU it has killed the server (`RuntimeError: Failed to stop
+HiCache storage threads cleanly`, managers/cache_controller.py). So a launched server whose arguments name
 `--hicache-storage-backend` gets no flush: each point runs on a fresh server whose
 SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR is a new, empty directory (the previous one is removed), and the
 point says so (`flush_note`). A point whose flush killed its server is failed with the server's own line.

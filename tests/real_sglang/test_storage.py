@@ -1,6 +1,6 @@
 """One real SGLang 0.5.23 server with an L3 storage backend (file, 1,200-token pool, --hicache-ratio 2, on
 CPU): pages written through and reported as SGLang names them, a prefix lost from device and host read back
-from storage as the sim says, and the flush that kills it, quoted by the harness.
+from storage as the sim says, and a flush that leaves L3 warm.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -103,16 +102,14 @@ def test_a_prefix_lost_from_device_and_host_comes_back_from_storage_as_in_the_si
     assert real == sim == {"storage": 600, "unfulfilled": 0}, (real, sim, details)
 
 
-def test_a_flush_kills_it_and_the_harness_quotes_its_line(server: RunningSglang) -> None:
+def test_a_flush_leaves_l3_warm(server: RunningSglang) -> None:
+    """Why bench gives L3 servers a fresh server on an empty directory instead of a flush: after /flush_cache
+    (device and host emptied) the prefix still comes back from storage. (Before the CPU read path worked,
+    this flush killed the server: `RuntimeError: Failed to stop HiCache storage threads cleanly.`; with it,
+    the storage threads stop cleanly.)"""
     from harness.servers.control import flush_cache
-    from harness.sweep.cold_start import flush_killed
 
-    log_at = server.proc.log_size()
-    flushed, note = flush_cache(server.url, paths=server.proc.reset_paths, tries=1)
-    deadline = time.monotonic() + 120  # the storage threads get 10 s each to stop before the raise
-    while server.proc.alive() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not server.proc.alive(), f"still up after /flush_cache ({flushed}, {note})"
-    failure = flush_killed(server.proc, SimpleNamespace(flushed=flushed), log_at)
-    assert failure is not None, (flushed, note, server.proc.quoted_tail())
-    assert "RuntimeError: Failed to stop HiCache storage threads cleanly" in failure, failure
+    flushed, note = flush_cache(server.url, paths=server.proc.reset_paths)
+    assert flushed is True and server.proc.alive(), (flushed, note, server.proc.quoted_tail())
+    again = server.generate(_sequence()[-1])["meta_info"]
+    assert again["cached_tokens_details"]["storage"] == 600, again
