@@ -77,6 +77,7 @@ class Snapshot:
     cached_storage: int = 0
     storage_unfulfilled: dict[str, int] | None = None  # None without an L3 backend
     prefetched_tokens: int = 0
+    storage_backend: str = ""  # the --hicache-storage-backend name, SGLang's label on the L3 counters
 
 
 def _fmt(v: float) -> str:
@@ -166,16 +167,17 @@ def storage_counters(counter: Callable[..., None], s: Snapshot, labels: dict[str
     from harness.sim.storage import UNFULFILLED_REASONS
 
     unfulfilled = s.storage_unfulfilled or {}
+    l3 = {**labels, "storage_backend": s.storage_backend}
     reasons = list(UNFULFILLED_REASONS) + sorted(set(unfulfilled) - set(UNFULFILLED_REASONS))
     counter(
         "storage_prefetch_unfulfilled_tokens",
         "Attempt-level storage-hit tokens that did not become a usable prefetch result, by reason.",
-        [({**labels, "reason": r}, unfulfilled.get(r, 0)) for r in reasons],
+        [({**l3, "reason": r}, unfulfilled.get(r, 0)) for r in reasons],
     )
     counter(
         "prefetched_tokens",
         "Prompt tokens successfully transferred from L3 storage into host memory.",
-        [(labels, s.prefetched_tokens)],
+        [(l3, s.prefetched_tokens)],
     )
     counter(
         "prefill_effective_tokens",
