@@ -47,6 +47,7 @@ class RequestRecord:
     cached_tokens: int | None = None  # None when the server did not say
     cached_device: int | None = None
     cached_host: int | None = None
+    cached_storage: int | None = None  # SGLang's cached_tokens_details.storage (L3), when the server gives it
     expected_prompt_tokens: int | None = None  # what the generator built, per its tokenizer
     max_tokens: int | None = None
     finish_reason: str | None = None

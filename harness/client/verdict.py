@@ -39,6 +39,7 @@ def take_usage(rec: RequestRecord, st: StreamState) -> None:
         if isinstance(split, dict):
             rec.cached_device = split.get("device")
             rec.cached_host = split.get("host")
+            rec.cached_storage = split.get("storage")
     if isinstance(st.sim_time, dict):
         rec.sim_time = st.sim_time
     if isinstance(st.timings, dict) and st.timings:

@@ -34,6 +34,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=None,
         help='JSON, e.g. \'{"threshold": 4096, "next_prompt_estimate": 512}\'',
     )
+    p.add_argument(
+        "--storage-backend",
+        default="",
+        help="HiCache L3 backends to try, comma list (file, mooncake, hf3fs, nixl; default none; needs --host-ratio)",
+    )
+    p.add_argument(
+        "--storage-prefetch-policy",
+        default="best_effort",
+        help="L3 prefetch stop policy: best_effort (SGLang's default), wait_complete, timeout",
+    )
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
     p.add_argument("--mode", choices=("sglang", "exact"), default="sglang")
@@ -101,6 +111,8 @@ def _configs(args) -> list:
         args.page_size,
         args.mode,
         args.tree,
+        [""] + [b.strip() for b in args.storage_backend.split(",") if b.strip()],
+        args.storage_prefetch_policy,
     )
 
 

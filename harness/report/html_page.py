@@ -29,6 +29,7 @@ from harness.report.tables import (
     sources_note,
     time_scale_lines,
 )
+from harness.report.tiers import tier_table
 from harness.summary import Pair, Point, Server, Summary, parse_summary
 
 Points = Iterable[Point | Mapping[str, Any]]
@@ -388,6 +389,9 @@ def render(summary: Any) -> str:
             parts.append(table_html(t))
             if t.kind == "sources":
                 parts.append(f'<p class="note">{esc(sources_note(pts))}</p>' + cache_html(pts))
+        by_tier = tier_table(pts)
+        if by_tier is not None:
+            parts.append(table_html(by_tier))
         parts.append("<h3>Evidence</h3>" + evidence_html(pts))
         parts.append("</section>")
         sections.append("".join(parts))

@@ -17,6 +17,7 @@ from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import Points, Servers, layout
+from harness.report.tiers import tier_lines
 from harness.summary import Pair, parse_summary
 
 MAX_EVIDENCE_PER_POINT = 2
@@ -135,6 +136,9 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += ["", sources_note(pts)]
+        by_tier = tier_lines(pts)
+        if by_tier:
+            lines += ["", "### Cached tokens by tier", "", *by_tier]
         predicted = prediction_table(pts)
         if predicted:
             lines += ["", "### Predicted vs measured", "", *predicted]

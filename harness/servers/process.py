@@ -95,6 +95,7 @@ class ServerProcess:
         self.port: int | None = None
         self.launches = 0
         self.points_run = 0  # points run on the current process: the first one finds nothing cached
+        self.extra_env: dict[str, str] = {}  # set by the harness over the profile's env (sweep.cold_start)
         self.info: dict[str, Any] | None = None
         self._launch: Launch | None = None
         self._log_start = 0
@@ -178,6 +179,7 @@ class ServerProcess:
         env = dict(os.environ)
         env.update(self.adapter.env)  # e.g. vLLM's VLLM_SERVER_DEV_MODE=1 for its reset endpoint
         env.update({k: self._fill_env(v) for k, v in self.profile.env.items()})
+        env.update(self.extra_env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - handed to the child / the pump
         self._log_start = log.tell()

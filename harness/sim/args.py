@@ -14,8 +14,11 @@ from typing import Any, NoReturn
 
 from harness.errors import HarnessError
 from harness.sim.policies import POLICIES
+from harness.sim.storage import BACKENDS as _BACKENDS
+from harness.sim.storage import PREFETCH_POLICIES
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+STORAGE_BACKENDS = tuple(_BACKENDS)
 CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
 POLICY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "slru": ("protected_threshold",),
@@ -44,7 +47,7 @@ grammar-backend mm-attention-backend speculative-algorithm speculative-draft-mod
 speculative-num-steps speculative-eagle-topk speculative-num-draft-tokens torch-compile-max-bs
 cuda-graph-max-bs cuda-graph-bs torchao-config triton-attention-num-kv-splits
 num-continuous-decode-steps tool-call-parser reasoning-parser hicache-io-backend hicache-mem-layout
-hicache-storage-backend hicache-storage-prefetch-policy hicache-storage-backend-extra-config
+hicache-storage-backend-extra-config
 kv-events-config bucket-time-to-first-token bucket-e2e-request-latency bucket-inter-token-latency
 prompt-tokens-buckets generation-tokens-buckets crash-dump-folder otlp-traces-endpoint
 max-queued-requests disaggregation-mode disaggregation-transfer-backend
@@ -87,6 +90,7 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
   --fault-malformed-sse FRAC   send one malformed SSE event in FRAC of streams
   --fault-drop FRAC            drop the connection mid-stream in FRAC of streams
   --fault-refuse-flush N       answer the first N /flush_cache calls with 400
+  --fault-crash-on-flush       die at /flush_cache as SGLang 0.5.23 with a storage backend does on CPU
   --fault-ready-delay D        become ready D seconds after start (negative: never)
   --fault-health-stop-after S  stop answering /health S seconds after start (requests hang)
   --fault-seed N               seed of the fault dice (default 0)"""
@@ -181,6 +185,14 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     )
     a("--hicache-size", type=float, default=0.0, help="host pool in GB per rank; overrides the ratio")
     a("--hicache-write-policy", default="write_through", choices=WRITE_POLICIES)
+    a(
+        "--hicache-storage-backend",
+        default=None,
+        choices=STORAGE_BACKENDS,
+        help="L3 storage tier (harness.sim.storage); its pages live in $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+        " (default /tmp/hicache), shared by every server pointed there",
+    )
+    a("--hicache-storage-prefetch-policy", default="best_effort", choices=PREFETCH_POLICIES)
     a("--disable-radix-cache", action="store_true")
     a("--max-running-requests", type=int, default=None)
     a("--chunked-prefill-size", type=int, default=None, help="default: the card's; -1 disables chunking")
@@ -283,6 +295,7 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     f.add_argument("--fault-malformed-sse", type=_frac, default=0.0, metavar="FRAC")
     f.add_argument("--fault-drop", type=_frac, default=0.0, metavar="FRAC")
     f.add_argument("--fault-refuse-flush", type=int, default=0, metavar="N")
+    f.add_argument("--fault-crash-on-flush", action="store_true")
     f.add_argument("--fault-ready-delay", type=float, default=0.0, metavar="D")
     f.add_argument("--fault-health-stop-after", type=float, default=None, metavar="S")
     f.add_argument("--fault-seed", type=int, default=0, metavar="N")
@@ -357,6 +370,8 @@ def validate(ns: argparse.Namespace) -> None:
     poll = getattr(ns, "sim_idle_poll_ms", 0.0)
     if not 0 <= poll < 60_000:
         raise HarnessError(f"--sim-idle-poll-ms: must be in [0, 60000), got {poll:g}")
+    if ns.hicache_storage_backend and not ns.enable_hierarchical_cache:
+        raise HarnessError("--hicache-storage-backend: needs --enable-hierarchical-cache")
     if ns.hicache_ratio is not None and ns.hicache_ratio <= 0:
         raise HarnessError(f"--hicache-ratio: must be positive, got {ns.hicache_ratio}")
     if getattr(ns, "sim_reasoning_tokens", 0) < 0:

@@ -30,6 +30,8 @@ from harness.sim.sched_records import (
     SchedulerStuck,
     SimRequest,
 )
+from harness.sim.storage_tier import StorageTier, chunk_part
+from harness.sim.tier_time import HostTierClock
 
 
 class Engine(KvPool):
@@ -62,6 +64,10 @@ class Engine(KvPool):
         self._last_prefill_log = 0.0
         self._last_prefill_tokens = 0
         self.tree: Any = self._make_tree()
+        self.l3 = StorageTier(config, self.stats, self.tree) if config.storage_backend else None
+        self.hclock = HostTierClock.of(config) if config.hicache and self.caching else None
+        if self.l3 is not None:
+            self.tree.backup_log = []
         self.on_finish: Callable[[SimRequest], None] | None = None
 
     # --- queue state ----------------------------------------------------------------------
@@ -88,6 +94,8 @@ class Engine(KvPool):
                 self.on_finish(req)
             return
         self.waiting.append(req)
+        if self.l3 is not None:
+            self.l3.lookup(req)  # _prefetch_kvcache: the L3 lookup starts when the scheduler receives it
 
     def abort(self, req: SimRequest) -> None:
         """A client went away: drop it from the queue now, or finish it at its next step."""
@@ -102,6 +110,8 @@ class Engine(KvPool):
             return False
         self.tree.reset()
         self.private_total = 0
+        if self.hclock is not None:
+            self.hclock.reset()
         return True
 
     # --- scheduling -------------------------------------------------------------------------
@@ -114,15 +124,22 @@ class Engine(KvPool):
             self._finish(req, now, reason="abort")
         while self.waiting and self.waiting[0].aborted:
             self._drop_waiting(self.waiting.popleft(), now)
-        if self.config.hicache and self.caching:
-            self.tree.ack_transfers()  # check_hicache_events: last step's host copies have landed
+        hc = self.hclock
+        if hc is not None:  # check_hicache_events: the host copies that landed by now are acknowledged
+            self.tree.ack_transfers(backups_upto=hc.step(self.tree, now))
+            if self.l3 is not None:
+                self.l3.write_backups(self.tree)  # acked backups go on to storage
         batch = self._schedule_prefill(now)
         if batch is None and self.running:
             batch = self._schedule_decode(now)
             if batch is None:  # decode retracted every running request: their prefill goes next
                 batch = self._schedule_prefill(now)
+        if batch is None and self.busy() and hc is not None and self.tree.pending_backups():
+            batch = hc.after_copies(self.tree, now, self._schedule_prefill)  # spin until they land
         if batch is None and self.busy():
             raise SchedulerStuck(self._stuck_message())
+        if batch is not None and hc is not None:
+            batch.duration += hc.blocked_s(self.tree)  # write_back evictions wait for their copies
         return batch
 
     def _drop_waiting(self, req: SimRequest, now: float) -> None:
@@ -241,11 +258,15 @@ class Engine(KvPool):
             take = min(extend, budget.chunk)
             if take < extend:
                 take = max(self.page, take // self.page * self.page)
+        storage = self.l3.take(req, dev_len, self.now, plan) if self.l3 is not None else 0
+        if storage:  # L3 tokens need slots, not compute: the chunk budget covers the rest
+            extend = len(fill) - dev_len
+            take = storage + chunk_part(extend - storage, budget, self.page)
         req.kv_len = req.tree_len  # the prefix's KV lives in the tree
-        self._count_hits(req, dev_len, host_hit)
-        plan.cached_hits += dev_len
+        self._count_hits(req, dev_len, host_hit, storage)
+        plan.cached_hits += dev_len + storage
         plan.parts.append((req, take, req.kv_len))
-        budget.spend(take, take + load + out_reserve)
+        budget.spend(take - storage, take + load + out_reserve)
         if take < extend:
             self.chunked = req
         return True
@@ -261,16 +282,18 @@ class Engine(KvPool):
         self._lock(req, m2.last_device_node, m2.device_len)
         return m2.device_len, loaded
 
-    def _count_hits(self, req: SimRequest, dev_len: int, host_hit: int) -> None:
+    def _count_hits(self, req: SimRequest, dev_len: int, host_hit: int, storage: int = 0) -> None:
         """A request's cached tokens are counted on its first admission only (not after a retraction)."""
         if req.counted:
             return
         req.counted = True
         req.cached_host = host_hit
         req.cached_device = dev_len - host_hit
+        req.cached_storage = storage
         self.stats.prompt_tokens += len(req.input_ids)
         self.stats.cached_device += req.cached_device
         self.stats.cached_host += req.cached_host
+        self.stats.cached_storage += storage
 
     def _launch_prefill(self, now: float, plan: PrefillPlan) -> Batch:
         """Take the batch's slots (evicting as needed), time it on the card and log it."""
@@ -283,9 +306,14 @@ class Engine(KvPool):
             self._set_kv(req, req.kv_len + take)
         # the exact tokens computed, as 0.5.23 logs them (adder.log_input_tokens sums raw_extend_input_len;
         # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
-        new_tokens = sum(take for _, take, _ in parts)
-        duration = self.card.prefill_with_load_back(
-            [(t, c) for _, t, c in parts], plan.load_back, self.config.kv_bytes_per_token
+        l3 = plan.storage
+        new_tokens = sum(take - l3.get(id(r), 0) for r, take, _ in parts)
+        # L3 tokens land in host memory first, then load to the device like a host hit
+        duration = plan.storage_wait_s + self.card.prefill_with_load_back(
+            [(t - l3.get(id(r), 0), c + l3.get(id(r), 0)) for r, t, c in parts],
+            plan.load_back + sum(l3.values()),
+            self.config.kv_bytes_per_token,
+            overlap=self.hclock is None or self.hclock.overlap,
         )
         total = new_tokens + plan.cached_hits
         self.stats.last_cache_hit_rate = plan.cached_hits / total if total else 0.0
@@ -439,6 +467,10 @@ class Engine(KvPool):
                     continue
                 self._emit_token(req, end)
             self.running = [r for r in self.running if not r.finished]
+        if self.hclock is not None:
+            self.hclock.after_forward(self.tree, end)
+        if self.l3 is not None:
+            self.l3.write_backups(self.tree)
 
     def _emit_token(self, req: SimRequest, t: float) -> None:
         req.generated += 1

@@ -6,6 +6,7 @@ sequential client give the same faults on every run.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +24,16 @@ class RequestFaults:
     crash: bool = False
 
 
+# SGLang 0.5.23's lines when /flush_cache killed a server with a storage backend on CPU
+# (HiCacheController's storage-thread stop in managers/cache_controller.py, then the scheduler's exception)
+FLUSH_CRASH_LINES = (
+    "Failed to stop HiCache storage threads cleanly: ['prefetch_thread', 'backup_thread']",
+    "Scheduler hit an exception: Traceback (most recent call last):",
+    "RuntimeError: Failed to stop HiCache storage threads cleanly.",
+    "Received sigquit from a child process. It usually means the child failed.",
+)
+
+
 class Faults:
     """The --fault-* flags and the state they need (request count, flush refusals, start time)."""
 
@@ -35,11 +46,18 @@ class Faults:
         self.p_malformed: float = args.fault_malformed_sse
         self.p_drop: float = args.fault_drop
         self.refuse_flush_left: int = args.fault_refuse_flush
+        self.crash_on_flush: bool = bool(getattr(args, "fault_crash_on_flush", False))
         self.ready_delay: float = args.fault_ready_delay
         self.health_stop_after: float | None = args.fault_health_stop_after
         self.rng = random.Random(args.fault_seed)
         self.start = time.monotonic() if start is None else start
         self.requests = 0
+
+    def die_at_flush(self, write: Any) -> None:
+        """--fault-crash-on-flush: print SGLang's lines and exit at once, as the real server died."""
+        for line in FLUSH_CRASH_LINES:
+            write(line, "error")
+        os._exit(1)
 
     @property
     def never_ready(self) -> bool:

@@ -7,7 +7,7 @@ labelled counter has no sample until its first increment, as in SGLang (`cached_
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 # SGLang's histogram bucket bounds (seconds): e2e adds an 800 s bucket to TTFT's
@@ -74,6 +74,10 @@ class Snapshot:
     hicache_host_used_tokens: int | None  # None without HiCache
     hicache_host_total_tokens: int | None
     num_retracted: int = 0
+    cached_storage: int = 0
+    storage_unfulfilled: dict[str, int] | None = None  # None without an L3 backend
+    prefetched_tokens: int = 0
+    storage_backend: str = ""  # the --hicache-storage-backend name, SGLang's label on the L3 counters
 
 
 def _fmt(v: float) -> str:
@@ -119,6 +123,8 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
         cached.append(({"cache_source": "device", **base}, s.cached_device))
     if s.cached_host:
         cached.append(({"cache_source": "host", **base}, s.cached_host))
+    if s.cached_storage:
+        cached.append(({"cache_source": "storage", **base}, s.cached_storage))
     counter("cached_tokens", "Number of cached prompt tokens.", cached)
     counter("num_requests", "Number of requests processed.", [(base, s.num_requests)])
     counter(
@@ -128,6 +134,8 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
         "load_back_tokens", "Number of tokens loaded back from the host pool.", [(sched, s.load_back_tokens)]
     )
     counter("num_retracted_requests", "Number of retracted requests.", [(sched, s.num_retracted)])
+    if s.storage_unfulfilled is not None:
+        storage_counters(counter, s, sched)
     gauge("num_running_reqs", "The number of running requests.", s.num_running_reqs)
     gauge("num_queue_reqs", "The number of requests in the waiting queue.", s.num_queue_reqs)
     gauge("num_used_tokens", "The number of used tokens.", s.kv_used_tokens)
@@ -151,3 +159,33 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
     histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft)
     histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", e2e)
     return "\n".join(out) + "\n"
+
+
+def storage_counters(counter: Callable[..., None], s: Snapshot, labels: dict[str, str]) -> None:
+    """L3's counters as 0.5.23 names them (observability/metrics_collector.py StorageMetricsCollector):
+    every unfulfilled reason pre-seeded at 0, prefetched tokens, and the effective prefill tokens by mode."""
+    from harness.sim.storage import UNFULFILLED_REASONS
+
+    unfulfilled = s.storage_unfulfilled or {}
+    l3 = {**labels, "storage_backend": s.storage_backend}
+    reasons = list(UNFULFILLED_REASONS) + sorted(set(unfulfilled) - set(UNFULFILLED_REASONS))
+    counter(
+        "storage_prefetch_unfulfilled_tokens",
+        "Attempt-level storage-hit tokens that did not become a usable prefetch result, by reason.",
+        [({**l3, "reason": r}, unfulfilled.get(r, 0)) for r in reasons],
+    )
+    counter(
+        "prefetched_tokens",
+        "Prompt tokens successfully transferred from L3 storage into host memory.",
+        [(l3, s.prefetched_tokens)],
+    )
+    counter(
+        "prefill_effective_tokens",
+        "Effective prefill tokens by mode: input, device_hit, host_hit, storage_hit.",
+        [
+            ({**labels, "mode": "input"}, s.prompt_tokens),
+            ({**labels, "mode": "device_hit"}, s.cached_device),
+            ({**labels, "mode": "host_hit"}, s.cached_host),
+            ({**labels, "mode": "storage_hit"}, s.cached_storage),
+        ],
+    )

@@ -115,6 +115,8 @@ class RadixCache:
         self._hit_keyed = self.policy in ("lfu", "slru")
         self.stats = CacheStats()
         self.evict_log: list[tuple] | None = None  # set to [] to record each evicted node's key, in order
+        # set backup_log to [] to record each node backed up to host (the engine's L3 writes)
+        self.backup_log: list[Node] | None = None
         self.reset()
 
     # --- public API ------------------------------------------------------------------------------
@@ -429,12 +431,17 @@ class RadixCache:
         self._pending_loads.append((anchor, hlocked))  # keeps its lock until the ack
         return tokens
 
-    def ack_transfers(self) -> tuple[int, int]:
-        """Acknowledge every device->host backup and host->device load in flight (SGLang's
-        check_hicache_events: writing_check, then loading_check); returns (backups, loads) acknowledged."""
+    def ack_transfers(self, backups_upto: int | None = None) -> tuple[int, int]:
+        """Acknowledge the device->host backups in flight (those with ack id <= `backups_upto`: the copies
+        that landed; None: all) and every host->device load (SGLang's check_hicache_events: writing_check,
+        then loading_check); returns (backups, loads) acknowledged."""
         root = self.root
         backups = self._pending_backups
-        self._pending_backups = []
+        if backups_upto is None:
+            self._pending_backups = []
+        else:
+            self._pending_backups = [b for b in backups if b[0] > backups_upto]
+            backups = [b for b in backups if b[0] <= backups_upto]
         for ack, node in backups:
             frags = []
             x = node
@@ -462,6 +469,10 @@ class RadixCache:
                 self._update_dup(y)
                 y = y.parent
         return len(backups), len(loads)
+
+    def pending_backups(self) -> list[tuple[int, Node]]:
+        """(ack id, node) of the backups waiting for their acknowledgement, in issue order."""
+        return self._pending_backups
 
     def pending_transfers(self) -> tuple[int, int]:
         """(backups, loads) still waiting for their acknowledgement."""
@@ -741,6 +752,8 @@ class RadixCache:
         self._host_size += need
         self.stats.host_written_tokens += need
         self.stats.backup_calls += 1
+        if self.backup_log is not None:
+            self.backup_log.append(node)
         self._update_host_leaf(node)
         return True
 

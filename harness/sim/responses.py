@@ -31,7 +31,22 @@ def usage(req: SimRequest, cache_report: bool) -> dict[str, Any]:
     }
 
 
-def meta_info(req: SimRequest, e2e: float) -> dict[str, Any]:
+def storage_class(engine: Any) -> str | None:
+    """The L3 backend's class name (`storage_backend` in cached_tokens_details), None without L3."""
+    return engine.l3.class_name if getattr(engine, "l3", None) is not None else None
+
+
+def cached_details(req: SimRequest, storage_backend: str | None = None) -> dict[str, Any]:
+    """cached_tokens_details by tier; with L3 on, `storage` and `storage_backend` (its class) as well
+    (scheduler_components/output_streamer.get_cached_tokens_details)."""
+    details: dict[str, Any] = {"device": req.cached_device, "host": req.cached_host}
+    if storage_backend is not None:
+        details["storage"] = req.cached_storage
+        details["storage_backend"] = storage_backend
+    return details
+
+
+def meta_info(req: SimRequest, e2e: float, storage_backend: str | None = None) -> dict[str, Any]:
     """/generate's meta_info, plus the virtual stamps."""
     reason: dict[str, Any]
     if req.finish_reason == "length":
@@ -47,7 +62,7 @@ def meta_info(req: SimRequest, e2e: float) -> dict[str, Any]:
         "weight_version": "default",
         "completion_tokens": req.generated,
         "cached_tokens": req.cached_tokens,
-        "cached_tokens_details": {"device": req.cached_device, "host": req.cached_host},
+        "cached_tokens_details": cached_details(req, storage_backend),
         "e2e_latency": e2e,
         "sim_time": sim_time(req),
     }

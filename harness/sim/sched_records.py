@@ -56,6 +56,12 @@ class EngineConfig:
     hicache_ratio: float | None = None  # None: SGLang's default 2.0, shrunk to fit the host memory
     hicache_size_gb: float = 0.0
     hicache_write_policy: str = "write_through"
+    # L3 (harness.sim.storage): --hicache-storage-backend, its directory and --hicache-storage-prefetch-policy
+    storage_backend: str | None = None
+    storage_dir: str | None = None  # None: SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR or /tmp/hicache
+    storage_prefetch_policy: str = "best_effort"
+    # the host tier's time mechanisms the engine models (harness.sim.tier_time.HICACHE_MECHANISMS)
+    hicache_mechanisms: tuple[str, ...] = ("layer_overlap", "timed_write_acks", "blocking_write_back")
     max_running_requests: int | None = None
     chunked_prefill_size: int | None = None  # None: the card's; <= 0 disables chunking
     max_prefill_tokens: int = 16384
@@ -128,6 +134,9 @@ class EngineConfig:
             hicache_ratio=ns.hicache_ratio,
             hicache_size_gb=ns.hicache_size,
             hicache_write_policy=ns.hicache_write_policy,
+            storage_backend=getattr(ns, "hicache_storage_backend", None),
+            storage_dir=getattr(ns, "hicache_storage_dir", None),
+            storage_prefetch_policy=getattr(ns, "hicache_storage_prefetch_policy", None) or "best_effort",
             max_running_requests=ns.max_running_requests,
             chunked_prefill_size=ns.chunked_prefill_size,
             max_prefill_tokens=ns.max_prefill_tokens,
@@ -161,6 +170,9 @@ class SimRequest:
     # results
     cached_device: int = 0
     cached_host: int = 0
+    cached_storage: int = 0  # tokens prefetched from L3 (cached_tokens_details.storage)
+    storage_end: int = 0  # L3 holds this request's prefix up to here (looked up when it is received)
+    storage_wait_s: float = 0.0  # what admission waited for its prefetch
     first_token_time: float | None = None
     finish_time: float | None = None
     generated: int = 0
@@ -187,7 +199,7 @@ class SimRequest:
 
     @property
     def cached_tokens(self) -> int:
-        return self.cached_device + self.cached_host
+        return self.cached_device + self.cached_host + self.cached_storage
 
     def result(self) -> dict[str, Any]:
         return {
@@ -199,6 +211,7 @@ class SimRequest:
             "completion_tokens": self.generated,
             "cached_device": self.cached_device,
             "cached_host": self.cached_host,
+            "cached_storage": self.cached_storage,
             "retractions": self.retractions,
         }
 
@@ -225,8 +238,13 @@ class EngineStats:
     generation_tokens: int = 0
     cached_device: int = 0
     cached_host: int = 0
+    cached_storage: int = 0
     num_requests: int = 0
     num_retracted: int = 0
+    prefetched_tokens: int = 0  # landed from L3 into host memory
+    storage_hit_tokens: int = 0  # returned by L3 lookups
+    storage_unfulfilled: dict[str, int] = field(default_factory=dict)  # by reason
+    storage_written_pages: int = 0
     last_cache_hit_rate: float = 0.0
     gen_throughput: float = 0.0
 
@@ -253,3 +271,5 @@ class PrefillPlan:
     parts: list[tuple[SimRequest, int, int]] = field(default_factory=list)
     cached_hits: int = 0
     load_back: int = 0
+    storage: dict[int, int] = field(default_factory=dict)  # id(request) -> tokens it takes from L3
+    storage_wait_s: float = 0.0  # the longest prefetch wait among the batch's requests

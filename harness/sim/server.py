@@ -28,7 +28,7 @@ from harness.sim.introspect import VERSION
 from harness.sim.live import LiveEngine
 from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refused_line
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
-from harness.sim.responses import OpenAIShape, meta_info, usage
+from harness.sim.responses import OpenAIShape, meta_info, storage_class, usage
 from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
 __all__ = ["VERSION", "SimServer"]
@@ -263,6 +263,8 @@ class SimServer:
         if denied is not None:
             return denied
         queue, running = self.engine.pending_counts()
+        if self.faults.crash_on_flush:  # what SGLang 0.5.23 with a storage backend printed, then died
+            self.faults.die_at_flush(self.logger.write)
         if self.faults.refuse_flush() or not self.engine.flush():
             self.logger.warning(flush_refused_line(queue, running))
             return web.Response(text=FLUSH_MESSAGE, status=400)
@@ -447,7 +449,7 @@ class SimServer:
         return {
             "text": self._decode(req.output_ids[:n]),
             "output_ids": req.output_ids[:n],
-            "meta_info": meta_info(req, self._e2e(req)),
+            "meta_info": meta_info(req, self._e2e(req), storage_class(self.engine)),
         }
 
     # --- app -------------------------------------------------------------------------------

@@ -84,15 +84,22 @@ class CardProfile:
         )
 
     def prefill_with_load_back(
-        self, parts: list[tuple[int, int]], load_tokens: int, kv_bytes_per_token: int | None = None
+        self,
+        parts: list[tuple[int, int]],
+        load_tokens: int,
+        kv_bytes_per_token: int | None = None,
+        overlap: bool = True,
     ) -> float:
         """A prefill forward whose host->device load-back overlaps it layer by layer, as HiCache's
         layer-wise loading does: layer i computes once its KV has landed, so the batch takes the longer of
-        the two streams plus one layer of the other (the pipeline's fill or drain)."""
+        the two streams plus one layer of the other (the pipeline's fill or drain). Without `overlap` the
+        forward waits for the whole load."""
         fwd = self.batch_prefill_time(parts)
         load = self.load_back_time(load_tokens, kv_bytes_per_token)
         if load <= 0.0:
             return fwd
+        if not overlap:
+            return fwd + load
         layers = max(1, self.num_layers)
         return max(fwd + load / layers, load + fwd / layers)
 

@@ -129,7 +129,7 @@ def request_figures(
     fig["cached_tokens"] = int(cached.sum()) if cached is not None else None
     fig["hit_rate_usage"] = _hit(cached, in_tok) if cached is not None else None
     fig["hit_rate_timings"] = _timings_hit(ok)
-    for src in ("device", "host"):
+    for src in ("device", "host", "storage"):
         col = f"cached_{src}"
         fig[f"cached_{src}_tokens"] = (
             int(ok[col].fillna(0).sum()) if col in ok and not ok[col].isna().all() else None

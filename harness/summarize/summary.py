@@ -35,6 +35,7 @@ from harness.summarize.figures import (
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+from harness.summarize.tiers import tier_figures
 from harness.summary import (
     SCHEMA_VERSION,
     CacheJudgement,
@@ -239,6 +240,7 @@ def _summarize_point(
         fig.update(log_fig)
         fig.update(counter_figures(sc))
         hit_rate_agreement(fig)
+        fig.update(tier_figures(fig, sc))
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None

@@ -129,6 +129,20 @@ class Figures(Record):
     )
     cached_device_tokens: Num | None = Field(None, description="usage split, when the server gives it")
     cached_host_tokens: Num | None = None
+    cached_storage_tokens: Num | None = Field(
+        None, description="usage split: L3 storage hits (SGLang with a storage backend)"
+    )
+    cold_start: StrictStr | None = Field(
+        None,
+        description="how the point began cold: `flush`, `fresh server`, or `fresh server, empty storage directory` (servers with an L3 backend get no flush); null when it did not",
+    )
+    tiers_add_up_usage: StrictBool | None = Field(
+        None, description="usage: device + host + storage = cached tokens (null without a split)"
+    )
+    tiers_add_up_counters: StrictBool | None = Field(
+        None,
+        description="counters: Σ `cached_tokens_total{cache_source}` = the labelled total (null without labels)",
+    )
     hit_rate_usage_by_turn: dict[str, Num | None] | None = Field(
         None,
         description="per `RequestRecord.turn` (0-based keys; the report prints turn 1…T); only with 2+ turns",

@@ -31,6 +31,7 @@ from harness.servers.control import RESET_PATHS
 from harness.servers.process import ServerError, ServerProcess, server_fingerprint
 from harness.spec import ExperimentSpec, Point
 from harness.spec.servers import ServerProfile
+from harness.sweep.cold_start import cold_storage_point, flush_killed
 from harness.sweep.plan import (
     DEFAULT_CARD,
     BenchOptions,
@@ -141,6 +142,7 @@ def _run_with_retries(
             sw.log(f"{key}: server {name} is down (exit {server.returncode}); restarting")
             server.restart()
             outcome.restarts += 1
+        cold = cold_storage_point(server)  # L3 servers: a fresh server on an empty directory, no flush
         log_at = server.log_size() if isinstance(server, ServerProcess) else 0
         rec = run_point(
             spec,
@@ -157,6 +159,7 @@ def _run_with_retries(
             reset_paths=server.reset_paths,
             fresh_server=server.fresh,
             settle_s=server.settle_s,
+            cold_note=cold,
         )
         server.points_run += 1
         status = rec.status
@@ -169,7 +172,7 @@ def _run_with_retries(
         if status != "ok" and isinstance(server, ServerProcess):
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
-            failure = (
+            failure = flush_killed(server, rec, log_at) or (
                 f"server exited with code {server.returncode} during the point; "
                 f"log tail: {server.quoted_tail()}"
             )

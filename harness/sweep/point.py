@@ -59,6 +59,7 @@ def run_point(
     reset_paths: tuple[str, ...] = RESET_PATHS,
     fresh_server: bool = False,
     settle_s: float = 0.0,
+    cold_note: str | None = None,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
@@ -88,7 +89,10 @@ def run_point(
             )
         )
     start_mono, start_wall = time.monotonic(), time.time()
-    flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
+    flushed: bool | None = None
+    note: str | None = cold_note  # made cold another way (harness.sweep.cold_start): no flush
+    if cold_note is None:
+        flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
     fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
     status: str = "failed"
     failure: str | None = None

@@ -84,6 +84,11 @@ def first_requests(rows: Iterable[dict[str, Any]], block_tokens: int | None = No
     return res
 
 
+# what a point records when the harness made it cold with a fresh server on an empty L3 directory
+# instead of a flush (harness.sweep.cold_start)
+STORAGE_COLD_NOTE = "fresh server and an empty storage directory (a flush leaves L3 warm)"
+
+
 def reset_state(point: dict[str, Any] | None) -> tuple[bool, str | None]:
     """(the point began on a reset or fresh cache, why not) from point.json's flush fields."""
     if not point:

@@ -25,6 +25,10 @@ class Config:
     mode: str = "sglang"
     policy_config: tuple = ()  # sorted (key, value) pairs
     tree: str = "unified"  # SGLang tree flavor: "unified" (0.5.23's server) or "radix" (plain RadixCache)
+    storage: str = (
+        ""  # L3 backend (harness.sim.storage.BACKENDS); "" = none. Needs a host tier and the engine
+    )
+    storage_policy: str = "best_effort"  # --storage-prefetch-policy
 
 
 def _own_config(policy: str, tree: str, policy_config: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +63,20 @@ def build_grid(
     page_size: int = 1,
     mode: str = "sglang",
     tree: str = "unified",
+    storages: Sequence[str] = ("",),
+    storage_policy: str = "best_effort",
 ) -> list[Config]:
-    """Every configuration, policy-major; a write policy varies only where there is a host tier."""
+    """Every configuration, policy-major; a write policy and an L3 backend vary only where there is a host
+    tier."""
+    from harness.sim.storage import BACKENDS, PREFETCH_POLICIES
+
+    for b in storages:
+        if b and b not in BACKENDS:
+            raise HarnessError(f"--storage-backend: {b!r} is not one of {', '.join(BACKENDS)}")
+    if storage_policy not in PREFETCH_POLICIES:
+        raise HarnessError(
+            f"--storage-prefetch-policy: {storage_policy!r} is not one of {', '.join(PREFETCH_POLICIES)}"
+        )
     for w in write_policies:
         if w not in WRITE_POLICIES:
             raise HarnessError(f"--write-policy: {w!r} is not one of {', '.join(WRITE_POLICIES)}")
@@ -75,5 +91,6 @@ def build_grid(
         for pool in pools:
             for ratio in host_ratios:
                 for w in write_policies if ratio > 0 else write_policies[:1]:
-                    out.append(Config(pol, pool, ratio, w, page_size, mode, own, tree))
+                    for b in storages if ratio > 0 else ("",):
+                        out.append(Config(pol, pool, ratio, w, page_size, mode, own, tree, b, storage_policy))
     return out

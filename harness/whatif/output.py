@@ -47,7 +47,7 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
         f"pool\n{unit}",
         "host\ntier",
         "hit %\n(ideal)",
-        "dev/host\nhit %",
+        "dev/host(/L3)\nhit %",
         f"evicted\n{unit}",
         f"loaded\nback {unit}",
         "TTFT ms\np50/p99",
@@ -60,6 +60,7 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
             "-"
             if c.host_ratio == 0
             else f"{c.host_ratio:g}x {WRITE_SHORT.get(c.write_policy, c.write_policy)}"
+            + (f" +L3 {c.storage}" if c.storage else "")
         )
         t.add_row(
             c.policy,
@@ -67,7 +68,8 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
             host,
             f"{r.hit_rate:.1%} ({r.ideal_rate:.1%})",
             f"{100 * r.device_hit_tokens / max(r.prompt_tokens, 1):.1f}/"
-            f"{100 * r.host_hit_tokens / max(r.prompt_tokens, 1):.1f}",
+            f"{100 * r.host_hit_tokens / max(r.prompt_tokens, 1):.1f}"
+            + (f"/{100 * r.storage_hit_tokens / max(r.prompt_tokens, 1):.1f}" if c.storage else ""),
             f"{r.evicted_tokens:,}",
             f"{r.load_back_tokens:,}",
             f"{r.ttft_ms['p50']:.0f}/{r.ttft_ms['p99']:.0f}",

@@ -16,10 +16,12 @@ Two paths, chosen by the input:
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import multiprocessing
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -56,6 +58,9 @@ class Result:
     replay: str = "sequential"  # sequential | engine (the sim's scheduler at the input's concurrency)
     concurrency: int = 1
     cached_per_request: list[int] = field(default_factory=list, repr=False)  # in the trace's order
+    storage_hit_tokens: int = 0  # L3 hits (engine replays with a storage backend)
+    # seconds the hits' copies cost on the card, summed over requests (harness.sim.tier_time; not overlapped)
+    tier_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def hit_rate(self) -> float:
@@ -119,15 +124,16 @@ class _Tally:
     """Hit (device, host), ideal and prompt tokens over the trace, per turn and per session position."""
 
     def __init__(self) -> None:
-        self.device = self.host = self.ideal = self.prompt = 0
+        self.device = self.host = self.storage = self.ideal = self.prompt = 0
         self.cached: list[int] = []  # per request, in the trace's order
         self.turn: dict[int, list[int]] = {}
         self.position: dict[int, list[int]] = {}
 
-    def add(self, r: TraceRequest, device: int, host: int, ideal: int) -> None:
-        hit = device + host
+    def add(self, r: TraceRequest, device: int, host: int, ideal: int, storage: int = 0) -> None:
+        hit = device + host + storage
         self.device += device
         self.host += host
+        self.storage += storage
         self.ideal += ideal
         self.prompt += r.tokens
         self.cached.append(hit)
@@ -156,9 +162,10 @@ class _Tally:
             config=cfg,
             requests=len(trace.requests),
             prompt_tokens=self.prompt,
-            hit_tokens=self.device + self.host,
+            hit_tokens=self.device + self.host + self.storage,
             device_hit_tokens=self.device,
             host_hit_tokens=self.host,
+            storage_hit_tokens=self.storage,
             ideal_hit_tokens=self.ideal,
             evicted_tokens=evicted[0],
             load_back_tokens=evicted[1],
@@ -184,7 +191,7 @@ def replay(
 ) -> Result:
     """One configuration over the whole trace, in virtual time: through the scheduler when the input has
     a concurrency (specs, captures), else one request at a time."""
-    if trace.concurrency is not None:
+    if trace.concurrency is not None or cfg.storage:  # L3 lives in the engine
         return replay_engine(trace, cfg, ideal, card)
     return replay_sequential(trace, cfg, ideal, card)
 
@@ -249,6 +256,8 @@ def engine_config(cfg: Config, card: str | CardProfile | None = None) -> EngineC
         card=card or DEFAULT_PROFILE,
         radix_tree=cfg.tree,
         radix_mode=cfg.mode,
+        storage_backend=cfg.storage or None,
+        storage_prefetch_policy=cfg.storage_policy,
     )
 
 
@@ -318,6 +327,10 @@ def replay_engine(
 
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     econf = econf or engine_config(cfg, card)
+    scratch = None
+    if econf.storage_backend and econf.storage_dir is None:  # an empty L3 of its own for this replay
+        scratch = tempfile.TemporaryDirectory(prefix="whatif-l3-")
+        econf = dataclasses.replace(econf, storage_dir=scratch.name)
     first, on_finish = closed_loop(trace)
     seen: dict[str, Engine] = {}
 
@@ -325,22 +338,41 @@ def replay_engine(
         seen.setdefault("engine", e)
 
     t0 = time.perf_counter()
-    done = simulate(first, econf, on_finish=on_finish, on_step=on_step)
+    try:
+        done = simulate(first, econf, on_finish=on_finish, on_step=on_step)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
     seconds = time.perf_counter() - t0
     by_index = {int(d.rid): d for d in done}
     tally = _Tally()
     ttft: list[float] = []
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = by_index.get(i)
-        dt, ht = (d.cached_device, d.cached_host) if d is not None else (0, 0)
-        tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units))
+        dt, ht, lt = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
+        tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
     engine = seen.get("engine")
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
     evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)
     concurrency = int(trace.concurrency or 1)
-    return tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
+    res = tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
+    res.tier_seconds = tier_seconds(res, econf)
+    return res
+
+
+def tier_seconds(res: Result, econf: EngineConfig) -> dict[str, float]:
+    """What the host and L3 hits cost to bring onto the device (0 for device hits)."""
+    from harness.sim.tier_time import host_hit_s, storage_hit_s
+
+    prof, kv = econf.profile, econf.kv_bytes_per_token
+    out = {"device": 0.0, "host": host_hit_s(res.host_hit_tokens, prof, kv)}
+    if econf.storage_backend:
+        out["storage"] = storage_hit_s(
+            res.storage_hit_tokens, prof, econf.storage_backend, econf.page_size, kv
+        )
+    return out
 
 
 def _cache_answer(cache: RadixCache, key: tuple, answer: tuple, pool: int) -> None:

@@ -112,6 +112,20 @@ def transfer_kv_direct(
         dst.index_copy_(0, dst_idx, src.index_select(0, src_idx).to(dst.dtype))
 
 
+def _unpinned_dummy_page(module: types.ModuleType) -> None:
+    """MHATokenToKVPoolHost.get_dummy_flat_data_page allocates the staging page an L3 read lands in with
+    pin_memory=True, which raises without an accelerator ("no pinned memory allocator"), so every storage
+    prefetch failed (reason storage_transfer). The same zeroed page, unpinned: CPU copies need no pinning."""
+
+    def get_dummy_flat_data_page(self: Any) -> Any:
+        import torch
+
+        shape = (2, self.layer_num, self.page_size, self.head_num, self.head_dim)
+        return torch.zeros(shape, dtype=self.dtype, device=self.device).flatten()
+
+    module.MHATokenToKVPoolHost.get_dummy_flat_data_page = get_dummy_flat_data_page
+
+
 def _long() -> Any:
     import torch
 
@@ -129,6 +143,7 @@ def _after_transformers_checks(module: types.ModuleType) -> None:
 
 AFTER_EXEC: dict[str, Callable[[types.ModuleType], None]] = {
     "transformers.utils.import_utils": _after_transformers_checks,
+    "sglang.srt.mem_cache.pool_host.mha": _unpinned_dummy_page,  # L3 reads on CPU
 }
 PATCHES: dict[str, dict[str, Any]] = {
     "sglang.srt.mem_cache.pool_host.common": {"_cuda_host_register": _no_host_register},

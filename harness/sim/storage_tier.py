@@ -1,0 +1,140 @@
+"""The engine's L3 tier: look a request up when it is received, apply the prefetch policy when it is
+admitted, and write what the host tier backed up (harness.sim.storage holds the rules and speeds)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.sim.sched_records import EngineConfig, EngineStats, PrefillBudget, PrefillPlan, SimRequest
+from harness.sim.storage import (
+    BACKENDS,
+    DEFAULT_STORAGE_DIR,
+    PREFETCH_POLICIES,
+    STORAGE_DIR_ENV,
+    FileStore,
+    PrefetchOutcome,
+    page_keys,
+    prefetch_outcome,
+)
+
+
+def storage_directory(config: EngineConfig) -> str:
+    return config.storage_dir or os.environ.get(STORAGE_DIR_ENV) or DEFAULT_STORAGE_DIR
+
+
+class StorageTier:
+    """One server's view of its L3 backend: the shared page store and this server's counters."""
+
+    def __init__(self, config: EngineConfig, stats: EngineStats, tree: Any = None) -> None:
+        name = config.storage_backend or ""
+        if name not in BACKENDS:
+            raise HarnessError(
+                f"--hicache-storage-backend: invalid choice {name!r} (choose from {', '.join(BACKENDS)})"
+            )
+        if config.storage_prefetch_policy not in PREFETCH_POLICIES:
+            raise HarnessError(
+                f"--hicache-storage-prefetch-policy: invalid choice {config.storage_prefetch_policy!r}"
+                f" (choose from {', '.join(PREFETCH_POLICIES)})"
+            )
+        if not config.hicache:
+            raise HarnessError("--hicache-storage-backend: needs --enable-hierarchical-cache (as in SGLang)")
+        self.backend = BACKENDS[name]
+        self.policy = config.storage_prefetch_policy
+        self.page = max(1, config.page_size)
+        self.kv_bytes = config.kv_bytes_per_token
+        self.stats = stats
+        self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
+        model = config.profile.model.replace("/", "-")
+        capacity = int(self.backend.capacity_gb * 1e9 // (self.kv_bytes * self.page))
+        try:
+            self.store = FileStore(storage_directory(config), f"_{model}_0_1", capacity_pages=capacity)
+        except OSError as e:
+            raise HarnessError(f"{STORAGE_DIR_ENV}: cannot use {storage_directory(config)!r}: {e}") from None
+
+    @property
+    def class_name(self) -> str:
+        return self.backend.class_name
+
+    def lookup(self, req: SimRequest) -> None:
+        """At receipt: how far L3 holds the prompt (whole pages, never the last token)."""
+        keys = page_keys(req.input_ids[: len(req.input_ids) - 1], self.page)
+        req.storage_end = self.store.hit_pages(keys) * self.page
+
+    def admit(self, req: SimRequest, matched: int, now: float) -> PrefetchOutcome:
+        """At admission, after the device match and any load-back: the L3 tokens past `matched` the
+        request takes under the prefetch policy; counts the outcome."""
+        hit = req.storage_end - matched
+        if hit <= 0 or req.counted:
+            return PrefetchOutcome(0, 0.0, 0, None)
+        since = now - (req.received if req.received is not None else req.arrival)
+        out = prefetch_outcome(self.policy, self.backend, hit, max(0.0, since), self.kv_bytes, self.page)
+        if out.fulfilled and not self._host_room(out.fulfilled):
+            out = PrefetchOutcome(0, 0.0, hit, "host_capacity")
+        st = self.stats
+        st.storage_hit_tokens += hit
+        if out.reason != "below_threshold":
+            st.prefetched_tokens += out.fulfilled
+        if out.reason is not None and out.unfulfilled:
+            st.storage_unfulfilled[out.reason] = st.storage_unfulfilled.get(out.reason, 0) + out.unfulfilled
+        req.storage_wait_s = out.wait_s
+        return out
+
+    def _host_room(self, tokens: int) -> bool:
+        """A prefetch lands in the host pool first: evict host leaves for it, as the allocation does;
+        False when that still leaves no room (reason host_capacity)."""
+        host = getattr(self.tree, "host", None)
+        if host is None:
+            return True
+        short = tokens - (host.capacity - host.used)
+        if short > 0:
+            self.tree.evict_host(short)
+        return host.capacity - host.used >= tokens
+
+    def take(self, req: SimRequest, matched: int, now: float, plan: PrefillPlan) -> int:
+        """L3 tokens past the device prefix `matched` the request takes into the batch `plan`."""
+        out = self.admit(req, matched, now)
+        if out.fulfilled:
+            plan.storage[id(req)] = out.fulfilled
+            plan.storage_wait_s = max(plan.storage_wait_s, out.wait_s)
+        return out.fulfilled
+
+    def write_backups(self, tree: Any) -> None:
+        """Write the pages of every node the host tier backed up since the last call (write_backup_storage)."""
+        log = getattr(tree, "backup_log", None)
+        if not log:
+            return
+        nodes = list(log)
+        log.clear()
+        for node in nodes:
+            tokens = node_tokens(tree, node)
+            if tokens is not None:
+                self.stats.storage_written_pages += self.store.put(page_keys(tokens, self.page))
+
+    def reset(self) -> None:
+        self.store.clear_cache()
+
+
+def chunk_part(compute: int, budget: PrefillBudget, page: int) -> int:
+    """Of `compute` tokens to compute, what this batch's chunk budget takes (whole pages when cut)."""
+    part = min(compute, budget.chunk)
+    return part if part == compute else max(page, part // page * page)
+
+
+def node_tokens(tree: Any, node: Any) -> list[int] | None:
+    """The token ids from the root to the end of `node`, or None when it left the tree."""
+    parts = []
+    x = node
+    while x is not None and x is not tree.root:
+        parts.append(x.key)
+        parent = x.parent
+        if parent is None or parent.children.get(tree._child_key(x.key)) is not x:
+            return None
+        x = parent
+    if x is None:
+        return None
+    out: list[int] = []
+    for key in reversed(parts):
+        out.extend(key)
+    return out

@@ -1,0 +1,66 @@
+"""Cached tokens by tier (device, host, storage): whether each source's split adds up to its total, and
+L3 prefetch outcomes by reason, from the counters SGLang 0.5.23 exports with a storage backend.
+
+Sources: usage (`cached_tokens_details` per request: `cached_<tier>_tokens` beside `cached_tokens`) and
+counters (`sglang:cached_tokens_total{cache_source}`: `counter_cached_<tier>_tokens` beside
+`counter_cached_tokens`). SGLang's log line has one `#cached-token` for all tiers, so it has no split.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import metrics
+from harness.summarize.read import SeedCapture
+from harness.verdicts.cold import STORAGE_COLD_NOTE as COLD_NOTE
+
+TIERS = ("device", "host", "storage")
+UNFULFILLED = "sglang:storage_prefetch_unfulfilled_tokens_total"
+PREFETCHED = "sglang:prefetched_tokens_total"
+
+
+def split_adds_up(total: float | None, parts: list[float | None]) -> bool | None:
+    """Whether the tiers sum to the total; None when there is no split to check."""
+    if total is None or all(p is None for p in parts):
+        return None
+    return abs(sum(p or 0 for p in parts) - total) < 0.5
+
+
+def cold_start(point: dict[str, Any] | None) -> str | None:
+    """How the point began cold: a flush, a fresh server, or (L3 servers, harness.sweep.cold_start) a fresh
+    server on an empty storage directory; None when it did not."""
+    if not point:
+        return None
+    if point.get("flush_note") == COLD_NOTE and point.get("fresh_server"):
+        return "fresh server, empty storage directory"
+    if point.get("flushed") is True:
+        return "flush"
+    if point.get("fresh_server"):
+        return "fresh server"
+    return None
+
+
+def tier_figures(fig: dict[str, Any], sc: SeedCapture) -> dict[str, Any]:
+    """`tiers_add_up_usage`, `tiers_add_up_counters`, and with L3 counters `counter_prefetched_tokens` and
+    `counter_storage_unfulfilled_<reason>_tokens` (only reasons that moved)."""
+    out: dict[str, Any] = {
+        "cold_start": cold_start(sc.point),
+        "tiers_add_up_usage": split_adds_up(
+            fig.get("cached_tokens"), [fig.get(f"cached_{t}_tokens") for t in TIERS]
+        ),
+        "tiers_add_up_counters": None,
+    }
+    labelled = [fig.get(f"counter_cached_{t}_tokens") for t in TIERS]
+    if any(v is not None for v in labelled):
+        out["tiers_add_up_counters"] = split_adds_up(fig.get("counter_cached_tokens"), labelled)
+    if sc.before is None or sc.after is None:
+        return out
+    d = metrics.counter_deltas(sc.before, sc.after)
+    prefetched = d.total(PREFETCHED)
+    if prefetched is not None:
+        out["counter_prefetched_tokens"] = prefetched
+    for reason in metrics._label_values(d.deltas, UNFULFILLED, "reason"):
+        v = d.total(UNFULFILLED, reason=reason)
+        if v:
+            out[f"counter_storage_unfulfilled_{reason}_tokens"] = v
+    return out

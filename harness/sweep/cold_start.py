@@ -1,0 +1,63 @@
+"""Cold points on servers with an L3 storage backend, and the line a flush that killed a server printed.
+
+SGLang 0.5.23's `/flush_cache` does not empty L3 (the pages stay in the backend, so a flushed server still
+hits them), and with a storage backend on CPU it has killed the server (`RuntimeError: Failed to stop
+HiCache storage threads cleanly`, managers/cache_controller.py). So a launched server whose arguments name
+`--hicache-storage-backend` gets no flush: each point runs on a fresh server whose
+SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR is a new, empty directory (the previous one is removed), and the
+point says so (`flush_note`). A point whose flush killed its server is failed with the server's own line.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.servers.process import ServerProcess, startup_error
+from harness.verdicts.cold import STORAGE_COLD_NOTE
+
+STORAGE_FLAG = "--hicache-storage-backend"
+STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+COLD_NOTE = STORAGE_COLD_NOTE
+
+
+def storage_backend(args: list[str] | tuple[str, ...]) -> str | None:
+    """The `--hicache-storage-backend` a launch line names (None when absent or `none`)."""
+    for i, a in enumerate(args):
+        value = None
+        if a == STORAGE_FLAG and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(STORAGE_FLAG + "="):
+            value = a.split("=", 1)[1]
+        if value is not None:
+            return None if value.lower() in ("", "none") else value
+    return None
+
+
+def cold_storage_point(server: Any) -> str | None:
+    """Before a point on a launched server with L3: restart it on a new, empty storage directory; returns
+    the note the point records (None: not such a server, flush as usual)."""
+    if not isinstance(server, ServerProcess) or server.attached:
+        return None
+    if storage_backend(list(server.profile.args or server.profile.command or [])) is None:
+        return None
+    old = server.extra_env.get(STORAGE_DIR_ENV)
+    new = tempfile.mkdtemp(prefix=f"harness-l3-{server.profile.name}-")  # outside the capture: not a point
+    atexit.register(shutil.rmtree, new, True)
+    server.extra_env[STORAGE_DIR_ENV] = new
+    server.restart()
+    if old and Path(old).name.startswith("harness-l3-"):
+        shutil.rmtree(old, ignore_errors=True)
+    return COLD_NOTE
+
+
+def flush_killed(server: Any, rec: Any, log_at: int) -> str | None:
+    """When the point's flush failed and the server is gone: the failure, quoting the server's own line."""
+    if not isinstance(server, ServerProcess) or server.alive() or rec.flushed is not False:
+        return None
+    lines = server.log_lines_since(log_at, "")
+    said = startup_error(lines) or (lines[-1][:400] if lines else "(nothing in its log)")
+    return f"the cache flush killed the server (exit {server.returncode}): {said}"
