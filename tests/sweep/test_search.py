@@ -1,0 +1,111 @@
+"""The capacity search end to end: `harness run` against a server whose TTFT grows with the requests in
+flight by a known amount (tests/helpers/loaded_server.py), then `harness summarize`; resume reuses probes."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import harness
+from tests.helpers.procs import LOADED_SERVER, ScriptServer
+from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
+
+pytestmark = pytest.mark.slow
+
+# TTFT at concurrency c: at least BASE + PER_REQUEST x c (the server sleeps that long): 1,200 ms at c = 11
+# (+ up to 90 ms of client and connection overhead on a busy machine), at least 1,300 ms at c = 12, so
+# the largest concurrency that meets the bound is 11
+BASE_MS = 100
+PER_REQUEST_MS = 100
+BOUND_MS = 1290
+
+
+@pytest.fixture
+def loaded_server():
+    srv = ScriptServer(LOADED_SERVER, "--base-ms", str(BASE_MS), "--per-request-ms", str(PER_REQUEST_MS))
+    yield srv
+    srv.stop()
+
+
+def _search_spec(tmp: Path, **search: object) -> Path:
+    # 24 requests: two waves at c = 11 or 12 (the rest a short third), so every probe's waves see c in flight
+    wl = shared_prefix(
+        groups=1, prompts_per_group=24, system_prompt_tokens=16, question_tokens=4, output_tokens=4
+    )
+    return write_spec(
+        tmp,
+        "capacity",
+        wl,
+        tokenizer="word",
+        seeds=[0],
+        timeouts=dict(TIMEOUTS),
+        search={
+            "knob": "concurrency",
+            "lo": 2,
+            "hi": 16,
+            "slo": {"ttft_ms": BOUND_MS},
+            "goodput": 0.9,
+            **search,
+        },
+    )
+
+
+def _run(spec: Path, url: str, cap: Path) -> str:
+    r = harness(
+        "run", str(spec), "--server-url", url, "--node", "n", "--capture", str(cap), "--quiet", timeout=300
+    )
+    assert r.returncode == 0, r.stderr + r.stdout
+    return r.stdout + r.stderr
+
+
+def _summary(cap: Path, out: Path) -> dict:
+    r = harness("summarize", str(cap / "n"), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / "n.json").read_text())
+
+
+def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(loaded_server, tmp_path):
+    spec, cap = _search_spec(tmp_path), tmp_path / "cap"
+    log = _run(spec, loaded_server.url, cap)
+    s = _summary(cap, tmp_path / "sum")
+    res = s["experiments"]["capacity"]["servers"]["attached"]["search"]
+    assert res["knob"] == "concurrency" and res["complete"] is True
+    assert res["best"] == 11, res
+    # expanding 2, 4, 8, 16 (over), then bisecting 12 (over), 10, 11: seven probes for a range of 15 values
+    assert [(p["value"], p["status"]) for p in res["probes"][:-1]] == [
+        (2, "pass"),
+        (4, "pass"),
+        (8, "pass"),
+        (10, "pass"),
+        (11, "pass"),
+        (12, "over"),
+    ]
+    # 16: over the SLO, and (24 requests = 1.5 waves) its throughput fell below 8's: either word is true
+    assert res["probes"][-1]["value"] == 16 and res["probes"][-1]["status"] in ("over", "saturated")
+    assert res["limiting"] == "ttft_ms"
+    assert "over the SLO at 12" in res["stopped"]
+    assert "best 11" in log
+    # every probe is an ordinary point of the summary, with its goodput against the search's SLO
+    keys = sorted(p["point_key"] for p in s["points"])
+    assert keys == sorted(f"concurrency={c}" for c in (2, 4, 8, 10, 11, 12, 16))
+    at = {p["point_key"]: p["median"]["goodput"]["fraction"] for p in s["points"]}
+    assert at["concurrency=11"] >= 0.9 > at["concurrency=12"]
+    # the server saw what the search assumed: waves of 11 and of 12 in flight at once
+    assert {11, 12} <= set(_stats(loaded_server)["peaks"])
+    # a re-run reuses every ok probe: nothing is sent again
+    served = _served(loaded_server)
+    log2 = _run(spec, loaded_server.url, cap)
+    assert _served(loaded_server) == served
+    assert "7 probes already ok, reused" in log2 and "best 11" in log2
+
+
+def _stats(srv: ScriptServer) -> dict:
+    with urllib.request.urlopen(srv.url + "/stats", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _served(srv: ScriptServer) -> int:
+    return int(_stats(srv)["served"])
