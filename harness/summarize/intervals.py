@@ -62,8 +62,8 @@ def seed_intervals(figs: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     paths = dict(FIGURES)
     hit = next((s for s in HIT_RATE_SOURCES if all(_at(f, (s,)) is not None for f in figs)), None)
-    if hit is not None:
-        paths["hit_rate"] = (hit,)
+    if hit is not None:  # the first hit-rate source every seed has, under its own name
+        paths[hit] = (hit,)
     for key, path in paths.items():
         vals = [_at(f, path) for f in figs]
         if any(v is None for v in vals):
@@ -74,8 +74,14 @@ def seed_intervals(figs: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
-def overlap(a: Sequence[float] | None, b: Sequence[float] | None) -> bool | None:
-    """Do two intervals overlap; None when either is missing (nothing can be said)."""
-    if not a or not b or len(a) != 2 or len(b) != 2:
+def overlap(a: Any, b: Any) -> bool | None:
+    """Do two `[low, high]` intervals (as a summary holds them) overlap; None when either is missing."""
+
+    def pair(x: Any) -> tuple[float, float] | None:
+        ok = isinstance(x, list | tuple) and len(x) == 2
+        return (float(x[0]), float(x[1])) if ok and all(isinstance(v, int | float) for v in x) else None
+
+    pa, pb = pair(a), pair(b)
+    if pa is None or pb is None:
         return None
-    return a[0] <= b[1] and b[0] <= a[1]
+    return pa[0] <= pb[1] and pb[0] <= pa[1]
