@@ -8,10 +8,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.helpers.cli import harness
+from tests.helpers.cli import ROOT, harness, run_bench
 from tests.helpers.procs import LOADED_SERVER, ScriptServer
-from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
+from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec, write_yaml
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +110,26 @@ def _stats(srv: ScriptServer) -> dict:
 
 def _served(srv: ScriptServer) -> int:
     return int(_stats(srv)["served"])
+
+
+def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
+    """workloads/capacity-sessions.yaml on the sim, shortened (one seed, sessions 2..8): both servers'
+    capacities, HiCache's the larger, in the summary and as one sentence of the report."""
+    raw = yaml.safe_load((ROOT / "workloads" / "capacity-sessions.yaml").read_text())
+    raw["seeds"] = [0]
+    raw["search"]["hi"] = 8
+    write_yaml(tmp_path / "cap.yaml", raw)
+    r = run_bench(tmp_path, "--spec", "cap.yaml", "--server-kind", "sim", "--time-scale", "0.01", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    s = json.loads((tmp_path / "summaries" / "n.json").read_text())
+    servers = s["experiments"]["capacity-sessions"]["servers"]
+    gpu, hic = servers["gpu-only"]["search"], servers["hicache"]["search"]
+    assert gpu["complete"] and hic["complete"]
+    # GPU-only runs out of pool first: its sessions' histories are evicted and prefilled again
+    assert gpu["best"] is not None and hic["best"] is not None and gpu["best"] < hic["best"], (gpu, hic)
+    assert hic["best"] == 8 and hic["stopped"] == "hi (8) met the target"
+    assert any(p["status"] in ("over", "saturated") for p in gpu["probes"])
+    report = (tmp_path / "summaries" / "n.md").read_text()
+    more = hic["best"] - gpu["best"]
+    assert f"`hicache` took {more:g} more sessions than `gpu-only`" in report
+    assert "### Capacity: the largest load that met the SLO" in report
