@@ -283,6 +283,18 @@ def next_value(search: SearchSpec, judged: dict[float, Probe]) -> float | None:
     return None
 
 
+def _expansion_end(search: SearchSpec, judged: dict[float, Probe]) -> Probe | None:
+    """The probe that ended the doubling (the first of lo, 2 lo, ... that did not pass), if any."""
+    v = search.lo
+    while (p := judged.get(v)) is not None:
+        if p.status != "pass":
+            return p
+        if v >= search.hi:
+            return None
+        v = _grow(v, search)
+    return None
+
+
 def search_result(search: SearchSpec, judged: dict[float, Probe]) -> dict[str, Any]:
     """{knob, best, probes, limiting, stopped, complete, target}: best is the largest passing value below
     every probe that did not pass; None when lo itself did not."""
@@ -299,6 +311,9 @@ def search_result(search: SearchSpec, judged: dict[float, Probe]) -> dict[str, A
         stopped = f"{ceiling.status} at {ceiling.value:g}: {ceiling.reason}"
     if best is None and ceiling is not None and ceiling.value == search.lo:
         stopped = f"lo ({search.lo:g}) already did not pass: {ceiling.status}: {ceiling.reason}"
+    up = _expansion_end(search, judged)
+    if up is not None and ceiling is not None and up is not ceiling:  # what ended the climb, too
+        stopped += f"; the climb ended at {up.value:g}: {up.status}: {up.reason}"
     return {
         "knob": search.knob,
         "best": None if best is None else search.label(best),
