@@ -273,6 +273,12 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"
                 )
             lines.append(f"    points: {sp.total} ({len(sp.done)} done, {len(sp.todo)} to run)")
+            if spec.search is not None:  # only the next probe is known before it runs
+                se = spec.search
+                lines.append(
+                    f"    search {se.knob} in [{se.label(se.lo)}, {se.label(se.hi)}]: the points after these "
+                    "are chosen as the search goes (docs/capacity.md)"
+                )
             for point, seed in sp.todo:
                 lines.append(f"      {point_name(point.sweep, seed)}")
     total = sum(len(sp.todo) for p in plans for sp in p.servers)

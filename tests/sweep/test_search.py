@@ -14,8 +14,6 @@ from tests.helpers.cli import ROOT, harness, run_bench
 from tests.helpers.procs import LOADED_SERVER, ScriptServer
 from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec, write_yaml
 
-pytestmark = pytest.mark.slow
-
 # TTFT at concurrency c: at least BASE + PER_REQUEST x c (the server sleeps that long): 1,200 ms at c = 11
 # (+ up to 90 ms of client and connection overhead on a busy machine), at least 1,300 ms at c = 12, so
 # the largest concurrency that meets the bound is 11
@@ -25,7 +23,7 @@ BOUND_MS = 1290
 
 
 @pytest.fixture
-def loaded_server():
+def loaded_server():  # a process: every test that uses it is marked slow
     srv = ScriptServer(LOADED_SERVER, "--base-ms", str(BASE_MS), "--per-request-ms", str(PER_REQUEST_MS))
     yield srv
     srv.stop()
@@ -68,6 +66,7 @@ def _summary(cap: Path, out: Path) -> dict:
     return json.loads((out / "n.json").read_text())
 
 
+@pytest.mark.slow
 def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(loaded_server, tmp_path):
     spec, cap = _search_spec(tmp_path), tmp_path / "cap"
     log = _run(spec, loaded_server.url, cap)
@@ -112,6 +111,7 @@ def _served(srv: ScriptServer) -> int:
     return int(_stats(srv)["served"])
 
 
+@pytest.mark.slow
 def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
     """workloads/capacity-sessions.yaml on the sim, shortened (one seed, sessions 2..8): both servers'
     capacities, HiCache's the larger, in the summary and as one sentence of the report."""
@@ -133,3 +133,54 @@ def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
     more = hic["best"] - gpu["best"]
     assert f"`hicache` took {more:g} more sessions than `gpu-only`" in report
     assert "### Capacity: the largest load that met the SLO" in report
+
+
+def _ok_probe(cap: Path, spec: Path, value: int, ttft_ms: float) -> None:
+    """A probe's point folder as a finished run leaves it: point.json ok and its request records."""
+    pdir = cap / "n" / "capacity" / "attached" / f"concurrency={value},seed=0"
+    pdir.mkdir(parents=True)
+    # throughput rising with the concurrency (24 requests in 24 / value seconds): no saturation
+    recs = [
+        {
+            "ok": True,
+            "ttft_s": ttft_ms / 1000,
+            "e2e_s": 0.5,
+            "completion_tokens": 4,
+            "scheduled_mono": i / value,
+            "done_mono": i / value + 0.5,
+        }
+        for i in range(24)
+    ]
+    (pdir / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    point = {"status": "ok", "requests_scheduled": 24, "sweep": {"concurrency": value}, "seed": 0}
+    (pdir / "point.json").write_text(json.dumps(point))
+
+
+def test_the_plan_reuses_ok_probes_and_names_only_the_next(tmp_path):
+    from harness.capture.redact import spec_redactor
+    from harness.spec import load_spec
+    from harness.sweep.plan import BenchOptions, describe_plan, plan_experiment, plan_probes
+
+    spec = load_spec(_search_spec(tmp_path))
+    cap = tmp_path / "cap"
+    _ok_probe(cap, tmp_path, 2, 300)
+    _ok_probe(cap, tmp_path, 4, 500)
+    planned = plan_probes(spec, [0], cap, "n", "attached")
+    assert [(p.name, p.done) for p in planned] == [
+        ("concurrency=2,seed=0", True),
+        ("concurrency=4,seed=0", True),
+        ("concurrency=8,seed=0", False),  # the next of the doubling: the only point to run now
+    ]
+    _ok_probe(cap, tmp_path, 8, 5000)  # over the bound: the search bisects below it
+    assert [p.name for p in plan_probes(spec, [0], cap, "n", "attached") if not p.done] == [
+        "concurrency=6,seed=0"
+    ]
+    raw = yaml.safe_load(_search_spec(tmp_path).read_text())
+    spec = load_spec(
+        write_yaml(tmp_path / "capacity.yaml", {**raw, "servers": [{"name": "attached", "launch": "sim"}]})
+    )
+    opts = BenchOptions(node="n", capture=cap)
+    plan = plan_experiment(spec, opts)
+    assert [p.name for p in plan.servers[0].points] == [f"concurrency={c},seed=0" for c in (2, 4, 8, 6)]
+    text = "\n".join(describe_plan([plan], opts, spec_redactor([spec])))
+    assert "search concurrency in [2, 16]: the points after these are chosen as the search goes" in text
