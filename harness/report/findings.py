@@ -362,12 +362,14 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     from harness.report.capacity import capacity_findings
 
     kind = layout(pts)
-    first = capacity_findings(srvs)  # a capacity search's result, when the experiment ran one
+    first = capacity_findings(srvs)  # a capacity search's result: the question that experiment asked
+    if first:
+        return first
     if kind == "ab":
-        return first + ab_findings(pts, srvs)
+        return ab_findings(pts, srvs)
     if kind == "policy":
-        return first + (policy_findings(pts, srvs) or hit_findings(pts, srvs))
-    return first + hit_findings(pts, srvs)
+        return policy_findings(pts, srvs) or hit_findings(pts, srvs)
+    return hit_findings(pts, srvs)
 
 
 def findings(summary: Summary | Mapping[str, Any]) -> dict[str, list[str]]:

@@ -4,6 +4,7 @@ Student t, two-sided 95%, of the mean over the seeds' values: mean ± t(0.975, n
 small table (no scipy). Each seed is one independent run of the same point, so the seeds are the
 sample; with one seed there is no interval. Used for TTFT p50/p99, TPOT p50, throughput, hit rate and
 goodput; the report shows it, compare and findings state a difference only when two do not overlap.
+The interval is clipped to what the figure can be (>= 0; <= 1 for hit rates and goodput).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "output_tok_s": ("output_tok_s",),
     "goodput.fraction": ("goodput", "fraction"),
 }
+
+
+FRACTIONS = ("goodput.fraction",)
 
 
 def t_quantile(df: int) -> float:
@@ -69,8 +73,9 @@ def seed_intervals(figs: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
         if any(v is None for v in vals):
             continue
         ci = mean_interval([v for v in vals if v is not None])
-        if ci is not None:
-            out[key] = [ci[0], ci[1]]
+        if ci is not None:  # every figure here is >= 0, and hit rates and goodput are fractions
+            top = 1.0 if key in FRACTIONS or key in HIT_RATE_SOURCES else math.inf
+            out[key] = [max(ci[0], 0.0), min(ci[1], top)]
     return out
 
 

@@ -67,3 +67,14 @@ def test_seed_intervals_name_the_figures_every_seed_has() -> None:
 def test_overlap() -> None:
     assert overlap([1, 2], [2, 3]) is True and overlap([1, 2], [2.5, 3]) is False
     assert overlap(None, [1, 2]) is None and overlap([1], [1, 2]) is None
+
+
+def test_an_interval_never_leaves_what_the_figure_can_be() -> None:
+    figs = [
+        {"latency": {"ttft_s": {"p99": v}}, "goodput": {"fraction": g}}
+        for v, g in ((0.03, 0.9), (0.1, 1.0), (0.04, 1.0))
+    ]
+    iv = seed_intervals(figs)
+    raw_ttft, raw_good = mean_interval([0.03, 0.1, 0.04]), mean_interval([0.9, 1.0, 1.0])
+    assert raw_ttft is not None and raw_ttft[0] < 0 and iv["latency.ttft_s.p99"][0] == 0.0
+    assert raw_good is not None and raw_good[1] > 1 and iv["goodput.fraction"][1] == 1.0
