@@ -4,7 +4,7 @@ TTFT = base + per_request x the most requests in flight (this one included) seen
 first `base` seconds: a closed-loop wave of c requests that arrive together all see c, so a probe at
 concurrency c has TTFT base + per_request x c and the largest c under a TTFT bound is exact. Speaks
 SGLang's /generate and OpenAI chat streaming as tests/helpers/stdlib_server.py does (its bytes), answers
-/health, /flush_cache (SGLang's reset) and counts what it served at GET /stats.
+/health, /metrics (no series), /flush_cache (SGLang's reset) and counts what it served at GET /stats.
 Run: python tests/helpers/loaded_server.py --base-ms 100 --per-request-ms 40 -> PORT n.
 """
 
@@ -62,12 +62,11 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        body = (
-            json.dumps({"served": LOAD.served, "peaks": LOAD.peaks}).encode()
-            if self.path == "/stats"
-            else b"ok"
-        )
-        self._send(b"application/json" if self.path == "/stats" else b"text/plain", body)
+        if self.path == "/stats":
+            body = json.dumps({"served": LOAD.served, "peaks": LOAD.peaks}).encode()
+            self._send(b"application/json", body)
+        else:  # /health: ok; /metrics: an empty exposition (no series)
+            self._send(b"text/plain", b"" if self.path == "/metrics" else b"ok")
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
