@@ -5,6 +5,7 @@ first `base` seconds: a closed-loop wave of c requests that arrive together all 
 concurrency c has TTFT base + per_request x c and the largest c under a TTFT bound is exact. Speaks
 SGLang's /generate and OpenAI chat streaming as tests/helpers/stdlib_server.py does (its bytes), answers
 /health, /metrics (no series), /flush_cache (SGLang's reset) and counts what it served at GET /stats.
+With --fail-above N it refuses (503) every request that saw more than N in flight: an overload failure.
 Run: python tests/helpers/loaded_server.py --base-ms 100 --per-request-ms 40 -> PORT n.
 """
 
@@ -51,6 +52,7 @@ class Load:
 LOAD = Load()
 BASE_S = 0.1
 PER_REQUEST_S = 0.04
+FAIL_ABOVE: int | None = None  # a request that saw more in flight than this is refused (503)
 _ids = iter(range(1, 1 << 62))
 
 
@@ -78,29 +80,37 @@ class Handler(BaseHTTPRequestHandler):
         LOAD.arrive(rid)
         try:
             time.sleep(BASE_S)
-            time.sleep(PER_REQUEST_S * LOAD.peak(rid))
-            if self.path.endswith("/generate"):
-                data = generate_stream(
-                    "ok", int((req.get("sampling_params") or {}).get("max_new_tokens") or 4)
-                )
-            else:
-                data = chat_stream("ok", int(req.get("max_tokens") or 4))
+            peak = LOAD.peak(rid)
+            refused = FAIL_ABOVE is not None and peak > FAIL_ABOVE
+            if not refused:
+                time.sleep(PER_REQUEST_S * peak)
         finally:  # out of flight before the answer leaves: the client's next request cannot overlap it
             LOAD.leave(rid)
-        self._send(b"text/event-stream", data)
+        if refused:
+            self._send(b"text/plain", b"overloaded", b"503 Service Unavailable")
+        elif self.path.endswith("/generate"):
+            n = int((req.get("sampling_params") or {}).get("max_new_tokens") or 4)
+            self._send(b"text/event-stream", generate_stream("ok", n))
+        else:
+            self._send(b"text/event-stream", chat_stream("ok", int(req.get("max_tokens") or 4)))
 
-    def _send(self, ctype: bytes, body: bytes) -> None:
-        head = b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+    def _send(self, ctype: bytes, body: bytes, status: bytes = b"200 OK") -> None:
+        head = b"HTTP/1.1 " + status + b"\r\nContent-Type: " + ctype
+        head += b"\r\nContent-Length: %d\r\n\r\n" % len(body)
         self.wfile.write(head + body)  # one write
 
 
 def main() -> None:
-    global BASE_S, PER_REQUEST_S
+    global BASE_S, PER_REQUEST_S, FAIL_ABOVE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base-ms", type=float, default=100.0)
     ap.add_argument("--per-request-ms", type=float, default=40.0)
+    ap.add_argument(
+        "--fail-above", type=int, default=None, help="refuse (503) a request that saw more in flight"
+    )
     args = ap.parse_args()
     BASE_S, PER_REQUEST_S = args.base_ms / 1000.0, args.per_request_ms / 1000.0
+    FAIL_ABOVE = args.fail_above
     ThreadingHTTPServer.request_queue_size = 256  # a wave's connections at once: no SYN retried after 1 s
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

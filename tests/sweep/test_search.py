@@ -60,9 +60,9 @@ def _run(spec: Path, url: str, cap: Path) -> str:
     return r.stdout + r.stderr
 
 
-def _summary(cap: Path, out: Path) -> dict:
+def _summary(cap: Path, out: Path, rc: int = 0) -> dict:
     r = harness("summarize", str(cap / "n"), "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     return json.loads((out / "n.json").read_text())
 
 
@@ -184,3 +184,30 @@ def test_the_plan_reuses_ok_probes_and_names_only_the_next(tmp_path):
     assert [p.name for p in plan.servers[0].points] == [f"concurrency={c},seed=0" for c in (2, 4, 8, 6)]
     text = "\n".join(describe_plan([plan], opts, spec_redactor([spec])))
     assert "search concurrency in [2, 16]: the points after these are chosen as the search goes" in text
+
+
+@pytest.mark.slow
+def test_a_failed_probe_is_failed_with_its_reason_not_over_the_slo(tmp_path):
+    """Above 5 in flight the server refuses requests (503): those probes fail, and the search bisects below them."""
+    srv = ScriptServer(LOADED_SERVER, "--base-ms", "50", "--per-request-ms", "10", "--fail-above", "5")
+    try:
+        spec, cap = _search_spec(tmp_path, hi=8, slo={"ttft_ms": 10_000}), tmp_path / "cap"
+        r = harness(
+            "run", str(spec), "--server-url", srv.url, "--node", "n", "--capture", str(cap), "--quiet"
+        )
+        assert r.returncode == 1, r.stderr  # failed points make the run exit 1, search or not
+    finally:
+        srv.stop()
+    res = _summary(cap, tmp_path / "sum", rc=1)["experiments"]["capacity"]["servers"]["attached"]["search"]
+    assert res["best"] == 5, res
+    by = {p["value"]: p for p in res["probes"]}
+    assert [(v, by[v]["status"]) for v in sorted(by)] == [
+        (2, "pass"),
+        (4, "pass"),
+        (5, "pass"),
+        (6, "failed"),
+        (8, "failed"),
+    ]
+    assert by[6]["reason"] == "point failed: http: 24"  # the point's own failure: 24 HTTP errors
+    assert by[6]["goodput"] is None  # not judged against the SLO at all
+    assert res["stopped"].startswith("failed at 6: point failed: ")
