@@ -408,7 +408,8 @@ def run_points(
 ) -> list[PointRecord | dict[str, Any]]:
     """Every point x seed against a running server, in order; skips points already ok, no retries."""
     seeds = list(spec.seeds if seeds is None else seeds)
-    if spec.search is not None:
+    if spec.search is not None:  # the search runs each probe for the spec's seeds: these (--seeds)
+        spec = dataclasses.replace(spec, seeds=seeds)
         planned = plan_probes(spec, seeds, Path(capture_root), node, server_name)
     else:
         planned = plan_points(
