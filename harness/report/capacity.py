@@ -21,6 +21,8 @@ INTERVAL_COLUMNS: dict[str, tuple[str, Any]] = {
     "output_tok_s": ("output tok/s", lambda v: f"{v:.1f}"),
     "hit_rate": ("hit rate", pct),
     "goodput.fraction": ("goodput", lambda v: f"{v:.3f}"),
+    "modelled.ttft_ms.p50": ("modelled TTFT p50 ms", lambda v: f"{v:.0f}"),
+    "modelled.output_tok_s": ("modelled output tok/s", lambda v: f"{v:.1f}"),
 }
 KNOB_WORDS = {"concurrency": "concurrent requests", "request_rate": "req/s", "sessions": "sessions"}
 

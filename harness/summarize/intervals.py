@@ -31,6 +31,9 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "throughput.requests_per_s": ("throughput", "requests_per_s"),
     "output_tok_s": ("output_tok_s",),
     "goodput.fraction": ("goodput", "fraction"),
+    # a sim point's modelled card time (harness.summarize.modelled), what its report columns show
+    "modelled.ttft_ms.p50": ("modelled", "ttft_ms", "p50"),
+    "modelled.output_tok_s": ("modelled", "output_tok_s"),
 }
 
 

@@ -78,3 +78,12 @@ def test_an_interval_never_leaves_what_the_figure_can_be() -> None:
     raw_ttft, raw_good = mean_interval([0.03, 0.1, 0.04]), mean_interval([0.9, 1.0, 1.0])
     assert raw_ttft is not None and raw_ttft[0] < 0 and iv["latency.ttft_s.p99"][0] == 0.0
     assert raw_good is not None and raw_good[1] > 1 and iv["goodput.fraction"][1] == 1.0
+
+
+def test_a_sim_points_modelled_figures_get_their_interval_too() -> None:
+    figs = [{"modelled": {"ttft_ms": {"p50": v}, "output_tok_s": 50.0}} for v in (140.0, 141.0, 142.0)]
+    iv = seed_intervals(figs)
+    assert iv["modelled.ttft_ms.p50"] == pytest.approx(
+        [141 - 4.303 / math.sqrt(3), 141 + 4.303 / math.sqrt(3)]
+    )
+    assert iv["modelled.output_tok_s"] == [50.0, 50.0]
