@@ -296,8 +296,9 @@ def _expansion_end(search: SearchSpec, judged: dict[float, Probe]) -> Probe | No
 
 
 def search_result(search: SearchSpec, judged: dict[float, Probe]) -> dict[str, Any]:
-    """{knob, best, probes, limiting, stopped, complete, target}: best is the largest passing value below
-    every probe that did not pass; None when lo itself did not."""
+    """{knob, best, above, probes, limiting, stopped, complete, target}: best is the largest passing value
+    below every probe that did not pass (None when lo itself did not); above, that lowest non-passing
+    probe: the answer lies between the two."""
     probes = [judged[v] for v in sorted(judged)]
     ceiling = next((p for p in probes if p.status != "pass"), None)
     passed = [p for p in probes if p.status == "pass" and (ceiling is None or p.value < ceiling.value)]
@@ -317,6 +318,7 @@ def search_result(search: SearchSpec, judged: dict[float, Probe]) -> dict[str, A
     return {
         "knob": search.knob,
         "best": None if best is None else search.label(best),
+        "above": None if ceiling is None else search.label(ceiling.value),
         "probes": [p.to_dict() for p in probes],
         "limiting": ceiling.limiting if ceiling is not None else None,
         "stopped": stopped if complete else f"not finished; so far: {stopped}",

@@ -30,6 +30,9 @@ class SearchResult(Record):
 
     knob: StrictStr = Field(description="`concurrency`, `request_rate` or `sessions`")
     best: Num | None = Field(None, description="the largest value whose probe passed; null when lo did not")
+    above: Num | None = Field(
+        None, description="the lowest probe that did not pass: the probe on the other side of `best`"
+    )
     probes: list[SearchProbe] = Field(default_factory=list, description="every probe, by value")
     limiting: StrictStr | None = Field(None, description="the limiting SLO term at the first probe over")
     stopped: StrictStr | None = Field(None, description="why the search stopped upward, in words")

@@ -118,7 +118,7 @@ def test_saturation_and_failure_end_the_search_upward_and_say_why() -> None:
     m[7] = probe(7, [900.0] * 20, span_s=5)
     judged, nxt = replay(CONC, m)
     res = search_result(CONC, judged)
-    assert nxt is None and res["best"] == 6 and res["limiting"] == "ttft_ms"
+    assert nxt is None and (res["best"], res["above"]) == (6, 7) and res["limiting"] == "ttft_ms"
     assert res["stopped"].startswith("over the SLO at 7: goodput 0 < 0.9")
     assert "; the climb ended at 8: saturated: throughput stopped rising" in res["stopped"]
     m[7] = probe(7, [350.0] * 20, span_s=5)  # 7 within the SLO: the saturated 8 is the ceiling itself

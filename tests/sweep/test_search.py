@@ -73,7 +73,7 @@ def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(lo
     s = _summary(cap, tmp_path / "sum")
     res = s["experiments"]["capacity"]["servers"]["attached"]["search"]
     assert res["knob"] == "concurrency" and res["complete"] is True
-    assert res["best"] == 11, res
+    assert (res["best"], res["above"]) == (11, 12), res
     # expanding 2, 4, 8, 16 (over), then bisecting 12 (over), 10, 11: seven probes for a range of 15 values
     assert [(p["value"], p["status"]) for p in res["probes"][:-1]] == [
         (2, "pass"),
