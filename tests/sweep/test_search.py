@@ -15,8 +15,8 @@ from tests.helpers.procs import LOADED_SERVER, ScriptServer
 from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec, write_yaml
 
 # TTFT at concurrency c: at least BASE + PER_REQUEST x c (the server sleeps that long): 1,200 ms at c = 11
-# (+ up to 90 ms of client and connection overhead on a busy machine), at least 1,300 ms at c = 12, so
-# the largest concurrency that meets the bound is 11
+# (+ a few ms of client overhead once its connections are open), at least 1,300 ms at c = 12, so the
+# largest concurrency whose median TTFT meets the bound is 11
 BASE_MS = 100
 PER_REQUEST_MS = 100
 BOUND_MS = 1290
@@ -45,8 +45,10 @@ def _search_spec(tmp: Path, **search: object) -> Path:
             "knob": "concurrency",
             "lo": 2,
             "hi": 16,
-            "slo": {"ttft_ms": BOUND_MS},
-            "goodput": 0.9,
+            # judged on the median: the first wave also pays for opening its connections (tens of ms on a
+            # busy machine), the second does not; the goodput target only asks that many requests met it
+            "slo": {"ttft_ms": BOUND_MS, "percentile": 50},
+            "goodput": 0.4,
             **search,
         },
     )
@@ -92,7 +94,7 @@ def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(lo
     keys = sorted(p["point_key"] for p in s["points"])
     assert keys == sorted(f"concurrency={c}" for c in (2, 4, 8, 10, 11, 12, 16))
     at = {p["point_key"]: p["median"]["goodput"]["fraction"] for p in s["points"]}
-    assert at["concurrency=11"] >= 0.9 > at["concurrency=12"]
+    assert at["concurrency=11"] >= 0.4 and at["concurrency=12"] == 0
     # the server saw what the search assumed: waves of 11 and of 12 in flight at once
     assert {11, 12} <= set(_stats(loaded_server)["peaks"])
     # a re-run reuses every ok probe: nothing is sent again
