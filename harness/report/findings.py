@@ -300,7 +300,7 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
             tops = "; ".join(_pct_seeds(pol, s) for pol, s, _ in top)
             out.append(
                 f"At pool {pool}, {_join([pol for pol, _, _ in top])} held the later-turn ({span}) hit rate "
-                f"best, within the seed spread (or 1 point) of each other ({tops}), above {rest_text}."
+                f"best, within the seed spread or 95 % interval (or 1 point) of each other ({tops}), above {rest_text}."
             )
     if not out:
         return []
