@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.common import sweep_order
+from harness.summarize.intervals import overlap
 from harness.summary import Point, Summary
 
 FIGURES = (
@@ -36,6 +37,17 @@ LABELS = {
     "hit_rate_usage": "hit rate",
     "hit_rate_log": "hit (log)",
     "hit_rate_counters": "hit (ctr)",
+}
+
+
+# a compared figure -> the point's seed interval of the same figure (harness.summarize.intervals)
+INTERVAL_OF = {
+    "ttft_median_s": "latency.ttft_s.p50",
+    "ttft_p99_s": "latency.ttft_s.p99",
+    "output_tok_s": "output_tok_s",
+    "hit_rate_usage": "hit_rate_usage",
+    "hit_rate_log": "hit_rate_log",
+    "hit_rate_counters": "hit_rate_counters",
 }
 
 
@@ -67,6 +79,8 @@ class Row:
     key: tuple[str, str, str]
     status: tuple[str, str]
     figures: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
+    # per figure: do A's and B's 95% seed intervals overlap (None: either has none)
+    overlap: dict[str, bool | None] = field(default_factory=dict)
 
 
 def compare(a: Summary, b: Summary, figures: list[str]) -> list[Row]:
@@ -81,14 +95,18 @@ def compare(a: Summary, b: Summary, figures: list[str]) -> list[Row]:
         for f in figures:
             va, vb = pa.median.number(f), pb.median.number(f)
             row.figures[f] = (va, vb, vb / va if va is not None and vb is not None and va else None)
+            iv = INTERVAL_OF.get(f)
+            row.overlap[f] = overlap(pa.interval.get(iv), pb.interval.get(iv)) if iv else None
         rows.append(row)
     return rows
 
 
-def cell(figure: str, values: tuple[Any, Any, float | None]) -> str:
-    """`2.00×` for a ratio, `36.6→40.1%` for a hit rate, `n/a` where either side has no figure."""
+def cell(figure: str, values: tuple[Any, Any, float | None], overlaps: bool | None = None) -> str:
+    """`2.00×` for a ratio, `36.6→40.1%` for a hit rate, `n/a` where either side has no figure; ` ≈`
+    after it when the two seed intervals overlap (no difference the seeds support)."""
     va, vb, ratio = values
+    mark = " ≈" if overlaps else ""
     if is_rate(figure):
         ok = all(isinstance(v, int | float) for v in (va, vb))
-        return f"{va * 100:.1f}→{vb * 100:.1f}%" if ok else "n/a"
-    return f"{ratio:.2f}×" if ratio is not None else "n/a"
+        return f"{va * 100:.1f}→{vb * 100:.1f}%{mark}" if ok else "n/a"
+    return f"{ratio:.2f}×{mark}" if ratio is not None else "n/a"

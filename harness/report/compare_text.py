@@ -26,7 +26,8 @@ def print_ratios(pa: Path, a: Summary, pb: Path, b: Summary, figures: list[str])
     console = Console()
     console.print(
         f"A = {pa} (node {a.get('node')}), B = {pb} (node {b.get('node')}); "
-        "ratio = B / A (× ; < 1 means B is lower), hit rates A→B in %",
+        "ratio = B / A (× ; < 1 means B is lower), hit rates A→B in %; "
+        "≈: the 95% seed intervals overlap (not a difference the seeds support)",
         highlight=False,
     )
     if not rows:
@@ -41,7 +42,7 @@ def print_ratios(pa: Path, a: Summary, pb: Path, b: Summary, figures: list[str])
         for r in (r for r in rows if r.key[0] == exp):
             status = "/".join(r.status)
             point = r.key[2] + ("" if status == "ok/ok" else f" ({status})")
-            t.add_row(r.key[1], point, *(cell(f, r.figures[f]) for f in figures))
+            t.add_row(r.key[1], point, *(cell(f, r.figures[f], r.overlap.get(f)) for f in figures))
         console.print(t)
     return True
 

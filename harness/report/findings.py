@@ -1,8 +1,9 @@
 """Findings in words, computed from a summary: what each experiment showed, with numbers and seed spread.
 
 Every writer (Markdown, HTML) opens an experiment with these sentences. A difference is stated only
-when the seed ranges do not overlap (every seed of one side beats every seed of the other); otherwise
-the sentence says the difference is within the seed spread. A caveat follows when a point a finding
+when the seed ranges do not overlap (every seed of one side beats every seed of the other) and neither
+do the 95% Student-t intervals of the means (harness.summarize.intervals); otherwise the sentence says
+the difference is within the seed spread. A caveat follows when a point a finding
 rests on is flagged, not ok, or has no telemetry.
 """
 
@@ -22,6 +23,7 @@ from harness.report.common import (
     server_time_scale,
     sort_key,
 )
+from harness.summarize.intervals import mean_interval
 from harness.summary import Figures, Point, Server, Summary, parse_summary
 
 Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
@@ -39,18 +41,23 @@ class Spread:
     lo: float
     hi: float
     n: int
+    ci: tuple[float, float] | None = None  # the 95% Student-t interval of the mean (2+ seeds)
 
     def above(self, other: Spread, margin: float = 0.0, factor: float = 1.0) -> bool:
-        """True when every seed here is above every seed of `other` by more than `margin` (absolute) and
-        `factor` (relative): a difference the seeds support and large enough to matter."""
-        return self.n > 1 and other.n > 1 and self.lo > other.hi * factor + margin
+        """True when every seed here is above every seed of `other`, and this mean's 95% interval above
+        the other's, by more than `margin` (absolute) and `factor` (relative): a difference the seeds
+        support and large enough to matter."""
+        if not (self.n > 1 and other.n > 1 and self.lo > other.hi * factor + margin):
+            return False
+        return self.ci is None or other.ci is None or self.ci[0] > other.ci[1] * factor + margin
 
 
 def _spread(values: Sequence[float | None]) -> Spread | None:
     vals = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
     if not vals:
         return None
-    return Spread(float(statistics.median(vals)), float(min(vals)), float(max(vals)), len(vals))
+    floats = [float(v) for v in vals]
+    return Spread(float(statistics.median(vals)), min(floats), max(floats), len(vals), mean_interval(floats))
 
 
 def _ok_seeds(p: Point) -> list[Figures]:
@@ -200,7 +207,9 @@ def ab_findings(points: Points, servers: Servers) -> list[str]:
         g0, sa, sb = same[0]
         one = sa.n < 2 or sb.n < 2
         why = (
-            "one seed each: no spread to judge a difference by" if one else "within the seed spread (or 5 %)"
+            "one seed each: no spread to judge a difference by"
+            if one
+            else "within the seed spread or 95 % interval (or 5 %)"
         )
         out.append(
             f"At {gs} groups the two are {why} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}"
@@ -270,7 +279,7 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
                 + (
                     "from one seed each, too few to order them"
                     if one
-                    else "within the seed spread (or 1 point) of each other"
+                    else "within the seed spread or 95 % interval (or 1 point) of each other"
                 )
                 + (
                     f" (all {lo * 100:.1f} %)"
@@ -291,7 +300,7 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
             tops = "; ".join(_pct_seeds(pol, s) for pol, s, _ in top)
             out.append(
                 f"At pool {pool}, {_join([pol for pol, _, _ in top])} held the later-turn ({span}) hit rate "
-                f"best, within the seed spread (or 1 point) of each other ({tops}), above {rest_text}."
+                f"best, within the seed spread or 95 % interval (or 1 point) of each other ({tops}), above {rest_text}."
             )
     if not out:
         return []
@@ -329,7 +338,9 @@ def hit_findings(points: Points, servers: Servers) -> list[str]:
             out.append(f"{at}one seed only, so no spread to judge the difference by: {vals}.")
         else:
             vals = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rows])
-            out.append(f"{at}the servers' hit rates are within the seed spread (or 1 point): {vals}.")
+            out.append(
+                f"{at}the servers' hit rates are within the seed spread or 95 % interval (or 1 point): {vals}."
+            )
         if len(out) == 3:
             break
     if not out:
@@ -348,7 +359,12 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     pts, srvs = as_points(points), as_servers(servers)
     if not pts:
         return []
+    from harness.report.capacity import capacity_findings
+
     kind = layout(pts)
+    first = capacity_findings(srvs)  # a capacity search's result: the question that experiment asked
+    if first:
+        return first
     if kind == "ab":
         return ab_findings(pts, srvs)
     if kind == "policy":

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.report.capacity import capacity_tables
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.common import status_text, verdict_word
 from harness.report.html_page import (
@@ -163,6 +164,7 @@ def render_compare(nodes_in: Iterable[tuple[str, Summary | Mapping[str, Any]]]) 
             inner = "".join(table_html(t) for t in tables[:2])
             inner += scale_note(pts, entry.servers if entry else {})
             inner += cache_html(pts) + pairs_table(exp, s.pairs) + clock_note(pts)
+            inner += "".join(table_html(t) for t in capacity_tables(pts, entry.servers if entry else {}))
             inner += evidence_html(pts, label)
             parts.append(
                 f'<details class="node-detail" data-node="{esc(label)}" open>'

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.report import tables
+from harness.report import capacity, tables
 from harness.report.common import as_points
 from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
@@ -133,6 +133,7 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
             if slo
             else "No `slo` in the spec: no goodput.",
         ]
+        lines += capacity.markdown_lines(pts, servers)  # the capacity search, the seeds' intervals
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += ["", sources_note(pts)]

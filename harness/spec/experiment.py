@@ -17,6 +17,7 @@ from harness.errors import SpecError
 from harness.paths import expand_path
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
+from harness.spec.search import SearchSpec, parse_search
 from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
 from harness.spec.workload import (
     HISTORY_MODES,
@@ -24,6 +25,7 @@ from harness.spec.workload import (
     SHARED_PREFIX_KEYS,
     TRACE_HISTORY,
     TRACE_TIMESTAMPS,
+    MultiTurnWorkload,
     TraceWorkload,
     Workload,
     parse_question,
@@ -55,6 +57,7 @@ TOP_KEYS = {
     "servers",
     "matrix",
     "suite",
+    "search",
     *LOAD_KEYS,
 }
 
@@ -102,6 +105,7 @@ class ExperimentSpec:
     suite_raw: Any = None
     source_path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    search: SearchSpec | None = None  # a capacity search (harness.sweep.search) instead of a sweep
 
     def points(self) -> list[Point]:
         """Cartesian product of the sweep, in key order; one point with an empty sweep if none."""
@@ -120,6 +124,21 @@ class ExperimentSpec:
                 )
             )
         return out
+
+    def probe_point(self, value: float) -> Point:
+        """The point a capacity search probes at `value` of its knob: an ordinary point, named by it."""
+        assert self.search is not None
+        label = self.search.label(value)
+        knob = self.search.knob
+        wl: Workload = self.workload
+        if knob == "sessions" and isinstance(wl, MultiTurnWorkload):
+            wl = dataclasses.replace(wl, sessions=int(label))
+        return Point(
+            sweep={knob: label},
+            workload=wl,
+            concurrency=int(label) if knob == "concurrency" else self.concurrency,
+            request_rate=float(label) if knob == "request_rate" else self.request_rate,
+        )
 
     def resolved_headers(self) -> dict[str, str]:
         """Header values with ${ENV} references filled in; a missing variable is a spec error."""
@@ -241,6 +260,7 @@ def parse_spec(
     if not isinstance(mff, int | float) or isinstance(mff, bool) or not 0 <= mff <= 1:
         raise SpecError(f, "max_failed_fraction", f"expected a number between 0 and 1, got {mff!r}")
     sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir, files)
+    search = parse_search(raw.get("search"), f, workload.kind, sweep)
     if (
         isinstance(workload, TraceWorkload)
         and workload.timestamps == "honor"
@@ -251,9 +271,14 @@ def parse_spec(
             "request_rate",
             "the trace sends at its own times (timestamps: honor); use timestamps: ignore",
         )
-    load = parse_load_settings(raw, f, request_rate is not None or "request_rate" in sweep, workload.kind)
+    rate_knob = search is not None and search.knob == "request_rate"
+    has_rate = request_rate is not None or "request_rate" in sweep or rate_knob
+    load = parse_load_settings(raw, f, has_rate, workload.kind)
+    if search is not None and load.slo is None:  # goodput figures judged by the search's own bounds
+        load = dataclasses.replace(load, slo=dict(search.slo))
     workers = pos_int(raw.get("workers", 1), f, "workers")
-    for c in [concurrency, *sweep.get("concurrency", [])]:
+    searched = [int(search.lo)] if search is not None and search.knob == "concurrency" else []
+    for c in [concurrency, *sweep.get("concurrency", []), *searched]:
         if workers > c:
             raise SpecError(
                 f, "workers", f"{workers} processes need a concurrency of at least {workers} (got {c})"
@@ -286,6 +311,7 @@ def parse_spec(
         suite_raw=raw.get("suite"),
         source_path=Path(f),
         raw=copy.deepcopy(raw),
+        search=search,
     )
     # fail on unset ${ENV} references now, not mid-run
     spec.resolved_headers()
@@ -312,7 +338,13 @@ def point_of(spec: ExperimentSpec, sweep: dict[str, Any]) -> Point | None:
     if exact is not None:
         return exact
     as_text = {k: str(v) for k, v in sweep.items()}
-    return next((p for p in points if {k: str(v) for k, v in p.sweep.items()} == as_text), None)
+    found = next((p for p in points if {k: str(v) for k, v in p.sweep.items()} == as_text), None)
+    if found is None and spec.search is not None and list(sweep) == [spec.search.knob]:
+        try:  # a capacity search's probe: named by its knob's value
+            return spec.probe_point(float(sweep[spec.search.knob]))
+        except (TypeError, ValueError):
+            return None
+    return found
 
 
 def _parse_timeouts(v: Any, f: str) -> Timeouts:

@@ -19,6 +19,7 @@ import numpy as np
 from harness import __version__, capture, metrics, serverlog, verdicts
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
+from harness.summarize.capacity import server_search
 from harness.summarize.figures import (
     clock_series,
     counter_figures,
@@ -32,6 +33,7 @@ from harness.summarize.figures import (
     telemetry_stats,
     tz_shift,
 )
+from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
@@ -186,6 +188,8 @@ def summarize_experiment(
                 time_shift_s=tz_shift(srv.log, srv.seeds.values()),
             ),
         )
+        if spec is not None and spec.search is not None:
+            servers[sname].search = server_search(spec.search, srv.seeds.values())
         slices: dict[Path, tuple[Any, float]] = {}
         for log in {id(sc.log): sc.log for sc in srv.seeds.values() if sc.log is not None}.values():
             shift = tz_shift(log, srv.seeds.values())
@@ -289,6 +293,7 @@ def _summarize_point(
         seeds=per_seed,
         median=Figures.model_validate(median),
         spread=spread,
+        **({"interval": iv} if (iv := seed_intervals(used)) else {}),
         telemetry=telemetry,
         modelled=Modelled.model_validate(modelled) if modelled is not None else None,
         verdict=ClockVerdict.model_validate(verdicts.point_verdict(telemetry, thresholds)),

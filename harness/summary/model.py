@@ -19,6 +19,7 @@ from harness.summary.figures import (
     Throughput,
 )
 from harness.summary.record import JsonObject, Num, Record
+from harness.summary.search import SearchResult
 
 __all__ = [
     "ClockSeries",
@@ -162,6 +163,10 @@ class Point(Record):
     spread: JsonObject = Field(
         default_factory=dict, description="`{figure: [min, max]}` over the same seeds (objects key by key)"
     )
+    interval: JsonObject = Field(
+        default_factory=dict,
+        description="`{figure: [low, high]}`: the 95% Student-t interval of the mean over the same seeds, for TTFT p50/p99, TPOT, throughput, hit rate, goodput and a sim's modelled TTFT p50 and tok/s (2+ seeds, clipped to the figure's range; [capacity.md](capacity.md))",
+    )
     telemetry: Telemetry | None = Field(None, description="over all seeds' samples")
     modelled: Modelled | None = Field(None, description="sim points only")
     verdict: ClockVerdict | None = None
@@ -239,6 +244,7 @@ class Server(Record):
     )
     pool: Pool = Field(default_factory=Pool)
     log: ServerLog = Field(default_factory=ServerLog)
+    search: SearchResult | None = Field(None, description="a capacity search's result (spec `search:`)")
 
     def info(self) -> JsonObject:
         """server_info as an object ({} when the server gave none): the server's own keys, read by name."""

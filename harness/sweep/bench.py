@@ -42,6 +42,7 @@ from harness.sweep.plan import (
     check_traces,
     check_writable,
     plan_points,
+    plan_probes,
     server_proc,
 )
 from harness.sweep.point import Telemetry, run_point
@@ -111,6 +112,9 @@ def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, 
     """Every planned point of one server in sweep order: skip the done, run the rest with retries."""
     name = sp.profile.name
     attached = isinstance(server, _Attached)
+    if sw.spec.search is not None:  # a capacity search: the points are chosen as it goes
+        _search_server(sw, name, server, outcome)
+        return
     for item in sp.points:
         if item.done:
             if attached:
@@ -121,6 +125,20 @@ def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, 
         outcome.statuses[f"{sw.spec.name}/{name}/{item.name}"] = status
         outcome.records.append(rec)
         point_done()
+
+
+def _search_server(sw: _Sweep, name: str, server: ServerProcess | _Attached, outcome: Outcome) -> None:
+    """A capacity search's probes on one server, each an ordinary point run with retries (sweep.search)."""
+    from harness.sweep.search import run_search
+
+    def run_one(point: Point, seed: int, pname: str) -> PointRecord:
+        status, rec = _run_with_retries(sw, name, point, seed, pname, server, outcome)
+        outcome.statuses[f"{sw.spec.name}/{name}/{pname}"] = status
+        point_done()
+        return rec
+
+    for rec in run_search(sw.spec, sw.capture, sw.node, name, run_one, sw.log):
+        outcome.records.append(rec if isinstance(rec, PointRecord) else _as_record(rec))
 
 
 def _run_with_retries(
@@ -393,9 +411,13 @@ def run_points(
 ) -> list[PointRecord | dict[str, Any]]:
     """Every point x seed against a running server, in order; skips points already ok, no retries."""
     seeds = list(spec.seeds if seeds is None else seeds)
-    planned = plan_points(
-        spec, spec.points() if points is None else points, seeds, Path(capture_root), node, server_name
-    )
+    if spec.search is not None:  # the search runs each probe for the spec's seeds: these (--seeds)
+        spec = dataclasses.replace(spec, seeds=seeds)
+        planned = plan_probes(spec, seeds, Path(capture_root), node, server_name)
+    else:
+        planned = plan_points(
+            spec, spec.points() if points is None else points, seeds, Path(capture_root), node, server_name
+        )
     sp = ServerPlan(ServerProfile(name=server_name, launch="attach", url=base_url), planned)
     sw = _Sweep(
         spec,

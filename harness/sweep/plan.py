@@ -177,6 +177,18 @@ def plan_points(
     return out
 
 
+def plan_probes(
+    spec: ExperimentSpec, seeds: Sequence[int], capture: Path, node: str, server: str
+) -> list[PlannedPoint]:
+    """A capacity search's plan: the probes already ok (reused), then the next one to run, if any; the
+    values after it are chosen as the search goes (harness.sweep.search)."""
+    from harness.sweep.search import probe_values
+
+    done, nxt = probe_values(spec, capture, node, server)
+    points = [spec.probe_point(v) for v in [*done, *([nxt] if nxt is not None else [])]]
+    return plan_points(spec, points, seeds, capture, node, server)
+
+
 def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
     """Servers × points × seeds of one spec, split into done (point.json ok) and to do."""
     profiles = spec.server_profiles()
@@ -193,7 +205,10 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
     plans: list[ServerPlan] = []
     if not skipped:
         for prof in profiles:
-            planned = plan_points(spec, points, spec.seeds, opts.capture, opts.node, prof.name)
+            if spec.search is not None:
+                planned = plan_probes(spec, spec.seeds, opts.capture, opts.node, prof.name)
+            else:
+                planned = plan_points(spec, points, spec.seeds, opts.capture, opts.node, prof.name)
             resolved = resolve_profile(prof, opts, sim)
             if resolved.launch == "sglang" and "--served-model-name" not in {
                 a.split("=", 1)[0] for a in resolved.args
@@ -258,6 +273,12 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"
                 )
             lines.append(f"    points: {sp.total} ({len(sp.done)} done, {len(sp.todo)} to run)")
+            if spec.search is not None:  # only the next probe is known before it runs
+                se = spec.search
+                lines.append(
+                    f"    search {se.knob} in [{se.label(se.lo)}, {se.label(se.hi)}]: the points after these "
+                    "are chosen as the search goes (docs/capacity.md)"
+                )
             for point, seed in sp.todo:
                 lines.append(f"      {point_name(point.sweep, seed)}")
     total = sum(len(sp.todo) for p in plans for sp in p.servers)

@@ -26,8 +26,10 @@ HERE = Path(__file__).resolve().parent
 FAKESERVER = HERE / "fakeserver.py"
 STDLIB_SERVER = HERE / "stdlib_server.py"
 STDLIB_CACHE_SERVER = HERE / "stdlib_cache_server.py"
+LOADED_SERVER = HERE / "loaded_server.py"  # TTFT grows with the requests in flight (capacity search)
 __all__ = [
     "FAKESERVER",
+    "LOADED_SERVER",
     "STDLIB_CACHE_SERVER",
     "STDLIB_SERVER",
     "FakeServerProcess",

@@ -255,3 +255,23 @@ def test_servers_side_by_side_on_hit_rate_when_the_policy_table_has_no_pair() ->
         }
     )["x"]
     assert one[0].startswith("At concurrency=8, one seed only, so no spread to judge the difference by")
+
+
+def test_a_difference_the_ranges_show_but_the_95_intervals_do_not_is_not_stated() -> None:
+    def pt(server: str, rates: list[float]) -> dict[str, Any]:
+        seeds = [{"hit_rate_usage": r, "hit_rate_usage_by_turn": {"0": 0.1, "1": r}} for r in rates]
+        return _point(server, {"concurrency": 8}, seeds, workload_kind="multi-turn")
+
+    servers = {"gpu-only": SERVERS_AB["gpu-only"], "hicache": SERVERS_AB["hicache"]}
+
+    def said(a: list[float], b: list[float]) -> str:
+        s = {"schema_version": 2, "points": [pt("gpu-only", a), pt("hicache", b)]}
+        return findings({**s, "experiments": {"x": {"servers": servers}}})["x"][0]
+
+    # every hicache seed beats every gpu-only seed by more than a point (0.50 > 0.485 + 0.01), but with
+    # three seeds this scattered the means' 95% Student-t intervals (0.40–0.67, 0.34–0.55) overlap
+    wide = said([0.40, 0.45, 0.485], [0.50, 0.51, 0.60])
+    assert "within the seed spread or 95 % interval (or 1 point)" in wide, wide
+    # the same medians with tight seeds: both the ranges and the intervals are apart
+    tight = said([0.44, 0.45, 0.46], [0.50, 0.51, 0.52])
+    assert tight.startswith("At concurrency=8, `hicache` kept the most prompt tokens cached"), tight

@@ -1,0 +1,215 @@
+"""The capacity search end to end: `harness run` against a server whose TTFT grows with the requests in
+flight by a known amount (tests/helpers/loaded_server.py), then `harness summarize`; resume reuses probes."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers.cli import ROOT, harness, run_bench
+from tests.helpers.procs import LOADED_SERVER, ScriptServer
+from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec, write_yaml
+
+# TTFT at concurrency c: at least BASE + PER_REQUEST x c (the server sleeps that long): 1,200 ms at c = 11
+# (+ a few ms of client overhead once its connections are open), at least 1,300 ms at c = 12, so the
+# largest concurrency whose median TTFT meets the bound is 11
+BASE_MS = 100
+PER_REQUEST_MS = 100
+BOUND_MS = 1290
+
+
+@pytest.fixture
+def loaded_server():  # a process: every test that uses it is marked slow
+    srv = ScriptServer(LOADED_SERVER, "--base-ms", str(BASE_MS), "--per-request-ms", str(PER_REQUEST_MS))
+    yield srv
+    srv.stop()
+
+
+def _search_spec(tmp: Path, **search: object) -> Path:
+    # 24 requests: two waves at c = 11 or 12 (the rest a short third), so every probe's waves see c in flight
+    wl = shared_prefix(
+        groups=1, prompts_per_group=24, system_prompt_tokens=16, question_tokens=4, output_tokens=4
+    )
+    return write_spec(
+        tmp,
+        "capacity",
+        wl,
+        tokenizer="word",
+        seeds=[0],
+        timeouts=dict(TIMEOUTS),
+        search={
+            "knob": "concurrency",
+            "lo": 2,
+            "hi": 16,
+            # judged on the median: the first wave also pays for opening its connections (tens of ms on a
+            # busy machine), the second does not; the goodput target only asks that many requests met it
+            "slo": {"ttft_ms": BOUND_MS, "percentile": 50},
+            "goodput": 0.4,
+            **search,
+        },
+    )
+
+
+def _run(spec: Path, url: str, cap: Path) -> str:
+    r = harness(
+        "run", str(spec), "--server-url", url, "--node", "n", "--capture", str(cap), "--quiet", timeout=300
+    )
+    assert r.returncode == 0, r.stderr + r.stdout
+    return r.stdout + r.stderr
+
+
+def _summary(cap: Path, out: Path, rc: int = 0) -> dict:
+    r = harness("summarize", str(cap / "n"), "--out", str(out))
+    assert r.returncode == rc, r.stderr
+    return json.loads((out / "n.json").read_text())
+
+
+@pytest.mark.slow
+def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(loaded_server, tmp_path):
+    spec, cap = _search_spec(tmp_path), tmp_path / "cap"
+    log = _run(spec, loaded_server.url, cap)
+    s = _summary(cap, tmp_path / "sum")
+    res = s["experiments"]["capacity"]["servers"]["attached"]["search"]
+    assert res["knob"] == "concurrency" and res["complete"] is True
+    assert (res["best"], res["above"]) == (11, 12), res
+    # expanding 2, 4, 8, 16 (over), then bisecting 12 (over), 10, 11: seven probes for a range of 15 values
+    assert [(p["value"], p["status"]) for p in res["probes"][:-1]] == [
+        (2, "pass"),
+        (4, "pass"),
+        (8, "pass"),
+        (10, "pass"),
+        (11, "pass"),
+        (12, "over"),
+    ]
+    # 16: over the SLO, and (24 requests = 1.5 waves) its throughput fell below 8's: either word is true
+    assert res["probes"][-1]["value"] == 16 and res["probes"][-1]["status"] in ("over", "saturated")
+    assert res["limiting"] == "ttft_ms"
+    assert "over the SLO at 12" in res["stopped"]
+    assert "best 11" in log
+    # every probe is an ordinary point of the summary, with its goodput against the search's SLO
+    keys = sorted(p["point_key"] for p in s["points"])
+    assert keys == sorted(f"concurrency={c}" for c in (2, 4, 8, 10, 11, 12, 16))
+    at = {p["point_key"]: p["median"]["goodput"]["fraction"] for p in s["points"]}
+    assert at["concurrency=11"] >= 0.4 and at["concurrency=12"] == 0
+    # the server saw what the search assumed: waves of 11 and of 12 in flight at once
+    assert {11, 12} <= set(_stats(loaded_server)["peaks"])
+    # a re-run reuses every ok probe: nothing is sent again
+    served = _served(loaded_server)
+    log2 = _run(spec, loaded_server.url, cap)
+    assert _served(loaded_server) == served
+    assert "7 probes already ok, reused" in log2 and "best 11" in log2
+
+
+def _stats(srv: ScriptServer) -> dict:
+    with urllib.request.urlopen(srv.url + "/stats", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _served(srv: ScriptServer) -> int:
+    return int(_stats(srv)["served"])
+
+
+@pytest.mark.slow
+def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
+    """workloads/capacity-sessions.yaml on the sim, shortened (one seed, sessions 2..8): both servers'
+    capacities, HiCache's the larger, in the summary and as one sentence of the report."""
+    raw = yaml.safe_load((ROOT / "workloads" / "capacity-sessions.yaml").read_text())
+    raw["seeds"] = [0]
+    raw["search"]["hi"] = 8
+    write_yaml(tmp_path / "cap.yaml", raw)
+    r = run_bench(tmp_path, "--spec", "cap.yaml", "--server-kind", "sim", "--time-scale", "0.01", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    s = json.loads((tmp_path / "summaries" / "n.json").read_text())
+    servers = s["experiments"]["capacity-sessions"]["servers"]
+    gpu, hic = servers["gpu-only"]["search"], servers["hicache"]["search"]
+    assert gpu["complete"] and hic["complete"]
+    # GPU-only runs out of pool first: its sessions' histories are evicted and prefilled again
+    assert gpu["best"] is not None and hic["best"] is not None and gpu["best"] < hic["best"], (gpu, hic)
+    assert hic["best"] == 8 and hic["stopped"] == "hi (8) met the target"
+    assert any(p["status"] in ("over", "saturated") for p in gpu["probes"])
+    report = (tmp_path / "summaries" / "n.md").read_text()
+    more = hic["best"] - gpu["best"]
+    assert f"`hicache` took {more:g} more sessions than `gpu-only`" in report
+    assert "### Capacity: the largest load that met the SLO" in report
+
+
+def _ok_probe(cap: Path, spec: Path, value: int, ttft_ms: float) -> None:
+    """A probe's point folder as a finished run leaves it: point.json ok and its request records."""
+    pdir = cap / "n" / "capacity" / "attached" / f"concurrency={value},seed=0"
+    pdir.mkdir(parents=True)
+    # throughput rising with the concurrency (24 requests in 24 / value seconds): no saturation
+    recs = [
+        {
+            "ok": True,
+            "ttft_s": ttft_ms / 1000,
+            "e2e_s": 0.5,
+            "completion_tokens": 4,
+            "scheduled_mono": i / value,
+            "done_mono": i / value + 0.5,
+        }
+        for i in range(24)
+    ]
+    (pdir / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    point = {"status": "ok", "requests_scheduled": 24, "sweep": {"concurrency": value}, "seed": 0}
+    (pdir / "point.json").write_text(json.dumps(point))
+
+
+def test_the_plan_reuses_ok_probes_and_names_only_the_next(tmp_path):
+    from harness.capture.redact import spec_redactor
+    from harness.spec import load_spec
+    from harness.sweep.plan import BenchOptions, describe_plan, plan_experiment, plan_probes
+
+    spec = load_spec(_search_spec(tmp_path))
+    cap = tmp_path / "cap"
+    _ok_probe(cap, tmp_path, 2, 300)
+    _ok_probe(cap, tmp_path, 4, 500)
+    planned = plan_probes(spec, [0], cap, "n", "attached")
+    assert [(p.name, p.done) for p in planned] == [
+        ("concurrency=2,seed=0", True),
+        ("concurrency=4,seed=0", True),
+        ("concurrency=8,seed=0", False),  # the next of the doubling: the only point to run now
+    ]
+    _ok_probe(cap, tmp_path, 8, 5000)  # over the bound: the search bisects below it
+    assert [p.name for p in plan_probes(spec, [0], cap, "n", "attached") if not p.done] == [
+        "concurrency=6,seed=0"
+    ]
+    raw = yaml.safe_load(_search_spec(tmp_path).read_text())
+    spec = load_spec(
+        write_yaml(tmp_path / "capacity.yaml", {**raw, "servers": [{"name": "attached", "launch": "sim"}]})
+    )
+    opts = BenchOptions(node="n", capture=cap)
+    plan = plan_experiment(spec, opts)
+    assert [p.name for p in plan.servers[0].points] == [f"concurrency={c},seed=0" for c in (2, 4, 8, 6)]
+    text = "\n".join(describe_plan([plan], opts, spec_redactor([spec])))
+    assert "search concurrency in [2, 16]: the points after these are chosen as the search goes" in text
+
+
+@pytest.mark.slow
+def test_a_failed_probe_is_failed_with_its_reason_not_over_the_slo(tmp_path):
+    """Above 5 in flight the server refuses requests (503): those probes fail, and the search bisects below them."""
+    srv = ScriptServer(LOADED_SERVER, "--base-ms", "50", "--per-request-ms", "10", "--fail-above", "5")
+    try:
+        spec, cap = _search_spec(tmp_path, hi=8, slo={"ttft_ms": 10_000}), tmp_path / "cap"
+        r = harness(
+            "run", str(spec), "--server-url", srv.url, "--node", "n", "--capture", str(cap), "--quiet"
+        )
+        assert r.returncode == 1, r.stderr  # failed points make the run exit 1, search or not
+    finally:
+        srv.stop()
+    res = _summary(cap, tmp_path / "sum", rc=1)["experiments"]["capacity"]["servers"]["attached"]["search"]
+    assert res["best"] == 5, res
+    by = {p["value"]: p for p in res["probes"]}
+    assert [(v, by[v]["status"]) for v in sorted(by)] == [
+        (2, "pass"),
+        (4, "pass"),
+        (5, "pass"),
+        (6, "failed"),
+        (8, "failed"),
+    ]
+    assert by[6]["reason"] == "point failed: http: 24"  # the point's own failure: 24 HTTP errors
+    assert by[6]["goodput"] is None  # not judged against the SLO at all
+    assert res["stopped"].startswith("failed at 6: point failed: ")
