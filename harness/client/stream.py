@@ -102,13 +102,14 @@ async def _h1_exchange(
     """One exchange on a pooled connection; False when the sink stopped it (failure recorded).
 
     A reused connection the server had already closed (keep-alive timeout) fails before any byte
-    arrives; that one case is retried once on a fresh connection.
+    arrives; that one case is retried once on a new connection (never another pooled one, which may
+    be just as stale).
     """
     request = pool.request_bytes(url, body, extra)
     conn = None
     try:
         for attempt in (0, 1):
-            conn, reused = await pool.acquire()
+            conn, reused = await pool.acquire(fresh=attempt == 1)
             sink.tmo = conn  # the first token moves the connection's deadline (conn.reschedule)
             try:
                 return await conn.start(request, sink, deadline)
@@ -139,7 +140,7 @@ async def _via_aiohttp(
     """The exchange on an aiohttp session; the sink when a 200 body ended cleanly, else None (recorded)."""
     async with asyncio.timeout_at(loop_time_at(first_at)) as tmo:
         sink = EventSink(rec, dialect, st, tmo, total_at)
-        async with await aio.post(session, url, body, headers, timeout) as resp:
+        async with aio.post(session, url, body, headers, timeout) as resp:
             rec.http_status = resp.status
             if resp.status != 200:
                 text = await resp.text(errors="replace")
