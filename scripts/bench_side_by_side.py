@@ -117,10 +117,12 @@ class Client:
 class Harness(Client):
     name = "harness run"
 
-    def __init__(self, engine: str = "auto") -> None:
-        self.engine = engine
+    def __init__(self, engine: str = "auto", root: Path = ROOT, label: str = "") -> None:
+        self.engine, self.root = engine, root
         if engine != "auto":
             self.name = f"harness run ({engine})"
+        if label:
+            self.name = f"{self.name}, {label}"
 
     def command(self, url: str, n: int, c: int, work: Path) -> list[str]:
         spec = work / "spec.yaml"
@@ -137,7 +139,7 @@ class Harness(Client):
         return [*cmd, "--capture", str(work / "capture"), "--quiet"]
 
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(self.root)}
         if self.engine != "auto":
             env["HARNESS_HTTP_ENGINE"] = self.engine
         return env
@@ -321,6 +323,11 @@ def main() -> int:
         help="a local HF tokenizer folder for SGLang's and vLLM's clients (they need one for chat)",
     )
     ap.add_argument("--clients", default="harness,rust,python,vllm", help="comma list of clients to run")
+    ap.add_argument(
+        "--base",
+        type=Path,
+        help="also run harness run from this source tree, e.g. `git archive COMMIT | tar -x -C DIR` (before/after)",
+    )
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and clients to separate cores")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     a = ap.parse_args()
@@ -331,6 +338,8 @@ def main() -> int:
     notes: list[str] = []
     if "harness" in want:
         clients.append(Harness())
+        if a.base is not None:
+            clients.append(Harness(root=a.base.resolve(), label=f"source {a.base.name}"))
     for key, module, name in (
         ("rust", "sglang.benchmark.rust_client", "SGLang Rust client"),
         ("python", "sglang.benchmark.serving", "SGLang bench_serving (Python)"),
