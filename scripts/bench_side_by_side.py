@@ -9,7 +9,7 @@ and its Rust client `python -m sglang.benchmark.rust_client` (both from the SGLa
 for 16 tokens. Figures per client: req/s and TTFT p50/p99 as the client itself reports them (harness:
 from requests.jsonl), whole-process CPU per request (user + system from wait4, startup included),
 startup CPU and steady CPU per request (two runs of different length: the difference per extra
-request), and peak RSS (ru_maxrss). Not a test: figures depend on the machine; compare rows of one run.
+request), and peak RSS (VmHWM). Not a test: figures depend on the machine; compare rows of one run.
 """
 
 from __future__ import annotations
@@ -60,6 +60,16 @@ class Figures:
     ttft_p99_ms: float
 
 
+def hwm_mb(pid: int) -> float:
+    """The process's peak RSS so far (VmHWM). Taken from /proc rather than wait4's ru_maxrss: a child forked
+    from this (large) Python process counts the pre-exec copy of this image in ru_maxrss."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise ValueError("no VmHWM")
+
+
 def served(count_file: Path) -> int:
     """Responses the bench server has written so far (its BENCH_COUNT_FILE)."""
     return int.from_bytes(count_file.read_bytes()[:8], "little")
@@ -68,11 +78,13 @@ def served(count_file: Path) -> int:
 def run_pinned(
     cmd: list[str], cpu: int | None, cwd: Path, env: dict[str, str], count_file: Path, n: int
 ) -> Exit:
-    """Run cmd to its end pinned to `cpu`: its own CPU (user + system) and peak RSS from wait4, and its
-    CPU sampled every 50 ms against the server's response count (the steady window: 20-80 % of n)."""
+    """Run cmd to its end pinned to `cpu`: its own CPU (user + system, wait4), its peak RSS (VmHWM, read
+    every 50 ms), and its CPU sampled as often against the server's response count (the steady window:
+    20-80 % of n)."""
     t0 = time.monotonic()
     base = served(count_file)
     samples: list[tuple[int, float]] = []
+    peak = float("nan")  # the last VmHWM read: monotonic within the exec'd image, unlike the first reads
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             cmd,
@@ -88,6 +100,7 @@ def run_pinned(
                 break
             with contextlib.suppress(OSError, IndexError, ValueError):  # the process may be just gone
                 samples.append((served(count_file) - base, bench_client.proc_cpu_s(proc.pid)))
+                peak = hwm_mb(proc.pid)
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
@@ -96,7 +109,7 @@ def run_pinned(
     hi = next((s for s in samples if s[0] >= 0.8 * n), None)
     steady = (hi[1] - lo[1]) / (hi[0] - lo[0]) * 1e3 if lo and hi and hi[0] > lo[0] else float("nan")
     cpu_s = ru.ru_utime + ru.ru_stime
-    return Exit(cpu_s, ru.ru_maxrss / 1024, time.monotonic() - t0, proc.returncode, tail, steady)
+    return Exit(cpu_s, peak, time.monotonic() - t0, proc.returncode, tail, steady)
 
 
 class Client:
