@@ -54,6 +54,17 @@ def dumps_line(obj: Any) -> bytes:
     return (_std(obj) + "\n").encode()
 
 
+def loads_tally(data: bytes) -> object:
+    """loads for readers that use only flags and strings (a point's tally): orjson without the 19-digit
+    check, since an integer beyond 64 bits read as a float changes nothing there; json for the rest."""
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return loads(data)
+
+
 def loads(data: bytes) -> object:
     """One JSON value from bytes; ValueError when it is not exactly one (the per-event hot path)."""
     if orjson is not None and not _long_int(data):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.capture.files import POINT, REQUESTS, read_json_dict, write_json_atomic
-from harness.capture.jsoncodec import loads
+from harness.capture.jsoncodec import loads_tally
 
 
 def read_point(pdir: Path) -> dict[str, Any] | None:
@@ -84,7 +84,7 @@ def count_requests(pdir: Path) -> RequestCounts:
         with open(req, "rb") as f:
             for line in f:
                 try:
-                    row = loads(line)
+                    row = loads_tally(line)
                 except ValueError:
                     continue
                 if not isinstance(row, dict):

@@ -98,3 +98,21 @@ def test_a_run_of_19_digits_is_read_by_the_standard_library(data):
 )
 def test_shorter_digit_runs_take_the_fast_path(data):
     assert not jsoncodec._long_int(data)
+
+
+@pytest.mark.parametrize(
+    "data", [b'{"ok":true,"error_kind":null}\n', b'{"a":[12345678901234567890],"ok":false}', b"{bad", b"\xff"]
+)
+def test_a_tally_reads_flags_as_loads_does_and_refuses_the_same(data):
+    try:
+        want = jsoncodec.loads(data)
+    except ValueError:
+        with pytest.raises(ValueError):
+            jsoncodec.loads_tally(data)
+        return
+    got = jsoncodec.loads_tally(data)
+    assert (
+        isinstance(got, dict)
+        and got.get("ok") == want["ok"]
+        and got.get("error_kind") == want.get("error_kind")
+    )
