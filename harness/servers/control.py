@@ -59,7 +59,9 @@ def wait_ready(
     deadline = time.monotonic() + within_s
     last = "no answer yet"
     timeout = httpx.Timeout(request_timeout_s)
-    with httpx.Client(timeout=timeout, trust_env=trust_env, headers=headers, verify=tls_verify(url)) as client:
+    with httpx.Client(
+        timeout=timeout, trust_env=trust_env, headers=headers, verify=tls_verify(url)
+    ) as client:
         while True:
             not_yet = gate() if gate is not None else None
             if not_yet is None:
