@@ -34,6 +34,12 @@ class _Attempt:
         self.reused = False
 
 
+def connect_timeout(connect_s: float) -> aiohttp.ClientTimeout:
+    """A request's timeout on this engine: only the connect is bounded here (the stream's deadlines are
+    harness.client.stream's)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect_s, sock_read=None)
+
+
 def new_session(limit: int, timeout: aiohttp.ClientTimeout | None = None) -> aiohttp.ClientSession:
     """A session whose pool holds `limit` connections (aiohttp's default of 100 would cap concurrency)."""
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
