@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,8 +162,28 @@ def _responder(shape: Shape):
     return respond_chunked
 
 
+def _counter() -> Callable[[], None]:
+    """Responses served, kept in the 8-byte file $BENCH_COUNT_FILE (if set) for another process to read."""
+    path = os.environ.get("BENCH_COUNT_FILE")
+    if not path:
+        return lambda: None
+    import mmap
+    import struct
+
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 8)
+    n = [0]
+
+    def tick() -> None:
+        n[0] += 1
+        struct.pack_into("<q", m, 0, n[0])
+
+    return tick
+
+
 async def _serve(shape: Shape) -> None:
     respond = _responder(shape)
+    tick = _counter()
 
     class Conn(asyncio.Protocol):
         def __init__(self) -> None:
@@ -185,6 +206,7 @@ async def _serve(shape: Shape) -> None:
                 buf = buf[i + 4 + n :]
                 for part in respond():
                     self.t.write(part)
+                tick()
             self.buf = buf
 
     loop = asyncio.get_running_loop()
@@ -193,9 +215,11 @@ async def _serve(shape: Shape) -> None:
     await asyncio.Event().wait()
 
 
-def start_server(cpu: int | None, shape: str = "chunks") -> tuple[subprocess.Popen, int]:
+def start_server(
+    cpu: int | None, shape: str = "chunks", env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, int]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", shape]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("PORT "):

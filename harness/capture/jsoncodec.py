@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import json.scanner
-import re
 from typing import Any
 
 try:
@@ -24,7 +23,15 @@ except ImportError:  # the standard library alone is correct, only slower
 _std = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
 _scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]
 FAST = orjson is not None
-_LONG_INT = re.compile(rb"[0-9]{19}").search  # orjson reads integers beyond 64 bits as floats: json decides
+# orjson reads integers beyond 64 bits as floats: any run of 19 digits goes to json. Found by mapping digits
+# to "0" and the rest to " " and searching the run: ~4 µs for a 1.2 kB record where re's [0-9]{19} took
+# ~45 µs (it retries at every digit), more than the parse itself.
+_DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_RUN = b"0" * 19
+
+
+def _long_int(data: bytes) -> bool:
+    return _RUN in data.translate(_DIGIT_MAP)
 
 
 def dumps(obj: Any) -> bytes:
@@ -47,9 +54,20 @@ def dumps_line(obj: Any) -> bytes:
     return (_std(obj) + "\n").encode()
 
 
+def loads_tally(data: bytes) -> object:
+    """loads for readers that use only flags and strings (a point's tally): orjson without the 19-digit
+    check, since an integer beyond 64 bits read as a float changes nothing there; json for the rest."""
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return loads(data)
+
+
 def loads(data: bytes) -> object:
     """One JSON value from bytes; ValueError when it is not exactly one (the per-event hot path)."""
-    if orjson is not None and not _LONG_INT(data):
+    if orjson is not None and not _long_int(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

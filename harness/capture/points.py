@@ -7,13 +7,13 @@ attempt N+1, with the earlier attempt's records kept aside as requests.attempt-N
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.capture.files import POINT, REQUESTS, read_json_dict, write_json_atomic
+from harness.capture.jsoncodec import loads_tally
 
 
 def read_point(pdir: Path) -> dict[str, Any] | None:
@@ -73,14 +73,18 @@ class RequestCounts:
 
 
 def count_requests(pdir: Path) -> RequestCounts:
-    """The tally from requests.jsonl itself, so point.json matches what a reader sees."""
+    """The tally from requests.jsonl itself, so point.json matches what a reader sees.
+
+    Read as bytes and parsed by jsoncodec (orjson when installed): with json.loads this pass cost ~50 µs
+    per record, a tenth of a run's client CPU.
+    """
     c = RequestCounts()
     req = pdir / REQUESTS
     if req.exists():
-        with open(req, encoding="utf-8") as f:
+        with open(req, "rb") as f:
             for line in f:
                 try:
-                    row = json.loads(line)
+                    row = loads_tally(line)
                 except ValueError:
                     continue
                 if not isinstance(row, dict):

@@ -418,12 +418,13 @@ class H1Pool:
             pre += "".join(f"{k}: {v}\r\n" for k, v in extra.items()).encode("latin-1")
         return pre + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
-    async def acquire(self) -> tuple[H1Conn, bool]:
-        """An idle open connection (reused=True) or a new one."""
+    async def acquire(self, fresh: bool = False) -> tuple[H1Conn, bool]:
+        """An idle open connection (reused=True) or a new one; fresh: always a new one (a retry after a
+        stale pooled connection must not meet another stale one)."""
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch())
         idle = self._idle
-        while idle:
+        while idle and not fresh:
             c = idle.pop()
             if c.reusable:
                 return c, True

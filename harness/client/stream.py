@@ -8,20 +8,28 @@ EventSink (harness.client.events), so parsing, stamps and verdicts (harness.clie
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from harness.capture.records import RequestRecord
-from harness.client import aio
 from harness.client.dialects import Dialect, StreamState
 from harness.client.events import EventSink, loop_time_at
 from harness.client.http1 import H1ConnectError, H1Disconnect, H1Error, H1Pool
 from harness.client.verdict import ERROR_TEXT_MAX, classify, derive, fail, judge, take_usage
 
+if TYPE_CHECKING:
+    import aiohttp
+
 _mono = time.monotonic
 # what ends an exchange early and becomes an error kind; anything else is a bug and propagates
-_EXCHANGE_ERRORS = (TimeoutError, H1ConnectError, H1Error, aiohttp.ClientError)
+_H1_ERRORS: tuple[type[Exception], ...] = (TimeoutError, H1ConnectError, H1Error)
+
+
+def _exchange_errors() -> tuple[type[Exception], ...]:
+    """_H1_ERRORS, and aiohttp's once something imported it (only its engine does: ~0.3 s of CPU at start)."""
+    aiohttp = sys.modules.get("aiohttp")
+    return _H1_ERRORS if aiohttp is None else (*_H1_ERRORS, aiohttp.ClientError)
 
 
 async def stream_request(
@@ -60,7 +68,7 @@ async def stream_request(
             take_usage(rec, st)
             st.event_tokens = rec.event_tokens = sink.event_tokens()
             judge(rec, st, sink.first_bytes)
-    except _EXCHANGE_ERRORS as e:
+    except _exchange_errors() as e:  # evaluated only when something was raised
         rec.done_mono = _mono()
         fail(rec, *classify(e, rec, first_token_timeout, total_timeout))
     finally:
@@ -102,13 +110,14 @@ async def _h1_exchange(
     """One exchange on a pooled connection; False when the sink stopped it (failure recorded).
 
     A reused connection the server had already closed (keep-alive timeout) fails before any byte
-    arrives; that one case is retried once on a fresh connection.
+    arrives; that one case is retried once on a new connection (never another pooled one, which may
+    be just as stale).
     """
     request = pool.request_bytes(url, body, extra)
     conn = None
     try:
         for attempt in (0, 1):
-            conn, reused = await pool.acquire()
+            conn, reused = await pool.acquire(fresh=attempt == 1)
             sink.tmo = conn  # the first token moves the connection's deadline (conn.reschedule)
             try:
                 return await conn.start(request, sink, deadline)
@@ -137,9 +146,11 @@ async def _via_aiohttp(
     total_at: float | None,
 ) -> EventSink | None:
     """The exchange on an aiohttp session; the sink when a 200 body ended cleanly, else None (recorded)."""
+    from harness.client import aio
+
     async with asyncio.timeout_at(loop_time_at(first_at)) as tmo:
         sink = EventSink(rec, dialect, st, tmo, total_at)
-        async with await aio.post(session, url, body, headers, timeout) as resp:
+        async with aio.post(session, url, body, headers, timeout) as resp:
             rec.http_status = resp.status
             if resp.status != 200:
                 text = await resp.text(errors="replace")

@@ -7,15 +7,12 @@ shorter is `truncated` (an SGLang abort, a stream that just ends), never ok.
 
 from __future__ import annotations
 
-import aiohttp
+import sys
 
 from harness.capture.records import RequestRecord
 from harness.client.dialects import StreamState
 from harness.client.events import ERROR_TEXT_MAX
 from harness.client.http1 import H1ConnectError, H1Disconnect, H1Error
-
-# aiohttp >= 3.10 tells a connect timeout apart from other timeouts; older ones leave it a plain timeout
-_CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", ())
 
 
 def fail(rec: RequestRecord, kind: str, text: str) -> None:
@@ -83,7 +80,10 @@ def _of(asked: int | None) -> str:
 
 def classify(exc: BaseException, rec: RequestRecord, first_token_timeout: float, total_timeout: float):
     """(error_kind, text) for an exception that ended an exchange early."""
-    if isinstance(exc, _CONNECT_TIMEOUT):
+    # aiohttp is imported only by a run on its engine (its import costs ~0.3 s of CPU): its errors exist
+    # only then; >= 3.10 tells a connect timeout apart from other timeouts
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None and isinstance(exc, getattr(aiohttp, "ConnectionTimeoutError", ())):
         return "timeout-connect", f"connect timed out: {exc}"
     if isinstance(exc, TimeoutError):
         if rec.first_token_mono is None:
@@ -97,6 +97,8 @@ def classify(exc: BaseException, rec: RequestRecord, first_token_timeout: float,
         return "disconnect", _lost(exc.got_bytes, str(exc))
     if isinstance(exc, H1Error):
         return "protocol", f"bad HTTP response: {exc}"
+    if aiohttp is None:
+        return "protocol", f"{type(exc).__name__}: {exc}"
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "connect", f"cannot connect: {exc}"
     if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):

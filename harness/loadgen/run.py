@@ -28,12 +28,11 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from harness.capture.files import JsonlWriter
 from harness.capture.records import RequestRecord
-from harness.client import aio, get_dialect, stream_request
+from harness.client import get_dialect, stream_request
 from harness.client.dialects import normalize_base_url
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
@@ -48,6 +47,9 @@ from harness.spec.load import LoadSettings
 from harness.workloads import PromptBuilder, Schedule
 from harness.workloads.arrivals import iter_arrival_offsets
 from harness.workloads.schedule import Conversation, Request
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _mono = time.monotonic
 FEED_WINDOW = 64  # a trace's conversations queued ahead of the workers (at least 2 x concurrency)
@@ -139,6 +141,9 @@ async def run_schedule(
             finally:
                 await pool.close()
         else:
+            from harness.client import aio  # aiohttp: imported by this engine's runs only (~0.3 s of CPU)
+
+            run.client_timeout = aio.connect_timeout(timeouts.connect)
             async with aio.new_session(concurrency + 8, run.client_timeout) as session:
                 await _drive(session, run, concurrency, progress)
     finally:
@@ -190,7 +195,7 @@ class _Run:
         self._firsts = [] if self.lazy else sorted((c for c in schedule.conversations if c.turns), key=_first)
         self.sessions = {c.id: Session(c) for c in self._firsts if mine(c)}
         self.res = LoadResult(scheduled=self.part.count(schedule))
-        self.client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=None)
+        self.client_timeout: aiohttp.ClientTimeout | None = None  # the aiohttp engine's (set when it is used)
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
         self.concurrency = 1
@@ -199,9 +204,7 @@ class _Run:
         self.seq = 0  # requests sent so far
         self.followed = 0  # requests sent with follow=True that ended well, their next turn queued
         self.t0 = 0.0  # the run's start (time.monotonic)
-        self.offsets: Iterator[float] | None = (
-            None  # open loop: the arrival process, drawn as conversations queue
-        )
+        self.offsets: Iterator[float] | None = None  # open loop: the arrival process, drawn as they queue
         self.next_offset: float | None = None  # the next conversation's arrival offset (drawn one ahead)
         self.writer: JsonlWriter
         self.queue: DueQueue

@@ -76,3 +76,43 @@ def test_decoding_accepts_and_refuses_what_the_standard_library_does(data):
 def test_nesting_beyond_any_limit_is_a_value_error_not_a_crash():
     with pytest.raises(ValueError):
         jsoncodec.loads(b"[" * 100_000)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"1234567890123456789",
+        b'{"a":[12345678901234567890]}',
+        b'{"t":1.1234567890123456789}',
+        b"-9999999999999999999",
+    ],
+)
+def test_a_run_of_19_digits_is_read_by_the_standard_library(data):
+    """orjson would read an integer beyond 64 bits as a float: such input goes to json (exact integers)."""
+    assert jsoncodec._long_int(data)
+    assert _same(jsoncodec.loads(data), json.loads(data))
+
+
+@pytest.mark.parametrize(
+    "data", [b"123456789012345678", b'{"a":"x1"}', b"", b'[1.5,"12345678 901234567890"]']
+)
+def test_shorter_digit_runs_take_the_fast_path(data):
+    assert not jsoncodec._long_int(data)
+
+
+@pytest.mark.parametrize(
+    "data", [b'{"ok":true,"error_kind":null}\n', b'{"a":[12345678901234567890],"ok":false}', b"{bad", b"\xff"]
+)
+def test_a_tally_reads_flags_as_loads_does_and_refuses_the_same(data):
+    try:
+        want = jsoncodec.loads(data)
+    except ValueError:
+        with pytest.raises(ValueError):
+            jsoncodec.loads_tally(data)
+        return
+    got = jsoncodec.loads_tally(data)
+    assert (
+        isinstance(got, dict)
+        and got.get("ok") == want["ok"]
+        and got.get("error_kind") == want.get("error_kind")
+    )

@@ -165,3 +165,50 @@ def test_sse_parser_is_linear_in_event_size():
     cpu = time.process_time() - t0
     assert len(got) == 1 and len(got[0]) == size
     assert cpu < 10.0, f"{cpu:.1f} s of CPU for one {size >> 20} MB event"
+
+
+async def _stale_rounds(base: str, engine: str, rounds: int, width: int) -> list[RequestRecord]:
+    """`rounds` x (width requests at once, then width one after another) on one pool of width+8."""
+    d = get_dialect("openai-chat")
+    if engine == "http1":
+        session = H1Pool(base, {"Content-Type": "application/json"}, connect_timeout=5)
+    else:
+        from harness.client.aio import new_session
+
+        session = new_session(width + 8)
+    body = d.body("m", BuiltPrompt([{"role": "user", "content": "hi"}], None, "h"), ASKED)
+
+    async def one(i: int) -> RequestRecord:
+        rec = RequestRecord(experiment="e", server="s", point="p", seed=0, index=i, api=d.name)
+        await stream_request(
+            session,
+            f"{base}/reuse-close{d.path}",
+            d,
+            body,
+            rec,
+            headers={"Content-Type": "application/json"},
+            first_token_timeout=5.0,
+            total_timeout=10.0,
+        )
+        return rec
+
+    out: list[RequestRecord] = []
+    try:
+        for r in range(rounds):
+            out += await asyncio.gather(*(one(r * 2 * width + i) for i in range(width)))
+            await asyncio.sleep(0.05)  # every handler back waiting on its kept-alive connection
+            for i in range(width):  # each meets a stale pooled connection while others wait idle in the pool
+                out.append(await one(r * 2 * width + width + i))
+    finally:
+        await session.close()
+    return out
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_retry_goes_out_on_a_new_connection_never_another_stale_one(stdlib_url, engine):
+    """Every kept-alive connection is closed unanswered when reused (as a server that closes idle
+    keep-alive connections at once, uvicorn --timeout-keep-alive 0): the one retry must not take another
+    pooled connection, which would be just as stale. Three rounds of 64 at once and 64 in a row: none lost."""
+    recs = asyncio.run(_stale_rounds(stdlib_url, engine, rounds=3, width=64))
+    lost = [(r.index, r.error_kind, r.error) for r in recs if not r.ok]
+    assert len(recs) == 3 * 2 * 64 and not lost, lost[:3]

@@ -131,6 +131,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
+    ThreadingHTTPServer.request_queue_size = 256  # 64 retries connecting at once must not meet a full backlog
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
