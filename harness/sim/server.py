@@ -325,7 +325,7 @@ class SimServer:
             )
         except BadRequest as e:
             return _error(400, str(e))
-        req.priority = int(body.get("priority") or 0)
+        req.priority = None if body.get("priority") is None else int(body["priority"])
         shape = OpenAIShape(
             chat, ("chatcmpl-" if chat else "cmpl-") + req.rid, int(time.time()), self.model_name
         )
@@ -425,7 +425,7 @@ class SimServer:
             )
         except BadRequest as e:
             return _error(400, str(e))
-        req.priority = int(body.get("priority") or 0)
+        req.priority = None if body.get("priority") is None else int(body["priority"])
         if not body.get("stream"):
             async for _ in self._generate_events(request, req, faults, hint):
                 pass

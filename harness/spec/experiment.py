@@ -18,6 +18,7 @@ from harness.paths import expand_path
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
+from harness.spec.traffic import PriorityClass, parse_priorities, parse_salt
 from harness.spec.workload import (
     HISTORY_MODES,
     MULTI_TURN_KEYS,
@@ -55,6 +56,8 @@ TOP_KEYS = {
     "servers",
     "matrix",
     "suite",
+    "priorities",
+    "salt",
     *LOAD_KEYS,
 }
 
@@ -102,6 +105,8 @@ class ExperimentSpec:
     suite_raw: Any = None
     source_path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    priorities: tuple[PriorityClass, ...] = ()  # request classes (harness.spec.traffic)
+    salt: str | None = None  # per-request: the zero-reuse control
 
     def points(self) -> list[Point]:
         """Cartesian product of the sweep, in key order; one point with an empty sweep if none."""
@@ -265,6 +270,8 @@ def parse_spec(
     if matrix is not None and not isinstance(matrix, dict):
         raise SpecError(f, "matrix", f"expected a mapping, got {tname(matrix)}")
     desc = raw.get("description")
+    priorities = parse_priorities(raw.get("priorities"), f)
+    salt = parse_salt(raw.get("salt"), f, api)
     spec = ExperimentSpec(
         name=name,
         api=api,
@@ -286,6 +293,8 @@ def parse_spec(
         suite_raw=raw.get("suite"),
         source_path=Path(f),
         raw=copy.deepcopy(raw),
+        priorities=priorities,
+        salt=salt,
     )
     # fail on unset ${ENV} references now, not mid-run
     spec.resolved_headers()

@@ -39,6 +39,14 @@ class PromptBuilder:
         self.recorded = schedule.history == "recorded"  # trace conversations: the file's answers
 
     def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        built = self._build(conv, req, history)
+        if self.schedule.salt:
+            from harness.workloads.traffic import salted
+
+            return salted(built, self.schedule.seed, req.index, self.word)
+        return built
+
+    def _build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
         render = getattr(req.question, "render", None)  # a trace's block or logged prompt
         if render is not None:
             return render(self.api)

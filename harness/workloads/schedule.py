@@ -44,6 +44,8 @@ class Request:
     session: int | None = None
     arrival: float | None = None  # trace replay (timestamps: honor): due this long after the run start
     answer: str | None = None  # trace replay (history: recorded): the answer the file recorded
+    priority: int | None = None  # SGLang's `priority` field, from the spec's `priorities:` class
+    priority_class: str | None = None  # that class's name, carried into the records
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Schedule:
     # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many
     # requests, so a long trace is never held in memory; None: a list, counted
     total: int | None = None
+    salt: str | None = None  # per-request: every prompt unique from its first token (harness.workloads.traffic)
 
     def requests(self) -> Iterator[Request]:
         """Every request in nominal send order."""
