@@ -71,7 +71,7 @@ class Schedule:
     # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many
     # requests, so a long trace is never held in memory; None: a list, counted
     total: int | None = None
-    salt: str | None = None  # per-request: every prompt unique from its first token (harness.workloads.traffic)
+    salt: str | None = None  # per-request: prompts unique from the first token (workloads.traffic)
 
     def requests(self) -> Iterator[Request]:
         """Every request in nominal send order."""
