@@ -19,6 +19,7 @@ from typing import Any
 from harness import __version__
 from harness.capture.redact import Redactor, collect_secrets, env_secrets
 from harness.report.chart_data import Chart, experiment_charts
+from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale, verdict_word
 from harness.report.tables import (
     Badge,
@@ -388,6 +389,7 @@ def render(summary: Any) -> str:
             parts.append(table_html(t))
             if t.kind == "sources":
                 parts.append(f'<p class="note">{esc(sources_note(pts))}</p>' + cache_html(pts))
+        parts += [table_html(t) for t in traffic_tables(pts)]
         parts.append("<h3>Evidence</h3>" + evidence_html(pts))
         parts.append("</section>")
         sections.append("".join(parts))
