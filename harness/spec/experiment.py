@@ -15,6 +15,7 @@ import yaml
 
 from harness.errors import SpecError
 from harness.paths import expand_path
+from harness.spec.agent import AGENT_SWEEP_KEYS
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
@@ -347,6 +348,7 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path, files: bool
         "shared-prefix": SHARED_PREFIX_KEYS,
         "multi-turn": MULTI_TURN_KEYS,
         "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens", "timestamps", "history"},
+        "agent": AGENT_SWEEP_KEYS,
     }[workload.kind] - {"kind"}
     out: dict[str, list[Any]] = {}
     for k, vals in v.items():

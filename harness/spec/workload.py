@@ -9,9 +9,10 @@ from typing import Any
 
 from harness.errors import SpecError
 from harness.paths import expand_path
+from harness.spec.agent import AgentWorkload, parse_agent
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 
-KINDS = ("shared-prefix", "multi-turn", "trace")
+KINDS = ("shared-prefix", "multi-turn", "trace", "agent")
 HISTORY_MODES = ("verbatim", "drop-reasoning")
 TRACE_FORMATS = ("mooncake", "conversations", "requests")
 TRACE_TIMESTAMPS = ("honor", "ignore")
@@ -114,7 +115,7 @@ class TraceWorkload:
     history: str = "live"  # conversations: live (the server's answers) | recorded (the file's)
 
 
-Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload
+Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | AgentWorkload
 
 
 def sweep_label(v: Any) -> Any:
@@ -136,6 +137,8 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path, files: bool = True
         raise SpecError(f, f"{key}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "trace":
         return _parse_trace(wl, f, key, base_dir, files)
+    if kind == "agent":
+        return parse_agent(wl, f, key, base_dir, files)
     if kind == "shared-prefix":
         no_unknown(wl, SHARED_PREFIX_KEYS, f, key)
         shuffle = wl.get("shuffle", True)

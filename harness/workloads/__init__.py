@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.spec import ExperimentSpec, MultiTurnWorkload, TraceWorkload, Workload
+from harness.spec import AgentWorkload, ExperimentSpec, MultiTurnWorkload, TraceWorkload, Workload
 from harness.tokenizer import Tokenizer
 from harness.workloads.generators import multi_turn, shared_prefix
 from harness.workloads.prompts import PromptBuilder
@@ -43,6 +43,10 @@ def build_schedule(
         schedule = trace_schedule(wl, seed, maker, f, spec.api)
     elif isinstance(wl, MultiTurnWorkload):
         schedule = multi_turn(wl, seed, maker, f)
+    elif isinstance(wl, AgentWorkload):
+        from harness.workloads.agent import agent
+
+        schedule = agent(wl, seed, maker, f)
     else:
         schedule = shared_prefix(wl, seed, maker, f)
     return apply_traffic(schedule, spec.priorities, spec.salt, seed)

@@ -46,6 +46,10 @@ class Request:
     answer: str | None = None  # trace replay (history: recorded): the answer the file recorded
     priority: int | None = None  # SGLang's `priority` field, from the spec's `priorities:` class
     priority_class: str | None = None  # that class's name, carried into the records
+    # agent sessions (harness.workloads.agent): the conversation's earlier requests (positions in its turns)
+    # this one's context holds, in order (None: all of them), and the one whose answer is this question
+    lineage: tuple[int, ...] | None = None
+    tool_from: int | None = None
 
 
 @dataclass
