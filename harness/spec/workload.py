@@ -14,7 +14,7 @@ from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req,
 
 KINDS = ("shared-prefix", "multi-turn", "trace", "agent")
 HISTORY_MODES = ("verbatim", "drop-reasoning")
-TRACE_FORMATS = ("mooncake", "conversations", "requests")
+TRACE_FORMATS = ("mooncake", "conversations", "requests", "bailian")
 TRACE_TIMESTAMPS = ("honor", "ignore")
 TRACE_HISTORY = ("live", "recorded")
 
@@ -104,7 +104,7 @@ class TraceWorkload:
 
     kind: str
     path: Path
-    format: str = "mooncake"  # mooncake | conversations | requests
+    format: str = "mooncake"  # mooncake | conversations | requests | bailian (sessions: workloads/bailian.py)
     block_tokens: int = 512  # mooncake: tokens per hash id in the prompt sent (the trace's own: 512)
     start: int = 0  # first request (0-based) of the file
     limit: int | None = None  # how many (None: to the end)
@@ -215,7 +215,12 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
         kind="trace",
         path=p,
         format=fmt,
-        block_tokens=pos_int(wl.get("block_tokens", _default("block_tokens")), f, f"{key}.block_tokens"),
+        # bailian: the trace's own 16-token blocks unless block_tokens says otherwise
+        block_tokens=pos_int(
+            wl.get("block_tokens", 16 if fmt == "bailian" else _default("block_tokens")),
+            f,
+            f"{key}.block_tokens",
+        ),
         start=nonneg_int(wl.get("start", _default("start")), f, f"{key}.start"),
         limit=None if limit is None else pos_int(limit, f, f"{key}.limit"),
         speedup=pos_float(wl.get("speedup", _default("speedup")), f, f"{key}.speedup"),
