@@ -105,3 +105,31 @@ def test_priority_keeps_the_high_class_cached_and_lru_does_not(tmp_path: Path) -
     assert {json.loads(line)["priority_class"] for line in records.splitlines()} == {"high", "low"}
     md = (tmp_path / "summaries" / "n.md").read_text()
     assert "By priority class" in md
+
+
+@pytest.mark.slow
+def test_the_zero_reuse_control_reads_zero_on_the_sim(tmp_path: Path) -> None:
+    """The same multi-turn spec (every turn resends its session) salted and not: 0.0 % against well above."""
+    server = {
+        "name": "sim",
+        "launch": "sim",
+        "args": [*SIM_FAST, "--enable-cache-report", "--enable-metrics"],
+    }
+    wl = multi_turn(sessions=3, turns=3, system_prompt_tokens=64, question_tokens=16, answer_tokens=8)
+    for name, api, tok, salt in (("salted", "openai-completions", "word", "per-request"),
+                                 ("salted-ids", "sglang-generate", "server", "per-request"),
+                                 ("plain", "openai-completions", "word", None)):  # fmt: skip
+        extra = {"salt": salt} if salt else {}
+        raw = spec(name, wl, api=api, tokenizer=tok, seeds=[0], timeouts=TIMEOUTS, servers=[server], **extra)
+        r = run_bench(tmp_path, "--spec", str(write_yaml(tmp_path / f"{name}.yaml", raw)), timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    points = {
+        p["experiment"]: p for p in json.loads((tmp_path / "summaries" / "n.json").read_text())["points"]
+    }
+    for name in ("salted", "salted-ids"):
+        p = points[name]
+        print(name, "measured hit rate:", p["measured_hit_rate"], "log:", p["median"]["hit_rate_log"])
+        assert p["measured_hit_rate"] == 0.0 and p["median"]["hit_rate_log"] == 0.0
+        assert p["median"]["hit_rate_counters"] == 0.0 and "salted-hits" not in p["cache_flags"]
+        assert p["cache_state"] == "cold"
+    assert points["plain"]["measured_hit_rate"] > 0.3
