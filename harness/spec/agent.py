@@ -3,8 +3,8 @@ tool result, with optional sub-agents that fork from the parent's context and re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
@@ -51,16 +51,15 @@ class AgentWorkload:
         return self.answer_tokens
 
 
-def parse_agent(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> AgentWorkload:
-    from harness.spec.workload import parse_question
-
+def parse_agent(wl: dict, f: str, key: str, parse_question: Callable[[Any, str], Any]) -> AgentWorkload:
+    """parse_question(value, key path): a question length, as harness.spec.workload reads one."""
     no_unknown(wl, AGENT_KEYS, f, key)
 
     def pos(name: str) -> int:
         return pos_int(req(wl, name, f, key), f, f"{key}.{name}")
 
     def question(d: dict, name: str, where: str) -> Any:
-        return parse_question(req(d, name, f, where), f, f"{where}.{name}", base_dir, files)
+        return parse_question(req(d, name, f, where), f"{where}.{name}")
 
     steps = pos("steps")
     sub = wl.get("subagents")

@@ -138,7 +138,7 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path, files: bool = True
     if kind == "trace":
         return _parse_trace(wl, f, key, base_dir, files)
     if kind == "agent":
-        return parse_agent(wl, f, key, base_dir, files)
+        return parse_agent(wl, f, key, lambda v, k: parse_question(v, f, k, base_dir, files))
     if kind == "shared-prefix":
         no_unknown(wl, SHARED_PREFIX_KEYS, f, key)
         shuffle = wl.get("shuffle", True)
