@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.tokenizer import render_chat, strip_reasoning
 from harness.workloads.schedule import BuiltPrompt, Conversation, Request, Schedule
+from harness.workloads.traffic import salted
 
 
 @dataclass
@@ -49,8 +50,6 @@ class PromptBuilder:
     def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
         built = self._build(conv, req, history)
         if self.schedule.salt:
-            from harness.workloads.traffic import salted
-
             return salted(built, self.schedule.seed, req.index, self.word)
         return built
 
