@@ -26,11 +26,11 @@ def _bucket(key: str) -> str:
 
 
 def _split(points: list[Point], name: str, kind: str, title: str, first: str) -> Table | None:
+    """One row per key of the `*_by_{name}` figures x point, keys in order, then point, then server."""
     rows: list[list[Cell]] = []
     keys: list[str] = []
-    ordered = sorted(points, key=lambda p: (p.point_key, point_order(p)))
     by_key: list[tuple[Any, Point, str]] = []
-    for p in ordered:
+    for p in points:
         m = p.median
         hits = getattr(m, f"hit_rate_usage_by_{name}") or {}
         for k in hits:

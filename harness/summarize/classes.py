@@ -45,12 +45,12 @@ def _split(ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, name: st
 
 
 def class_figures(ok: pd.DataFrame, cached: pd.Series | None) -> dict[str, Any]:
-    """By priority class (records that carry one) and by prompt-length bucket (requests that report
-    their prompt tokens); a split with a single key is left out, as it says nothing the totals do not."""
+    """By priority class (records that carry one, even a single class) and by prompt-length bucket
+    (requests that report their prompt tokens; left out with a single bucket: the totals say it)."""
     out: dict[str, Any] = {}
     if "priority_class" in ok:
         classed = ok[ok["priority_class"].notna()]
-        if classed["priority_class"].nunique() >= 1 and not classed.empty:
+        if not classed.empty:
             out.update(_split(classed, classed["priority_class"].astype(str), cached, "class"))
     prompt = pd.to_numeric(ok.get("prompt_tokens", pd.Series(dtype=float)), errors="coerce")
     sized = ok[prompt.notna() & (prompt > 0)]
