@@ -116,13 +116,15 @@ def test_the_zero_reuse_control_reads_zero_on_the_sim(tmp_path: Path) -> None:
         "args": [*SIM_FAST, "--enable-cache-report", "--enable-metrics"],
     }
     wl = multi_turn(sessions=3, turns=3, system_prompt_tokens=64, question_tokens=16, answer_tokens=8)
+    args = []
     for name, api, tok, salt in (("salted", "openai-completions", "word", "per-request"),
                                  ("salted-ids", "sglang-generate", "server", "per-request"),
                                  ("plain", "openai-completions", "word", None)):  # fmt: skip
         extra = {"salt": salt} if salt else {}
         raw = spec(name, wl, api=api, tokenizer=tok, seeds=[0], timeouts=TIMEOUTS, servers=[server], **extra)
-        r = run_bench(tmp_path, "--spec", str(write_yaml(tmp_path / f"{name}.yaml", raw)), timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
+        args += ["--spec", str(write_yaml(tmp_path / f"{name}.yaml", raw))]
+    r = run_bench(tmp_path, *args, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
     points = {
         p["experiment"]: p for p in json.loads((tmp_path / "summaries" / "n.json").read_text())["points"]
     }
