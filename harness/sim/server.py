@@ -323,9 +323,9 @@ class SimServer:
                 bool(body.get("ignore_eos", False)),
                 OPENAI_DEFAULT_CAP,
             )
+            req.priority = _priority(body)
         except BadRequest as e:
             return _error(400, str(e))
-        req.priority = None if body.get("priority") is None else int(body["priority"])
         shape = OpenAIShape(
             chat, ("chatcmpl-" if chat else "cmpl-") + req.rid, int(time.time()), self.model_name
         )
@@ -423,9 +423,9 @@ class SimServer:
                 bool(sp.get("ignore_eos")),
                 GENERATE_DEFAULT_MAX_NEW,
             )
+            req.priority = _priority(body)
         except BadRequest as e:
             return _error(400, str(e))
-        req.priority = None if body.get("priority") is None else int(body["priority"])
         if not body.get("stream"):
             async for _ in self._generate_events(request, req, faults, hint):
                 pass
@@ -482,6 +482,16 @@ class SimServer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self.logger.close()
+
+
+def _priority(body: dict[str, Any]) -> int | None:
+    """The request's `priority` (an integer, as SGLang's request types declare it); None when not sent."""
+    v = body.get("priority")
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise BadRequest(f"priority must be an integer, got {v!r}.")
+    return v
 
 
 def _error(status: int, message: str) -> web.Response:
