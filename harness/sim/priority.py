@@ -16,8 +16,23 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from typing import Any
 
 from harness.sim.sched_records import SimRequest
+
+
+class PriorityError(ValueError):
+    """A `priority` that is not an integer: SGLang's request types declare `priority: Optional[int]`."""
+
+
+def request_priority(body: dict[str, Any]) -> int | None:
+    """The request's `priority` field; None when not sent (a 400 otherwise, as SGLang's validation)."""
+    v = body.get("priority")
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise PriorityError(f"priority must be an integer, got {v!r}.")
+    return v
 
 
 def unset_priority(low_values_first: bool) -> int:

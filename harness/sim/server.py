@@ -28,6 +28,7 @@ from harness.sim.introspect import VERSION
 from harness.sim.live import LiveEngine
 from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refused_line
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
+from harness.sim.priority import PriorityError, request_priority
 from harness.sim.responses import OpenAIShape, meta_info, usage
 from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
@@ -323,8 +324,8 @@ class SimServer:
                 bool(body.get("ignore_eos", False)),
                 OPENAI_DEFAULT_CAP,
             )
-            req.priority = _priority(body)
-        except BadRequest as e:
+            req.priority = request_priority(body)
+        except (BadRequest, PriorityError) as e:
             return _error(400, str(e))
         shape = OpenAIShape(
             chat, ("chatcmpl-" if chat else "cmpl-") + req.rid, int(time.time()), self.model_name
@@ -423,8 +424,8 @@ class SimServer:
                 bool(sp.get("ignore_eos")),
                 GENERATE_DEFAULT_MAX_NEW,
             )
-            req.priority = _priority(body)
-        except BadRequest as e:
+            req.priority = request_priority(body)
+        except (BadRequest, PriorityError) as e:
             return _error(400, str(e))
         if not body.get("stream"):
             async for _ in self._generate_events(request, req, faults, hint):
@@ -482,16 +483,6 @@ class SimServer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self.logger.close()
-
-
-def _priority(body: dict[str, Any]) -> int | None:
-    """The request's `priority` (an integer, as SGLang's request types declare it); None when not sent."""
-    v = body.get("priority")
-    if v is None:
-        return None
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise BadRequest(f"priority must be an integer, got {v!r}.")
-    return v
 
 
 def _error(status: int, message: str) -> web.Response:
