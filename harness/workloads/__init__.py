@@ -49,4 +49,4 @@ def build_schedule(
         schedule = agent(wl, seed, maker, f)
     else:
         schedule = shared_prefix(wl, seed, maker, f)
-    return apply_traffic(schedule, spec.priorities, spec.salt, seed)
+    return apply_traffic(schedule, spec.priorities, spec.salt, seed, maker)

@@ -50,7 +50,7 @@ class PromptBuilder:
     def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
         built = self._build(conv, req, history)
         if self.schedule.salt:
-            return salted(built, self.schedule.seed, req.index, self.word)
+            return salted(built, self.schedule.seed, req.index, self.word, self.schedule.salt_words)
         return built
 
     def _build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:

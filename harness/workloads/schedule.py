@@ -76,6 +76,7 @@ class Schedule:
     # requests, so a long trace is never held in memory; None: a list, counted
     total: int | None = None
     salt: str | None = None  # per-request: prompts unique from the first token (workloads.traffic)
+    salt_words: tuple[str, ...] = ()  # a local tokenizer's one-token words the salt is made of
 
     def requests(self) -> Iterator[Request]:
         """Every request in nominal send order."""

@@ -17,7 +17,8 @@ from typing import Any
 
 from harness.spec.traffic import PriorityClass
 from harness.workloads.schedule import BuiltPrompt, Conversation, Schedule
-from harness.workloads.tokenizers import ID_BASE, ID_SPAN
+from harness.workloads.tokenizers import ID_BASE, ID_SPAN, PromptMaker
+from harness.workloads.trace_prompts import safe_words
 
 
 def draw_class(classes: Sequence[PriorityClass], seed: int, unit: int) -> PriorityClass:
@@ -60,7 +61,11 @@ class _Classed:
 
 
 def apply_traffic(
-    schedule: Schedule, classes: Sequence[PriorityClass], salt: str | None, seed: int
+    schedule: Schedule,
+    classes: Sequence[PriorityClass],
+    salt: str | None,
+    seed: int,
+    maker: PromptMaker | None = None,
 ) -> Schedule:
     """The schedule with its requests classed and its prompts salted, as the spec asks."""
     if classes:
@@ -71,21 +76,30 @@ def apply_traffic(
             convs = _Classed(convs, classes, seed)
         schedule = dataclasses.replace(schedule, conversations=convs)
     if salt:
-        schedule = dataclasses.replace(schedule, salt=salt)
+        words: tuple[str, ...] = ()
+        if maker is not None and maker.hf is not None:  # subwords: "salt0r1" and "salt0r2" share 4 tokens
+            words = tuple(maker.hf.decode([i]) for i in safe_words(maker.hf))
+        schedule = dataclasses.replace(schedule, salt=salt, salt_words=words)
     return schedule
 
 
-def salted(built: BuiltPrompt, seed: int, index: int, word: bool) -> BuiltPrompt:
+def salted(built: BuiltPrompt, seed: int, index: int, word: bool, words: Sequence[str] = ()) -> BuiltPrompt:
     """The prompt with a token unique to (seed, request) in front: one out-of-vocabulary word for text
     (the word tokenizer gives it its own id), two ids for token ids (the first differs between any two
-    of the first ID_SPAN requests, the pair between any two of a run). word: text is counted in words
-    (otherwise a local tokenizer may split the salt: the expected count is then unknown)."""
+    of the first ID_SPAN requests, the pair between any two of a run). word: text is counted in words.
+    words: a local tokenizer's one-token words (` apple`), two of them in front, so the first token
+    differs between any two of the first len(words) requests (the count is then unknown)."""
     p = built.payload
     n = built.expected_tokens
     if not word and not (isinstance(p, list) and p and isinstance(p[0], int)):
         n = None
-    if isinstance(p, str):
-        payload: Any = f"salt{seed}r{index} {p}"
+    if isinstance(p, str) and words:
+        k = len(words)
+        payload: Any = f"{words[index % k]}{words[(index // k + seed * 7919) % k]} {p}"
+        n = None
+        sha = hashlib.sha1(payload.encode()).hexdigest()
+    elif isinstance(p, str):
+        payload = f"salt{seed}r{index} {p}"
         n = None if n is None else n + 1
         sha = hashlib.sha1(payload.encode()).hexdigest()
     elif isinstance(p, list) and p and isinstance(p[0], dict):  # chat messages: the first one's content

@@ -135,3 +135,12 @@ def test_the_zero_reuse_control_reads_zero_on_the_sim(tmp_path: Path) -> None:
         assert p["median"]["hit_rate_counters"] == 0.0 and "salted-hits" not in p["cache_flags"]
         assert p["cache_state"] == "cold"
     assert points["plain"]["measured_hit_rate"] > 0.3
+
+
+def test_a_local_tokenizer_is_salted_with_its_own_one_token_words() -> None:
+    """Subword tokenizers split an invented word (`salt0r1` -> s, alt, 0, r, 1): the shared head would be
+    cached; whole one-token words in front make the first token differ instead."""
+    words = (" apple", " pear", " fig")
+    a, b = (salted(BuiltPrompt("hello there", 2, "x"), 0, i, word=False, words=words) for i in (1, 2))
+    assert a.payload == " pear apple hello there" and b.payload.startswith(" fig apple ")
+    assert a.expected_tokens is None and a.sha != b.sha
