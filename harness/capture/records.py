@@ -70,6 +70,7 @@ class RequestRecord:
     warmup: bool = False  # sent before the measured requests (spec `warmup_requests`)
     not_sent: str | None = None  # None: sent; "skipped" (an earlier turn failed) | "time-limit" (duration_s)
     think_s: float | None = None  # multi-turn: the think time drawn before this turn (spec `think_time_s`)
+    priority_class: str | None = None  # the spec's `priorities:` class this request's session was drawn
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -196,6 +196,11 @@ class SGLangGenerate(Dialect):
         return tok
 
 
+def with_priority(body: bytes, value: int) -> bytes:
+    """A body (a JSON object) with SGLang's top-level `priority` field added."""
+    return body[:-1] + b',"priority":' + str(int(value)).encode() + b"}"
+
+
 DIALECTS: dict[str, type[Dialect]] = {d.name: d for d in (OpenAIChat, OpenAICompletions, SGLangGenerate)}
 
 

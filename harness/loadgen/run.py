@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from harness.capture.files import JsonlWriter
 from harness.capture.records import RequestRecord
 from harness.client import get_dialect, stream_request
-from harness.client.dialects import normalize_base_url
+from harness.client.dialects import normalize_base_url, with_priority
 from harness.client.http1 import H1Pool
 from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
@@ -342,6 +342,8 @@ class _Run:
         prompt = self.builder.build(s.conv, req, s.history)
         rec.expected_prompt_tokens, rec.prompt_sha = prompt.expected_tokens, prompt.sha
         body = self.dialect.body(self.model, prompt, req.output_tokens)
+        if req.priority is not None:  # SGLang's `priority` (GenerateReqInput, the OpenAI requests alike)
+            body = with_priority(body, req.priority)
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
         # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
         rec.scheduled_mono = s.due if (self.rate or req.arrival is not None) and s.due is not None else 0.0
@@ -434,6 +436,7 @@ class _Run:
             max_tokens=req.output_tokens,
             warmup=self.warmup,
             think_s=think_s,
+            priority_class=req.priority_class,
         )
 
     def _not_sent(self, s: Session, why: str, text: str) -> None:

@@ -20,6 +20,7 @@ from harness import __version__
 from harness.capture.redact import Redactor, collect_secrets, env_secrets
 from harness.report.capacity import capacity_tables
 from harness.report.chart_data import Chart, experiment_charts
+from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale, verdict_word
 from harness.report.tables import (
     Badge,
@@ -394,6 +395,7 @@ def render(summary: Any) -> str:
         if by_tier is not None:
             parts.append(table_html(by_tier))
         parts += [table_html(t) for t in capacity_tables(pts, entry.servers)]  # search, intervals
+        parts += [table_html(t) for t in traffic_tables(pts)]
         parts.append("<h3>Evidence</h3>" + evidence_html(pts))
         parts.append("</section>")
         sections.append("".join(parts))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import capacity, tables
+from harness.report.classes import traffic_tables
 from harness.report.common import as_points
 from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, slo_text
@@ -134,6 +135,8 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
             else "No `slo` in the spec: no goodput.",
         ]
         lines += capacity.markdown_lines(pts, servers)  # the capacity search, the seeds' intervals
+        for t in traffic_tables(pts):
+            lines += ["", f"### {t.title}", "", *_md(t)]
         lines += ["", *_evidence(pts), "", "### Hit rate by source", ""]
         lines += sources_table(pts)
         lines += ["", sources_note(pts)]

@@ -71,8 +71,8 @@ enable-ep-moe enable-torch-compile enable-nan-detection enable-p2p-check
 triton-attention-reduce-in-fp32 delete-ckpt-after-loading enable-memory-saver allow-auto-truncate
 enable-custom-logit-processor enable-lmcache enable-torch-symm-mem disable-chunked-prefix-cache
 disable-fast-image-processor collect-tokens-histogram enable-request-time-stats-logging
-enable-trace sleep-on-idle skip-server-warmup enable-multimodal enable-priority-scheduling
-schedule-low-priority-values-first enable-lora enable-eplb enable-deterministic-inference
+enable-trace sleep-on-idle skip-server-warmup enable-multimodal
+enable-lora enable-eplb enable-deterministic-inference
 weight-loader-disable-mmap enable-dynamic-batch-tokenizer keep-mm-feature-on-device
 enable-return-hidden-states enable-flashinfer-allreduce-fusion enable-metrics-for-all-schedulers
 enable-double-sparsity enable-mis enable-two-batch-overlap enable-single-batch-overlap
@@ -202,6 +202,8 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a("--mem-fraction-static", type=float, default=None, help="recorded only")
     a("--enable-metrics", action="store_true")
     a("--enable-cache-report", action="store_true")
+    a("--enable-priority-scheduling", action="store_true")  # the waiting queue by priority (engine.py)
+    a("--schedule-low-priority-values-first", action="store_true")
     a("--decode-log-interval", type=int, default=40)
     a("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"))
     a("--api-key", default=None, help="require 'Authorization: Bearer KEY' (as SGLang does)")

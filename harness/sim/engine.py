@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.sim.kv_pool import KvPool
+from harness.sim.priority import by_priority, unset_priority
 from harness.sim.sched_records import (
     CLIP_MAX_NEW_TOKENS,
     INIT_NEW_TOKEN_RATIO,
@@ -93,6 +94,8 @@ class Engine(KvPool):
             if self.on_finish is not None:
                 self.on_finish(req)
             return
+        if self.config.priority_scheduling and req.priority is None:
+            req.priority = unset_priority(self.config.low_priority_values_first)
         self.waiting.append(req)
         if self.l3 is not None:
             self.l3.lookup(req)  # _prefetch_kvcache: the L3 lookup starts when the scheduler receives it
@@ -190,6 +193,8 @@ class Engine(KvPool):
             offset=self._reserved(),  # SGLang's rem_total_token_offset; room itself is read live
         )
         plan = PrefillPlan(running_bs=len(self.running))
+        if self.config.priority_scheduling:
+            self.waiting = by_priority(self.waiting, self.config.low_priority_values_first)
         self._continue_chunked(now, budget, plan)
         self._admit_waiting(budget, plan)
         if not plan.parts:

@@ -132,7 +132,9 @@ class KvPool:
         if n <= req.tree_len:
             return
         before = req.private
-        self.tree.insert(tokens[:n], priority=req.priority, chunked=chunked, inserted_len=req.inserted_len)
+        self.tree.insert(
+            tokens[:n], priority=req.priority or 0, chunked=chunked, inserted_len=req.inserted_len
+        )
         req.inserted_len = max(req.inserted_len, n)
         m = self.tree.match_prefix(tokens[:n])
         self._lock(req, m.last_device_node, m.device_len)

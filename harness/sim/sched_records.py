@@ -73,6 +73,9 @@ class EngineConfig:
     radix_mode: str = "sglang"  # harness whatif --mode: "exact" evicts exactly the shortfall
     # --sim-ingest-latency-ms / 1000: the tokenizer manager's work per request (ingest.py); None: its default
     ingest_latency_s: float | None = None
+    # --enable-priority-scheduling / --schedule-low-priority-values-first (managers/schedule_policy.py)
+    priority_scheduling: bool = False
+    low_priority_values_first: bool = False
     idle_poll_s: float = (
         0.0  # --sim-idle-poll-ms / 1000: an idle scheduler's spin (0: it sees a request at once)
     )
@@ -147,6 +150,8 @@ class EngineConfig:
             radix_tree=getattr(ns, "sim_radix_tree", "unified"),
             ingest_latency_s=_ms(getattr(ns, "sim_ingest_latency_ms", None)),
             idle_poll_s=_ms(getattr(ns, "sim_idle_poll_ms", None)) or 0.0,
+            priority_scheduling=bool(getattr(ns, "enable_priority_scheduling", False)),
+            low_priority_values_first=bool(getattr(ns, "schedule_low_priority_values_first", False)),
         )
 
 
@@ -164,7 +169,7 @@ class SimRequest:
     finish_reason: str = "length"  # "length" (max_tokens reached) or "stop"
     arrival: float = 0.0  # reached the server (the client's send)
     received: float | None = None  # reached the scheduler (after the tokenizer manager, ingest.py)
-    priority: int = 0
+    priority: int | None = None  # the request's `priority` field (None: not sent)
     order: int = 0  # among arrivals at the same virtual time, the lower order is queued first
     on_event: Callable[[SimRequest], None] | None = field(default=None, repr=False)
     # results

@@ -28,6 +28,7 @@ from harness.sim.introspect import VERSION
 from harness.sim.live import LiveEngine
 from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refused_line
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
+from harness.sim.priority import PriorityError, request_priority
 from harness.sim.responses import OpenAIShape, meta_info, storage_class, usage
 from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
@@ -325,9 +326,9 @@ class SimServer:
                 bool(body.get("ignore_eos", False)),
                 OPENAI_DEFAULT_CAP,
             )
-        except BadRequest as e:
+            req.priority = request_priority(body)
+        except (BadRequest, PriorityError) as e:
             return _error(400, str(e))
-        req.priority = int(body.get("priority") or 0)
         shape = OpenAIShape(
             chat, ("chatcmpl-" if chat else "cmpl-") + req.rid, int(time.time()), self.model_name
         )
@@ -425,9 +426,9 @@ class SimServer:
                 bool(sp.get("ignore_eos")),
                 GENERATE_DEFAULT_MAX_NEW,
             )
-        except BadRequest as e:
+            req.priority = request_priority(body)
+        except (BadRequest, PriorityError) as e:
             return _error(400, str(e))
-        req.priority = int(body.get("priority") or 0)
         if not body.get("stream"):
             async for _ in self._generate_events(request, req, faults, hint):
                 pass

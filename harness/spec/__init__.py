@@ -9,6 +9,7 @@ mapping's three kinds), `load` (arrival, think time, warm-up, duration, SLOs), `
 matrix, suite), `checks` (the per-key checks). The names below are the package's public API.
 """
 
+from harness.spec.agent import AgentWorkload, SubAgents
 from harness.spec.experiment import (
     APIS,
     TOP_KEYS,
@@ -35,6 +36,8 @@ from harness.spec.workload import (
 
 __all__ = [
     "APIS",
+    "AgentWorkload",
+    "SubAgents",
     "KINDS",
     "TOP_KEYS",
     "ExperimentSpec",

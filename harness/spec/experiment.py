@@ -15,10 +15,12 @@ import yaml
 
 from harness.errors import SpecError
 from harness.paths import expand_path
+from harness.spec.agent import AGENT_SWEEP_KEYS
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 from harness.spec.load import LOAD_KEYS, LoadSettings, parse_load_settings
 from harness.spec.search import SearchSpec, parse_search
 from harness.spec.servers import ServerProfile, SimSettings, parse_servers, parse_suite
+from harness.spec.traffic import PriorityClass, parse_priorities, parse_salt
 from harness.spec.workload import (
     HISTORY_MODES,
     MULTI_TURN_KEYS,
@@ -58,6 +60,8 @@ TOP_KEYS = {
     "matrix",
     "suite",
     "search",
+    "priorities",
+    "salt",
     *LOAD_KEYS,
 }
 
@@ -106,6 +110,8 @@ class ExperimentSpec:
     source_path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     search: SearchSpec | None = None  # a capacity search (harness.sweep.search) instead of a sweep
+    priorities: tuple[PriorityClass, ...] = ()  # request classes (harness.spec.traffic)
+    salt: str | None = None  # per-request: the zero-reuse control
 
     def points(self) -> list[Point]:
         """Cartesian product of the sweep, in key order; one point with an empty sweep if none."""
@@ -290,6 +296,8 @@ def parse_spec(
     if matrix is not None and not isinstance(matrix, dict):
         raise SpecError(f, "matrix", f"expected a mapping, got {tname(matrix)}")
     desc = raw.get("description")
+    priorities = parse_priorities(raw.get("priorities"), f)
+    salt = parse_salt(raw.get("salt"), f, api)
     spec = ExperimentSpec(
         name=name,
         api=api,
@@ -312,6 +320,8 @@ def parse_spec(
         source_path=Path(f),
         raw=copy.deepcopy(raw),
         search=search,
+        priorities=priorities,
+        salt=salt,
     )
     # fail on unset ${ENV} references now, not mid-run
     spec.resolved_headers()
@@ -370,6 +380,7 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path, files: bool
         "shared-prefix": SHARED_PREFIX_KEYS,
         "multi-turn": MULTI_TURN_KEYS,
         "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens", "timestamps", "history"},
+        "agent": AGENT_SWEEP_KEYS,
     }[workload.kind] - {"kind"}
     out: dict[str, list[Any]] = {}
     for k, vals in v.items():

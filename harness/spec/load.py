@@ -42,7 +42,7 @@ def parse_load_settings(raw: dict[str, Any], f: str, has_rate: bool, kind: str) 
     for key in ("arrival", "burstiness"):
         if key in raw and not has_rate:
             raise SpecError(f, key, "needs a request_rate (closed-loop runs have no arrival process)")
-    if "think_time_s" in raw and kind not in ("multi-turn", "trace"):  # a trace: its conversations
+    if "think_time_s" in raw and kind not in ("multi-turn", "trace", "agent"):  # a trace: its conversations
         raise SpecError(f, "think_time_s", f"applies to multi-turn workloads (this one is {kind})")
     arrival = raw.get("arrival", "poisson")
     if arrival not in ARRIVALS:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from harness.errors import SpecError
 from harness.paths import expand_path, fill_cache
+from harness.spec.tlru import check_tlru
 
 LAUNCH_KINDS = ("sglang", "sim", "vllm", "command", "attach")
 ENGINES = ("sglang", "sim", "vllm", "llama.cpp", "generic")
@@ -145,6 +146,7 @@ def parse_servers(
                     f"expected a folder-safe name (letters, digits, . _ = + -), got {prof.name!r}",
                 )
             _check_url(prof.url, f, f"{key}.url")
+            check_tlru(prof.args, f, key)
             if prof.name in seen:
                 hint = f" (add {{{refs[0]}}} to the name)" if refs and "{" not in base.name else ""
                 raise SpecError(f, f"{key}.name", f"{prof.name!r} is already used by {seen[prof.name]}{hint}")

@@ -9,11 +9,12 @@ from typing import Any
 
 from harness.errors import SpecError
 from harness.paths import expand_path
+from harness.spec.agent import AgentWorkload, parse_agent
 from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req, tname
 
-KINDS = ("shared-prefix", "multi-turn", "trace")
+KINDS = ("shared-prefix", "multi-turn", "trace", "agent")
 HISTORY_MODES = ("verbatim", "drop-reasoning")
-TRACE_FORMATS = ("mooncake", "conversations", "requests")
+TRACE_FORMATS = ("mooncake", "conversations", "requests", "bailian")
 TRACE_TIMESTAMPS = ("honor", "ignore")
 TRACE_HISTORY = ("live", "recorded")
 
@@ -103,7 +104,7 @@ class TraceWorkload:
 
     kind: str
     path: Path
-    format: str = "mooncake"  # mooncake | conversations | requests
+    format: str = "mooncake"  # mooncake | conversations | requests | bailian (sessions: workloads/bailian.py)
     block_tokens: int = 512  # mooncake: tokens per hash id in the prompt sent (the trace's own: 512)
     start: int = 0  # first request (0-based) of the file
     limit: int | None = None  # how many (None: to the end)
@@ -114,7 +115,7 @@ class TraceWorkload:
     history: str = "live"  # conversations: live (the server's answers) | recorded (the file's)
 
 
-Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload
+Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | AgentWorkload
 
 
 def sweep_label(v: Any) -> Any:
@@ -136,6 +137,8 @@ def parse_workload(wl: Any, f: str, key: str, base_dir: Path, files: bool = True
         raise SpecError(f, f"{key}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
     if kind == "trace":
         return _parse_trace(wl, f, key, base_dir, files)
+    if kind == "agent":
+        return parse_agent(wl, f, key, lambda v, k: parse_question(v, f, k, base_dir, files))
     if kind == "shared-prefix":
         no_unknown(wl, SHARED_PREFIX_KEYS, f, key)
         shuffle = wl.get("shuffle", True)
@@ -212,7 +215,12 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
         kind="trace",
         path=p,
         format=fmt,
-        block_tokens=pos_int(wl.get("block_tokens", _default("block_tokens")), f, f"{key}.block_tokens"),
+        # bailian: the trace's own 16-token blocks unless block_tokens says otherwise
+        block_tokens=pos_int(
+            wl.get("block_tokens", 16 if fmt == "bailian" else _default("block_tokens")),
+            f,
+            f"{key}.block_tokens",
+        ),
         start=nonneg_int(wl.get("start", _default("start")), f, f"{key}.start"),
         limit=None if limit is None else pos_int(limit, f, f"{key}.limit"),
         speedup=pos_float(wl.get("speedup", _default("speedup")), f, f"{key}.speedup"),

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness import metrics, serverlog
+from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
 from harness.telemetry.stats import point_stats
@@ -147,6 +148,7 @@ def request_figures(
             ttfts[str(key)] = _quantile(pd.to_numeric(g["ttft_s"], errors="coerce"), 0.5)
         fig[f"hit_rate_usage_{name}"] = hits
         fig[f"ttft_median_s_{name}"] = ttfts
+    fig.update(class_figures(ok, cached))
     return fig
 
 

@@ -71,6 +71,8 @@ def engine_from_info(info: Any):
         sim_radix_tree=info.get("sim_radix_tree") or "unified",
         sim_ingest_latency_ms=info.get("sim_ingest_latency_ms"),  # a real server's: None, the default
         sim_idle_poll_ms=info.get("sim_idle_poll_ms"),
+        enable_priority_scheduling=bool(info.get("enable_priority_scheduling")),
+        schedule_low_priority_values_first=bool(info.get("schedule_low_priority_values_first")),
     )
     if ns.card_profile is None and profile is None:
         from harness.sim.timing import DEFAULT_PROFILE

@@ -56,6 +56,7 @@ from harness.summary import (
 from harness.summary.figures import ClockSeries, Modelled
 from harness.summary.model import CacheFacts, Pool, ServerLog
 from harness.verdicts import Thresholds, cache_state, worst_state
+from harness.verdicts.zero_reuse import FLAG, salted_hits
 
 _STATUS_RANK = {"ok": 0, "running": 1, "partial": 2, "interrupted": 3, "failed": 4, "missing": 5}
 
@@ -202,6 +203,8 @@ def summarize_experiment(
             ordered = sorted(seeds, key=lambda s: s.seed)
             point = _summarize_point(exp, sname, key, ordered, slices, spec, th)
             _add_cache_state(point, seeds, facts.block_size)
+            if spec is not None and spec.salt:
+                flag_salted(point, seeds, facts.block_size)
             add_prediction(point, seeds, srv.info, _workload_at(spec, ordered[0].sweep))
             points.append(point)
     return Experiment(path=str(exp.path), manifest=exp.manifest, servers=servers), points
@@ -300,6 +303,16 @@ def _summarize_point(
         clock_series={k: ClockSeries.model_validate(v) for k, v in series.items()},
         evidence=evidence,
     )
+
+
+def flag_salted(point: Point, seeds: list[SeedCapture], block_size: int | None) -> None:
+    """A zero-reuse control point (`salt: per-request`) with more than a page cached is not cold."""
+    for sc in seeds:
+        why = salted_hits(sc.requests, block_size)
+        if why is not None:
+            point.cache_flags.setdefault(FLAG, f"seed {sc.seed}: {why}")
+            if point.cache_state == "cold":
+                point.cache_state = "cache-not-cold"
 
 
 def _add_cache_state(point: Point, seeds: list[SeedCapture], block_size: int | None) -> None:

@@ -152,6 +152,20 @@ class Figures(Record):
         None, description="per `RequestRecord.position` (0 = first use of a group/session prefix)"
     )
     ttft_median_s_by_position: dict[str, Num | None] | None = None
+    hit_rate_usage_by_class: dict[str, Num | None] | None = Field(
+        None,
+        description="per `RequestRecord.priority_class` (the spec's `priorities:`); only when records carry one",
+    )
+    ttft_median_s_by_class: dict[str, Num | None] | None = None
+    ttft_p99_s_by_class: dict[str, Num | None] | None = None
+    requests_by_class: dict[str, Num] | None = None
+    hit_rate_usage_by_length: dict[str, Num | None] | None = Field(
+        None,
+        description="per prompt-length bucket (key: the power of two at its lower bound, `1024` = 1024–2047 prompt tokens); only with 2+ buckets",
+    )
+    ttft_median_s_by_length: dict[str, Num | None] | None = None
+    ttft_p99_s_by_length: dict[str, Num | None] | None = None
+    requests_by_length: dict[str, Num] | None = None
     time_limited: StrictBool | None = Field(None, description="the point's sending was cut by `duration_s`")
     modelled: Modelled | None = Field(
         None, description="this seed's modelled figures, when the records or the log carry sim stamps"

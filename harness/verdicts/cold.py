@@ -103,7 +103,7 @@ def reset_state(point: dict[str, Any] | None) -> tuple[bool, str | None]:
 
 # Workloads whose groups/sessions share nothing but the template head and seed tags; a trace's
 # conversations may share real prefixes (a common system prompt), so its first requests are not judged.
-DISJOINT_KINDS = ("shared-prefix", "multi-turn")
+DISJOINT_KINDS = ("shared-prefix", "multi-turn", "agent")
 
 
 def cache_state(

@@ -143,15 +143,16 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     schedule = build_schedule(spec, point.workload, seed, maker)
     server = ServerIds(spec, info if info is not None else _load_info(point_dir), maker, requests)
     builder = PromptBuilder(schedule, spec.api)
-    by_index = {r.index: (c, r) for c in schedule.conversations for r in c.turns}
+    # (conversation, request, its place in the conversation): an agent's `turn` is its depth, not its place
+    by_index = {r.index: (c, r, k) for c in schedule.conversations for k, r in enumerate(c.turns)}
     history: dict[int, list] = {}
     reqs = []
     for rec in sorted(records, key=lambda r: (r.get("sent_mono") or 0.0, r.get("index", 0))):
         if rec.get("index") not in by_index:
             raise HarnessError(f"{requests}: index {rec.get('index')!r} is not in the spec's schedule")
-        conv, req = by_index[rec["index"]]
+        conv, req, place = by_index[rec["index"]]
         hist = history.setdefault(conv.id, [])
-        prompt = builder.build(conv, req, hist[: req.turn])
+        prompt = builder.build(conv, req, hist[:place])
         sent = rec.get("prompt_sha")
         if isinstance(sent, str) and sent != prompt.sha:
             raise HarnessError(

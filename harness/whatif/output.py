@@ -90,8 +90,34 @@ def print_tables(trace: Trace, results: list[Result], notes: list[str]) -> None:
         shown = positions if len(positions) <= 12 else positions[:11] + positions[-1:]
         title = "hit rate per session position, % (ideal): p<n> = the group's prefix was sent n times before"
         console.print(_hit_rate_table(title, results, "per_position", "p", shown))
+    classes = sorted({k for r in results for k in r.per_class})
+    if classes:
+        console.print(_class_table(results, classes))
     for n in notes:
         console.print(f"[yellow]note:[/yellow] {n}")
+
+
+def _class_table(results: list[Result], classes: list[str]) -> Any:
+    """Per priority class (the spec's `priorities:`): hit rate and modelled TTFT p50/p99 per configuration."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(
+        title="per priority class: hit rate %, TTFT ms p50/p99", title_justify="left", box=box.SIMPLE_HEAD
+    )
+    t.add_column("policy")
+    t.add_column("pool", justify="right")
+    t.add_column("host ×", justify="right")
+    for c in classes:
+        t.add_column(c, justify="right")
+    for r in results:
+        cells = []
+        for c in classes:
+            h, _i, p = r.per_class.get(c, (0, 0, 0))
+            q = r.ttft_ms_by_class.get(c)
+            cells.append(f"{h / p:.1%} · {q['p50']:.0f}/{q['p99']:.0f}" if p and q else "-")
+        t.add_row(r.config.policy, f"{r.config.pool:,}", f"{r.config.host_ratio:g}", *cells)
+    return t
 
 
 def _hit_rate_table(

@@ -23,10 +23,10 @@ import multiprocessing
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
@@ -61,6 +61,9 @@ class Result:
     storage_hit_tokens: int = 0  # L3 hits (engine replays with a storage backend)
     # seconds the hits' copies cost on the card, summed over requests (harness.sim.tier_time; not overlapped)
     tier_seconds: dict[str, float] = field(default_factory=dict)
+    # per priority class (a spec's or capture's `priorities:`): (hit, ideal, prompt) and TTFT percentiles
+    per_class: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    ttft_ms_by_class: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def hit_rate(self) -> float:
@@ -77,11 +80,12 @@ class Result:
         d["ideal_hit_rate"] = round(self.ideal_rate, 6)
         d["per_turn"] = _rates(self.per_turn)
         d["per_position"] = _rates(self.per_position)
+        d["per_class"] = _rates(self.per_class)
         del d["cached_per_request"]
         return d
 
 
-def _rates(table: dict[int, tuple[int, int, int]]) -> dict[str, dict[str, float | int]]:
+def _rates(table: Mapping[Any, tuple[int, int, int]]) -> dict[str, dict[str, float | int]]:
     """(hit, ideal, prompt) tokens per turn or position → rates, for JSON."""
     return {
         str(k): {
@@ -128,6 +132,8 @@ class _Tally:
         self.cached: list[int] = []  # per request, in the trace's order
         self.turn: dict[int, list[int]] = {}
         self.position: dict[int, list[int]] = {}
+        self.cls: dict[str, list[int]] = {}
+        self.cls_ttft: dict[str, list[float]] = {}
 
     def add(self, r: TraceRequest, device: int, host: int, ideal: int, storage: int = 0) -> None:
         hit = device + host + storage
@@ -143,6 +149,16 @@ class _Tally:
                 acc[0] += hit
                 acc[1] += ideal
                 acc[2] += r.tokens
+        if r.priority_class is not None:
+            acc = self.cls.setdefault(r.priority_class, [0, 0, 0])
+            acc[0] += hit
+            acc[1] += ideal
+            acc[2] += r.tokens
+
+    def ttft(self, r: TraceRequest, seconds: float) -> None:
+        """One request's modelled TTFT, kept per class."""
+        if r.priority_class is not None:
+            self.cls_ttft.setdefault(r.priority_class, []).append(seconds)
 
     def result(
         self,
@@ -155,7 +171,7 @@ class _Tally:
     ) -> Result:
         """The Result; `evicted` is (evicted tokens, load-back tokens, load-back calls) of the tree."""
 
-        def frozen(table: dict[int, list[int]]) -> dict[int, tuple[int, int, int]]:
+        def frozen(table: dict[Any, list[int]]) -> dict[Any, tuple[int, int, int]]:
             return {k: (a, b, c) for k, (a, b, c) in table.items()}
 
         return Result(
@@ -175,6 +191,8 @@ class _Tally:
             ttft_ms=_percentiles(ttft),
             per_position=frozen(self.position),
             cached_per_request=self.cached,
+            per_class=frozen(self.cls),
+            ttft_ms_by_class={k: _percentiles(v) for k, v in sorted(self.cls_ttft.items())},
             **kw,
         )
 
@@ -235,6 +253,7 @@ def replay_sequential(
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units))
         cached = dt + ht
         ttft.append(overhead + prefill(r.tokens - cached, cached) + load_time(ht))
+        tally.ttft(r, ttft[-1])
     seconds = time.perf_counter() - t0
     st = cache.stats
     evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls)
@@ -292,7 +311,12 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         arrival = max(t, offsets[arrival_no[cid]]) if offsets and first_turn else t
         arrival = max(arrival, r.arrival)  # a replayed trace's own send time (0 for the rest)
         return SimRequest(
-            rid=str(i), input_ids=list(r.key), output_ids=list(r.output_key), arrival=arrival, order=r.index
+            rid=str(i),
+            input_ids=list(r.key),
+            output_ids=list(r.output_key),
+            arrival=arrival,
+            order=r.index,
+            priority=r.priority,
         )
 
     first = [send(0.0) for _ in range(min(max(1, trace.concurrency or 1), len(ready)))]
@@ -353,6 +377,7 @@ def replay_engine(
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
+            tally.ttft(r, d.first_token_time - d.arrival)
     engine = seen.get("engine")
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
     evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)

@@ -20,6 +20,8 @@ class TraceRequest:
     index: int = 0  # the schedule's nominal send order (the load generator sends the lowest ready index)
     conversation: int | None = None  # turns of one conversation go strictly in order (closed loop)
     group: int | None = None
+    priority: int | None = None  # SGLang's `priority` the request carried (the spec's `priorities:`)
+    priority_class: str | None = None
 
 
 @dataclass
@@ -60,4 +62,6 @@ def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
         index=r.index,
         conversation=conv.id,
         group=conv.group,
+        priority=r.priority,
+        priority_class=r.priority_class,
     )

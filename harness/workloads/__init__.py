@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from harness.spec import ExperimentSpec, MultiTurnWorkload, TraceWorkload, Workload
+from harness.spec import AgentWorkload, ExperimentSpec, MultiTurnWorkload, TraceWorkload, Workload
 from harness.tokenizer import Tokenizer
 from harness.workloads.generators import multi_turn, shared_prefix
 from harness.workloads.prompts import PromptBuilder
 from harness.workloads.schedule import Conversation, Prompt, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker, load_prompt_maker
+from harness.workloads.traffic import apply_traffic
 
 __all__ = [
     "Conversation",
@@ -39,7 +40,13 @@ def build_schedule(
     if isinstance(wl, TraceWorkload):
         from harness.workloads.traces import trace_schedule
 
-        return trace_schedule(wl, seed, maker, f, spec.api)
-    if isinstance(wl, MultiTurnWorkload):
-        return multi_turn(wl, seed, maker, f)
-    return shared_prefix(wl, seed, maker, f)
+        schedule = trace_schedule(wl, seed, maker, f, spec.api)
+    elif isinstance(wl, MultiTurnWorkload):
+        schedule = multi_turn(wl, seed, maker, f)
+    elif isinstance(wl, AgentWorkload):
+        from harness.workloads.agent import agent
+
+        schedule = agent(wl, seed, maker, f)
+    else:
+        schedule = shared_prefix(wl, seed, maker, f)
+    return apply_traffic(schedule, spec.priorities, spec.salt, seed, maker)

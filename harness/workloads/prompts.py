@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.tokenizer import render_chat, strip_reasoning
 from harness.workloads.schedule import BuiltPrompt, Conversation, Request, Schedule
+from harness.workloads.traffic import salted
 
 
 @dataclass
@@ -22,6 +23,14 @@ class Turnout:
     answer: str
     answer_ids: tuple[int, ...] | None = None
     completion_tokens: int | None = None
+
+
+def context(conv: Conversation, req: Request, history: list[Turnout]) -> list[tuple[Request, Turnout]]:
+    """The earlier exchanges this request resends: all of its conversation's so far, or (an agent's
+    request) those its lineage names."""
+    if req.lineage is None:
+        return list(zip(conv.turns, history, strict=False))
+    return [(conv.turns[i], history[i]) for i in req.lineage]
 
 
 class PromptBuilder:
@@ -39,6 +48,12 @@ class PromptBuilder:
         self.recorded = schedule.history == "recorded"  # trace conversations: the file's answers
 
     def build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
+        built = self._build(conv, req, history)
+        if self.schedule.salt:
+            return salted(built, self.schedule.seed, req.index, self.word, self.schedule.salt_words)
+        return built
+
+    def _build(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
         render = getattr(req.question, "render", None)  # a trace's block or logged prompt
         if render is not None:
             return render(self.api)
@@ -51,7 +66,7 @@ class PromptBuilder:
             messages.append({"role": "system", "content": conv.system})  # type: ignore[dict-item]
             n += conv.system_tokens
         exact = True
-        for prev_req, out in zip(conv.turns, history, strict=False):
+        for prev_req, out in context(conv, req, history):
             ans = strip_reasoning(out.answer) if self.drop_reasoning else out.answer
             if self.recorded:
                 ans = prev_req.answer or ""
@@ -64,8 +79,13 @@ class PromptBuilder:
                 n += out.completion_tokens
             else:
                 exact = False
-        messages.append({"role": "user", "content": req.question})  # type: ignore[dict-item]
-        n += req.question_tokens
+        question, q_n = req.question, req.question_tokens
+        if req.tool_from is not None:  # an agent's step after a sub-agent: its summary is the tool result
+            question = history[req.tool_from].answer
+            q_n = len(question.split()) if self.word else 0
+            exact = exact and self.word
+        messages.append({"role": "user", "content": question})  # type: ignore[dict-item]
+        n += q_n
         if self.word:
             n += 2 * len(messages) + 1
         text = render_chat(messages)
@@ -76,9 +96,12 @@ class PromptBuilder:
     def _ids(self, conv: Conversation, req: Request, history: list[Turnout]) -> BuiltPrompt:
         # a schedule with ids (tokenizer: server) holds tuple prompts, which the ignores below stand for
         ids: list[int] = list(conv.system)  # type: ignore[arg-type]
-        for prev_req, out in zip(conv.turns, history, strict=False):
+        for prev_req, out in context(conv, req, history):
             ids.extend(prev_req.question)  # type: ignore[arg-type]
             ids.extend(out.answer_ids or ())
-        ids.extend(req.question)  # type: ignore[arg-type]
+        if req.tool_from is not None:
+            ids.extend(history[req.tool_from].answer_ids or ())
+        else:
+            ids.extend(req.question)  # type: ignore[arg-type]
         sha = hashlib.sha1(array("q", ids).tobytes()).hexdigest()
         return BuiltPrompt(ids, len(ids), sha)

@@ -44,6 +44,12 @@ class Request:
     session: int | None = None
     arrival: float | None = None  # trace replay (timestamps: honor): due this long after the run start
     answer: str | None = None  # trace replay (history: recorded): the answer the file recorded
+    priority: int | None = None  # SGLang's `priority` field, from the spec's `priorities:` class
+    priority_class: str | None = None  # that class's name, carried into the records
+    # agent sessions (harness.workloads.agent): the conversation's earlier requests (positions in its turns)
+    # this one's context holds, in order (None: all of them), and the one whose answer is this question
+    lineage: tuple[int, ...] | None = None
+    tool_from: int | None = None
 
 
 @dataclass
@@ -69,6 +75,8 @@ class Schedule:
     # trace replay: conversations is a lazy re-iterable (read from the file, in index order) of this many
     # requests, so a long trace is never held in memory; None: a list, counted
     total: int | None = None
+    salt: str | None = None  # per-request: prompts unique from the first token (workloads.traffic)
+    salt_words: tuple[str, ...] = ()  # a local tokenizer's one-token words the salt is made of
 
     def requests(self) -> Iterator[Request]:
         """Every request in nominal send order."""

@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from harness.tokenizer import VOCAB, render_chat
-from harness.workloads.prompts import BuiltPrompt
+from harness.workloads.schedule import BuiltPrompt
 from harness.workloads.tokenizers import ID_BASE, ID_SPAN, LocalTokenizer
 
 HEAD_SPAN = 30_000  # head ids ID_BASE .. ID_BASE + 29,999: inside any vocabulary of 31k tokens or more

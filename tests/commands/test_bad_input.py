@@ -70,6 +70,13 @@ SPEC_CASES = [
     ("warmup-negative", spec_text(warmup_requests=-1), "warmup_requests", "expected a non-negative integer"),
     ("duration-negative", spec_text(duration_s=-5), "duration_s", "expected a positive number, got -5"),
     (
+        "priority-share",
+        spec_text(priorities=[{"name": "high", "share": -1, "value": 1}]),
+        "priorities[0].share",
+        "expected a positive number, got -1",
+    ),
+    ("salt-unknown", spec_text(salt="sometimes"), "salt", "expected one of per-request, got 'sometimes'"),
+    (
         "sweep-rate-zero",
         spec_text(sweep={"request_rate": [1, 0]}),
         "sweep.request_rate[1]",
@@ -98,6 +105,18 @@ def test_bad_spec_through_harness_bench_dry_run(tmp_path: Path) -> None:
     r = harness("bench", "--spec", str(path), "--server-kind", "sim", "--dry-run", cwd=tmp_path)
     line = one_line_error(r, "bench")
     assert f"{path}: sweep.turns: unknown key for a shared-prefix workload" in line
+
+
+def test_tlru_threshold_not_above_estimate_through_harness_bench(tmp_path: Path) -> None:
+    cfg = '{"threshold": {t}, "next_prompt_estimate": 128}'
+    args = ["--radix-eviction-policy", "tlru", "--radix-eviction-policy-config", cfg]
+    server = {"name": "tlru-{t}", "launch": "sim", "args": args}
+    path = tmp_path / "exp.yaml"
+    path.write_text(spec_text(servers=[server], matrix={"t": [256, 64]}))
+    r = harness("bench", "--spec", str(path), "--server-kind", "sim", "--dry-run", cwd=tmp_path)
+    line = one_line_error(r, "bench")
+    assert f"{path}: servers[0].args: tlru needs threshold > next_prompt_estimate" in line
+    assert "got threshold 64 <= next_prompt_estimate 128" in line
 
 
 def test_port_already_in_use_for_serve_sim(tmp_path: Path) -> None:

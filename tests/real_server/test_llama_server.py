@@ -129,3 +129,30 @@ def test_harness_run_holds_against_llama_server(llama, tmp_path):
         assert c.hit_rate_usage_first is not None and c.hit_rate_usage_first < 0.1, c.hit_rate_by_position
     report = run.report_path.read_text()
     assert "## Real server checks" in report
+
+
+def test_the_zero_reuse_control_reads_zero_on_llama_server(llama, server, tmp_path):
+    """`salt: per-request` multi-turn sessions (every turn would otherwise resend its whole session) against
+    llama-server: no request finds anything cached, by usage and by the server's own timings."""
+    from harness.summarize.summary import summarize
+    from tests.helpers.cli import harness
+    from tests.helpers.specs import multi_turn, spec, write_yaml
+
+    wl = multi_turn(sessions=3, turns=3, system_prompt_tokens=128, question_tokens=32, answer_tokens=8)
+    raw = spec("salted", wl, api="openai-completions", model="tiny", tokenizer=str(llama.tokenizer),
+               concurrency=2, seeds=[0], salt="per-request", timeouts={"connect": 10, "first_token": 60, "total": 120})  # fmt: skip
+    cap = tmp_path / "capture"
+    path = write_yaml(tmp_path / "salted.yaml", raw)
+    r = harness("run", str(path), "--server-url", server, "--server", "llama", "--node", "n", "--capture", str(cap), "--quiet", timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    (p,) = summarize([cap])["n"].to_json()["points"]
+    f = p["seeds"]["0"]["figures"]
+    print(
+        "salted on llama-server: usage",
+        f["hit_rate_usage"],
+        "timings",
+        f["hit_rate_timings"],
+        p["cache_flags"],
+    )
+    assert f["ok"] == 9 and f["hit_rate_usage"] == 0.0 and f["hit_rate_timings"] == 0.0
+    assert "salted-hits" not in p["cache_flags"]

@@ -219,3 +219,20 @@ def test_api_key_required(tmp_path):
         assert "sekret" not in info and "sekret" not in s.log()
     finally:
         assert s.stop() == 0
+
+
+def test_priority_must_be_an_integer_on_every_api(sim):
+    """SGLang's request types declare `priority: Optional[int]`: another value is a 400, an integer is taken."""
+    bodies = {
+        "/generate": {"text": "a b c", "sampling_params": {"max_new_tokens": 2}},
+        "/v1/completions": {"model": "m", "prompt": "a b c", "max_tokens": 2},
+        "/v1/chat/completions": {
+            "model": "m",
+            "messages": [{"role": "user", "content": "a b"}],
+            "max_tokens": 2,
+        },
+    }
+    for path, body in bodies.items():
+        bad = httpx.post(sim.url + path, json={**body, "priority": "high"}, timeout=30)
+        assert bad.status_code == 400 and "priority must be an integer" in bad.text, (path, bad.text)
+        assert httpx.post(sim.url + path, json={**body, "priority": -3}, timeout=30).status_code == 200

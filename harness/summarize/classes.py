@@ -1,0 +1,61 @@
+"""Figures of one point x seed split by what the traffic says about each request: its priority class
+(the spec's `priorities:`) and its prompt length in power-of-two buckets (a conversation's length, which
+tlru's claim is about). Each split gives the usage hit rate and TTFT p50 / p99 per key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def length_bucket(tokens: float) -> int:
+    """The largest power of two <= tokens (0 for none): a bucket's lower bound, `1024` = 1024..2047."""
+    n = int(tokens)
+    return 0 if n <= 0 else 1 << (n.bit_length() - 1)
+
+
+def _q(s: pd.Series, q: float) -> float | None:
+    s = pd.to_numeric(s, errors="coerce").dropna()
+    return float(s.quantile(q)) if len(s) else None
+
+
+def _split(ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, name: str) -> dict[str, Any]:
+    """hit_rate_usage, ttft p50 and p99 per key, as `{figure}_by_{name}` dicts keyed by str(key)."""
+    hits: dict[str, float | None] = {}
+    p50: dict[str, float | None] = {}
+    p99: dict[str, float | None] = {}
+    counts: dict[str, int] = {}
+    for key, g in ok.groupby(keys, sort=True):
+        k = str(key)
+        prompt = float(pd.to_numeric(g["prompt_tokens"], errors="coerce").fillna(0).sum())
+        if cached is not None and prompt > 0:
+            hits[k] = float(cached.loc[g.index].sum()) / prompt
+        else:
+            hits[k] = None
+        p50[k] = _q(g["ttft_s"], 0.5)
+        p99[k] = _q(g["ttft_s"], 0.99)
+        counts[k] = len(g)
+    return {
+        f"hit_rate_usage_by_{name}": hits,
+        f"ttft_median_s_by_{name}": p50,
+        f"ttft_p99_s_by_{name}": p99,
+        f"requests_by_{name}": counts,
+    }
+
+
+def class_figures(ok: pd.DataFrame, cached: pd.Series | None) -> dict[str, Any]:
+    """By priority class (records that carry one, even a single class) and by prompt-length bucket
+    (requests that report their prompt tokens; left out with a single bucket: the totals say it)."""
+    out: dict[str, Any] = {}
+    if "priority_class" in ok:
+        classed = ok[ok["priority_class"].notna()]
+        if not classed.empty:
+            out.update(_split(classed, classed["priority_class"].astype(str), cached, "class"))
+    prompt = pd.to_numeric(ok.get("prompt_tokens", pd.Series(dtype=float)), errors="coerce")
+    sized = ok[prompt.notna() & (prompt > 0)]
+    if not sized.empty:
+        buckets = prompt[sized.index].map(length_bucket)
+        if buckets.nunique() >= 2:
+            out.update(_split(sized, buckets, cached, "length"))
+    return out
