@@ -213,3 +213,33 @@ def test_copy_kernels_take_sms_from_the_forward():
     off, _ = run(("layer_overlap", "timed_write_acks"))
     # the load and the copies still running both overlap the ~0.3 s forward whole
     assert on - off == pytest.approx(copies_s * 2 / 58, rel=1e-6)
+
+
+def _suite_median_ttft(point_index: int, mechanisms: tuple[str, ...], link_div: float = 1.0) -> float:
+    """The working-set suite's median modelled TTFT (s) at one sweep point, seed 0, HiCache on (as
+    scripts/hicache_time.py replays it)."""
+    from harness.whatif.inputs import read_spec
+    from harness.whatif.replay import closed_loop
+
+    base = resolve_profile("l4")
+    card = dataclasses.replace(base, h2d_gb_per_s=base.h2d_gb_per_s / link_div)
+    cfg = EngineConfig(
+        card=card, pool_tokens=24_094, hicache=True, hicache_ratio=4.0, hicache_mechanisms=mechanisms
+    )
+    trace = read_spec(
+        Path(__file__).resolve().parents[2] / "workloads" / "working-set.yaml", point_index=point_index
+    )
+    first, on_finish = closed_loop(trace)
+    done = simulate(first, cfg, on_finish=on_finish)
+    ttft = sorted(d.first_token_time - d.arrival for d in done if d.first_token_time is not None)
+    return ttft[len(ttft) // 2]
+
+
+def test_the_suite_ttft_grows_with_groups_only_when_copies_are_slow():
+    # the finding of docs/hicache-tiers.md: at the L4's PCIe Gen4 rate the load-backs of 16 groups hide
+    # behind the forward; at a sixteenth of it they reach the median; without the overlap they show
+    every = ("layer_overlap", "timed_write_acks", "blocking_write_back", "copy_sm_share")
+    four, sixteen = _suite_median_ttft(0, every), _suite_median_ttft(1, every)
+    assert sixteen == pytest.approx(four, rel=0.02)
+    assert _suite_median_ttft(1, every, link_div=16) > 1.5 * _suite_median_ttft(0, every, link_div=16)
+    assert _suite_median_ttft(1, every[1:]) > sixteen  # without layer_overlap
