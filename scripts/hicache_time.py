@@ -6,7 +6,8 @@ generator sends it, and prints one Markdown row per configuration: the median ov
 TTFT (ms) at each group count, and the host-hit share. `before` is the model before issue 26 (layer-wise
 overlap only: copies acknowledged at once, write_back evictions free); `after` is every mechanism of
 harness.sim.tier_time; the rows between switch one mechanism off, so each one's contribution is the
-difference to `after`. Usage: .venv/bin/python scripts/hicache_time.py [--seeds 0,1,2]
+difference to `after`; `--sensitivity` adds `after` at a half, a quarter, ... of the card's host link
+(a what-if). Usage: .venv/bin/python scripts/hicache_time.py [--seeds 0,1,2] [--sensitivity]
 """
 
 from __future__ import annotations
@@ -47,9 +48,22 @@ def configs() -> list[tuple[str, EngineConfig]]:
         out.append((f"hicache after, without {m}", cfg(HICACHE, rest)))
     wb = [*HICACHE, "--hicache-write-policy", "write_back"]
     out.append(("hicache write_back, after", cfg(wb)))
-    out.append(
-        ("hicache write_back, without blocking_write_back", cfg(wb, ("layer_overlap", "timed_write_acks")))
-    )
+    no_block = tuple(m for m in HICACHE_MECHANISMS if m != "blocking_write_back")
+    out.append(("hicache write_back, without blocking_write_back", cfg(wb, no_block)))
+    return out
+
+
+def sensitivity() -> list[tuple[str, EngineConfig]]:
+    """`after` with the host link slower than the card's (an assumption, no source: how slow the achieved
+    host->device rate would have to be for the copies alone to make TTFT grow with groups)."""
+    base = dict(configs())["hicache after (all mechanisms)"]
+    rate = base.profile.h2d_gb_per_s
+    out = []
+    for div in (2, 4, 8, 16):
+        prof = dataclasses.replace(base.profile, h2d_gb_per_s=rate / div)
+        out.append(
+            (f"hicache after, host link {rate / div:g} GB/s (what-if)", dataclasses.replace(base, card=prof))
+        )
     return out
 
 
@@ -66,13 +80,18 @@ def point(cfg: EngineConfig, index: int, seed: int) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2: the spec's)")
+    ap.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also the rows with a slower host link (what-if, no source)",
+    )
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.monotonic()
     cols = " | ".join(f"{g} groups" for g in GROUPS)
     print(f"| configuration | {cols} | host-hit share at {' / '.join(map(str, GROUPS))} |")
     print("|---|" + "---|" * (len(GROUPS) + 1))
-    for name, cfg in configs():
+    for name, cfg in configs() + (sensitivity() if args.sensitivity else []):
         ttfts, hosts = [], []
         for i, _ in enumerate(GROUPS):
             runs = [point(cfg, i, s) for s in seeds]

@@ -1,5 +1,6 @@
-"""The report's cached tokens by tier (device, host, storage), as shares of the prompt tokens, with whether
-each source's split adds up and how the point began cold; only for points whose server gave a split."""
+"""The report's cached tokens by tier (device, host, storage), as shares of the prompt tokens, with what the
+host and storage hits cost to copy onto the device, whether each source's split adds up and how the point
+began cold; only for points whose server gave a split."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ def _share(m: Any, tier: str) -> str:
     )
 
 
+def _seconds(m: Any) -> str:
+    """The host and storage hits' copy seconds ("-" where the card or the tier is unknown)."""
+    vals = [m.get(f"{t}_tier_seconds") for t in ("host", "storage")]
+    return " / ".join(f"{v:.3g}" if isinstance(v, int | float) else "-" for v in vals)
+
+
 def _adds_up(v: Any) -> str:
     return "-" if v is None else ("yes" if v else "NO")
 
@@ -31,6 +38,7 @@ def tier_table(points: Points) -> Table | None:
         "device %",
         "host %",
         "storage %",
+        "copy s (host / storage)",
         "adds up (usage / counters)",
         "cold start",
     ]
@@ -41,7 +49,14 @@ def tier_table(points: Points) -> Table | None:
         if all(m.get(f"cached_{t}_tokens") is None for t in TIERS) and m.get("tiers_add_up_counters") is None:
             continue
         adds = f"{_adds_up(m.get('tiers_add_up_usage'))} / {_adds_up(m.get('tiers_add_up_counters'))}"
-        texts = [p.server, p.point_key, *(_share(m, t) for t in TIERS), adds, m.get("cold_start") or "-"]
+        texts = [
+            p.server,
+            p.point_key,
+            *(_share(m, t) for t in TIERS),
+            _seconds(m),
+            adds,
+            m.get("cold_start") or "-",
+        ]
         rows.append([Cell(t) for t in texts])
         keys.append(f"{p.server}|{p.point_key}")
     if not rows:

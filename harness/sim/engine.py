@@ -32,7 +32,7 @@ from harness.sim.sched_records import (
     SimRequest,
 )
 from harness.sim.storage_tier import StorageTier, chunk_part
-from harness.sim.tier_time import HostTierClock
+from harness.sim.tier_time import HostTierClock, prefill_s
 
 
 class Engine(KvPool):
@@ -142,7 +142,7 @@ class Engine(KvPool):
         if batch is None and self.busy():
             raise SchedulerStuck(self._stuck_message())
         if batch is not None and hc is not None:
-            batch.duration += hc.blocked_s(self.tree)  # write_back evictions wait for their copies
+            batch.duration += hc.blocked_s(self.tree) + hc.write_steal_s(now, batch.duration)
         return batch
 
     def _drop_waiting(self, req: SimRequest, now: float) -> None:
@@ -271,7 +271,7 @@ class Engine(KvPool):
         self._count_hits(req, dev_len, host_hit, storage)
         plan.cached_hits += dev_len + storage
         plan.parts.append((req, take, req.kv_len))
-        budget.spend(take - storage, take + load + out_reserve)
+        budget.spend(take - storage, take + out_reserve)
         if take < extend:
             self.chunked = req
         return True
@@ -311,14 +311,14 @@ class Engine(KvPool):
             self._set_kv(req, req.kv_len + take)
         # the exact tokens computed, as 0.5.23 logs them (adder.log_input_tokens sums raw_extend_input_len;
         # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
-        l3 = plan.storage
+        l3 = plan.storage  # L3 tokens land in host memory first, then load to the device like a host hit
         new_tokens = sum(take - l3.get(id(r), 0) for r, take, _ in parts)
-        # L3 tokens land in host memory first, then load to the device like a host hit
-        duration = plan.storage_wait_s + self.card.prefill_with_load_back(
+        duration = plan.storage_wait_s + prefill_s(
+            self.hclock,
+            self.card,
             [(t - l3.get(id(r), 0), c + l3.get(id(r), 0)) for r, t, c in parts],
             plan.load_back + sum(l3.values()),
             self.config.kv_bytes_per_token,
-            overlap=self.hclock is None or self.hclock.overlap,
         )
         total = new_tokens + plan.cached_hits
         self.stats.last_cache_hit_rate = plan.cached_hits / total if total else 0.0

@@ -61,7 +61,12 @@ class EngineConfig:
     storage_dir: str | None = None  # None: SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR or /tmp/hicache
     storage_prefetch_policy: str = "best_effort"
     # the host tier's time mechanisms the engine models (harness.sim.tier_time.HICACHE_MECHANISMS)
-    hicache_mechanisms: tuple[str, ...] = ("layer_overlap", "timed_write_acks", "blocking_write_back")
+    hicache_mechanisms: tuple[str, ...] = (
+        "layer_overlap",
+        "timed_write_acks",
+        "blocking_write_back",
+        "copy_sm_share",
+    )
     max_running_requests: int | None = None
     chunked_prefill_size: int | None = None  # None: the card's; <= 0 disables chunking
     max_prefill_tokens: int = 16384

@@ -17,6 +17,10 @@ scripts/hicache_time.py can show what it contributes):
   copy is acknowledged at the next step, as if it took no time.
 - `blocking_write_back`: under write_back, evicting a device node copies it to host and the scheduler
   waits for the copy (writing_check(write_back=True) synchronizes every ack). Off: free.
+- `copy_sm_share`: the default `--hicache-io-backend kernel` moves KV with a GPU kernel, not the copy
+  engine, on a grid capped at DEFAULT_BLOCK_QUOTA = 2 thread blocks on CUDA (kernels/ops/kvcache/
+  hicache.py); while a load or a write-through copy runs beside a forward, those blocks hold SMs the
+  forward would use, so the forward is slower by the copy's overlap x 2 / the card's SMs. Off: free.
 
 The two streams are separate and PCIe is full duplex, so loads never queue behind write-through copies.
 """
@@ -29,7 +33,14 @@ from typing import Any
 from harness.sim.storage import BACKENDS, StorageBackend
 from harness.sim.timing import CardProfile
 
-HICACHE_MECHANISMS = ("layer_overlap", "timed_write_acks", "blocking_write_back")
+HICACHE_MECHANISMS = ("layer_overlap", "timed_write_acks", "blocking_write_back", "copy_sm_share")
+
+# --hicache-io-backend kernel's grid on CUDA (kernels/ops/kvcache/hicache.py DEFAULT_BLOCK_QUOTA; the TMA
+# kernel's 4 applies on sm_90+ only to pages a multiple of its chunk, never at the default page size 1)
+COPY_BLOCK_QUOTA = 2
+# SMs per card (NVIDIA datasheets / architecture whitepapers: L4 58 (7,424 CUDA cores, 232 Tensor Cores),
+# H100 SXM5 and H200 132, A100 108, GB10 48 (6,144 CUDA cores)); unknown cards steal nothing
+SM_COUNT = {"l4": 58, "h100": 132, "h200": 132, "a100-80g": 108, "gb10": 48}
 
 
 def device_hit_s(tokens: int, profile: CardProfile) -> float:
@@ -58,6 +69,37 @@ def storage_hit_s(
 def recompute_s(tokens: int, profile: CardProfile) -> float:
     """The same prefix computed again: one prefill forward of `tokens` new tokens."""
     return profile.batch_prefill_time([(tokens, 0)])
+
+
+def copy_sm_share(profile: CardProfile) -> float:
+    """The share of the card's SMs a HiCache copy kernel holds while it runs (0: card unknown)."""
+    hw = getattr(profile, "hw", None)
+    sms = SM_COUNT.get(hw.name) if hw is not None else None
+    return COPY_BLOCK_QUOTA / sms if sms else 0.0
+
+
+def copy_steal_s(copy_s: float, forward_s: float, share: float) -> float:
+    """What a forward loses to a copy kernel holding `share` of the SMs for the part of it they overlap."""
+    if share <= 0.0 or copy_s <= 0.0 or forward_s <= 0.0:
+        return 0.0
+    return min(copy_s, forward_s) * share
+
+
+def prefill_s(
+    clock: HostTierClock | None,
+    card: CardProfile,
+    parts: list[tuple[int, int]],
+    load_tokens: int,
+    kv_bytes_per_token: int,
+) -> float:
+    """A prefill forward with its load-back, under the host-tier mechanisms `clock` has on (None: HiCache off)."""
+    if clock is None:
+        return card.prefill_with_load_back(parts, load_tokens, kv_bytes_per_token)
+    t = card.prefill_with_load_back(parts, load_tokens, kv_bytes_per_token, overlap=clock.overlap)
+    if "copy_sm_share" in clock.mechanisms:
+        load_s = card.load_back_time(load_tokens, kv_bytes_per_token)
+        t += copy_steal_s(load_s, card.batch_prefill_time(parts), clock.sm_share)
+    return t
 
 
 class HostLink:
@@ -114,16 +156,19 @@ class HostTierClock:
         self.link = HostLink(gb_per_s, kv_bytes_per_token)
         self.write_back = write_back
         self._written_before = 0
+        self.sm_share = 0.0  # copy_sm_share(profile), set by `of`
 
     @classmethod
     def of(cls, config: Any) -> HostTierClock:
         """The clock an EngineConfig with HiCache on asks for."""
-        return cls(
+        clock = cls(
             tuple(config.hicache_mechanisms),
             config.profile.h2d_gb_per_s,
             config.kv_bytes_per_token,
             config.hicache_write_policy == "write_back",
         )
+        clock.sm_share = copy_sm_share(config.profile)
+        return clock
 
     def after_copies(self, tree: Any, now: float, schedule: Any) -> Any:
         """Nothing fits while copies in flight hold their nodes: wait until they land, then schedule."""
@@ -145,8 +190,14 @@ class HostTierClock:
 
     def after_forward(self, tree: Any, end: float) -> None:
         """The write-through copies the forward's results issued start when it ends."""
-        if "timed_write_acks" in self.mechanisms:
+        if "timed_write_acks" in self.mechanisms or "copy_sm_share" in self.mechanisms:
             self.link.issue(tree.pending_backups(), end)
+
+    def write_steal_s(self, now: float, duration: float) -> float:
+        """What a forward starting at `now` loses to the write-through copies still running beside it."""
+        if "copy_sm_share" not in self.mechanisms:
+            return 0.0
+        return copy_steal_s(self.link.free_at - now, duration, self.sm_share)
 
     def blocked_s(self, tree: Any) -> float:
         """Under write_back, the step waits for the copies its evictions made."""

@@ -247,7 +247,7 @@ def _summarize_point(
         fig.update(log_fig)
         fig.update(counter_figures(sc))
         hit_rate_agreement(fig)
-        fig.update(tier_figures(fig, sc))
+        fig.update(tier_figures(fig, sc, exp.servers[server].info))
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None

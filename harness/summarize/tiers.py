@@ -4,6 +4,8 @@ L3 prefetch outcomes by reason, from the counters SGLang 0.5.23 exports with a s
 Sources: usage (`cached_tokens_details` per request: `cached_<tier>_tokens` beside `cached_tokens`) and
 counters (`sglang:cached_tokens_total{cache_source}`: `counter_cached_<tier>_tokens` beside
 `counter_cached_tokens`). SGLang's log line has one `#cached-token` for all tiers, so it has no split.
+What the host and storage hits cost to bring onto the device (`host_tier_seconds`, `storage_tier_seconds`)
+comes from the card the server states (the sim's server_info `card`: harness.sim.tier_time's model).
 """
 
 from __future__ import annotations
@@ -40,15 +42,49 @@ def cold_start(point: dict[str, Any] | None) -> str | None:
     return None
 
 
-def tier_figures(fig: dict[str, Any], sc: SeedCapture) -> dict[str, Any]:
-    """`tiers_add_up_usage`, `tiers_add_up_counters`, and with L3 counters `counter_prefetched_tokens` and
-    `counter_storage_unfulfilled_<reason>_tokens` (only reasons that moved)."""
+def tier_seconds(fig: dict[str, Any], info: dict[str, Any] | None) -> dict[str, float]:
+    """Seconds the point's host and storage hits cost to copy onto the device, summed over requests and not
+    overlapped with compute, on the card server_info states ({} when it states none: a real server)."""
+    from harness.sim.storage import BACKENDS
+
+    card = info.get("card") if isinstance(info, dict) else None
+    if not isinstance(card, dict):
+        return {}
+    kv, link = card.get("kv_bytes_per_token"), card.get("h2d_gb_per_s")
+    if not isinstance(kv, int) or not isinstance(link, int | float) or kv <= 0 or link <= 0:
+        return {}
+    assert isinstance(info, dict)
+    if str(info.get("kv_cache_dtype") or "auto").startswith("fp8"):
+        kv //= 2
+
+    def host_s(tokens: float) -> float:
+        return tokens * kv / (link * 1e9)
+
+    out: dict[str, float] = {}
+    host = fig.get("cached_host_tokens")
+    if isinstance(host, int | float):
+        out["host_tier_seconds"] = host_s(host)
+    storage, backend = (
+        fig.get("cached_storage_tokens"),
+        BACKENDS.get(str(info.get("hicache_storage_backend"))),
+    )
+    if isinstance(storage, int | float) and backend is not None:
+        page = int(info.get("page_size") or 1)
+        out["storage_tier_seconds"] = backend.read_time(int(storage), kv, page) + host_s(storage)
+    return out
+
+
+def tier_figures(fig: dict[str, Any], sc: SeedCapture, info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`tiers_add_up_usage`, `tiers_add_up_counters`, the tiers' copy seconds (`tier_seconds`), and with L3
+    counters `counter_prefetched_tokens` and `counter_storage_unfulfilled_<reason>_tokens` (only reasons
+    that moved)."""
     out: dict[str, Any] = {
         "cold_start": cold_start(sc.point),
         "tiers_add_up_usage": split_adds_up(
             fig.get("cached_tokens"), [fig.get(f"cached_{t}_tokens") for t in TIERS]
         ),
         "tiers_add_up_counters": None,
+        **tier_seconds(fig, info),
     }
     labelled = [fig.get(f"counter_cached_{t}_tokens") for t in TIERS]
     if any(v is not None for v in labelled):

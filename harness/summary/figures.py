@@ -143,6 +143,13 @@ class Figures(Record):
         None,
         description="counters: Σ `cached_tokens_total{cache_source}` = the labelled total (null without labels)",
     )
+    host_tier_seconds: Num | None = Field(
+        None,
+        description="seconds the host hits cost to copy onto the device, summed over requests, not overlapped (the card in server_info; null without one)",
+    )
+    storage_tier_seconds: Num | None = Field(
+        None, description="the same for L3 hits: the backend's read, then the host copy (null without L3)"
+    )
     hit_rate_usage_by_turn: dict[str, Num | None] | None = Field(
         None,
         description="per `RequestRecord.turn` (0-based keys; the report prints turn 1…T); only with 2+ turns",

@@ -29,6 +29,7 @@ def test_rows_only_for_points_with_a_split():
         "tiers_add_up_usage": True,
         "tiers_add_up_counters": False,
         "cold_start": "fresh server, empty storage directory",
+        "host_tier_seconds": 0.0123,
     }
     pts = [_point("l3", 2, split), _point("plain", 2, {"prompt_tokens": 1000, "cached_tokens": 500})]
     t = tier_table(pts)
@@ -39,6 +40,7 @@ def test_rows_only_for_points_with_a_split():
         "40.0%",
         "20.0%",
         "10.0%",
+        "0.0123 / -",
         "yes / NO",
         "fresh server, empty storage directory",
     ]

@@ -14,6 +14,8 @@ from harness.sim.storage import BACKENDS
 from harness.sim.tier_time import (
     HostLink,
     HostTierClock,
+    copy_sm_share,
+    copy_steal_s,
     device_hit_s,
     host_hit_s,
     recompute_s,
@@ -101,7 +103,8 @@ def test_host_link_lands_copies_in_order():
 
 
 def _engine(**kw) -> Engine:
-    return Engine(EngineConfig(card="l4-8b", pool_tokens=20_000, hicache=True, hicache_ratio=4.0, **kw))
+    kw.setdefault("pool_tokens", 20_000)
+    return Engine(EngineConfig(card="l4-8b", hicache=True, hicache_ratio=4.0, **kw))
 
 
 def test_a_backup_stays_locked_until_its_copy_lands():
@@ -153,3 +156,90 @@ def test_layer_overlap_and_blocking_write_back_cost_time():
     assert run(("layer_overlap", "timed_write_acks", "blocking_write_back")) > run(
         ("layer_overlap", "timed_write_acks")
     )
+
+
+def _drain(eng: Engine, reqs: list[SimRequest], t: float) -> float:
+    for r in reqs:
+        eng.add(r)
+    while eng.busy():
+        b = eng.schedule(t)
+        assert b is not None
+        t += b.duration
+        eng.complete(b, t)
+    return t
+
+
+def test_a_loaded_host_hit_is_charged_once_against_the_pool():
+    # SGLang charges a loaded host hit through the allocator and the request's lock, and reserves only the
+    # extend and max_new on top (schedule_policy.py PrefillAdder._update_prefill_budget ->
+    # PrefillBudget.reserve), so a second request still fits beside it in the same batch
+    eng = _engine(chunked_prefill_size=0, pool_tokens=6000)
+    prefix = ids(2000, 10)
+    t = _drain(eng, [SimRequest(rid="a1", input_ids=prefix + ids(8, 11), output_ids=[1])], 0.0)
+    t = _drain(eng, [SimRequest(rid="a2", input_ids=prefix + ids(8, 12), output_ids=[1])], t)  # hit: backup
+    t = _drain(eng, [SimRequest(rid="b", input_ids=ids(5000, 13), output_ids=[1])], t)  # evicts the prefix
+    r1 = SimRequest(rid="r1", input_ids=prefix + ids(64, 14), output_ids=[1])
+    r2 = SimRequest(rid="r2", input_ids=ids(2500, 15), output_ids=[1])
+    eng.add(r1)
+    eng.add(r2)
+    b = eng.schedule(t)
+    assert b is not None
+    assert [r.rid for r, _ in b.parts] == ["r1", "r2"]
+    assert r1.cached_host >= 1990 and b.load_back_tokens == r1.cached_host
+
+
+def test_copy_kernels_take_sms_from_the_forward():
+    # --hicache-io-backend kernel copies on 2 thread blocks (DEFAULT_BLOCK_QUOTA); an L4 has 58 SMs
+    assert copy_sm_share(L4) == pytest.approx(2 / 58)
+    assert copy_sm_share(resolve_profile("tiny-test")) == 0.0
+    assert copy_steal_s(0.010, 0.065, 0.5) == pytest.approx(0.005)  # the copy's overlap x the share
+    assert copy_steal_s(0.100, 0.065, 0.5) == pytest.approx(0.0325)  # at most the whole forward
+    assert copy_steal_s(-0.01, 0.065, 0.5) == 0.0  # a copy that already landed
+
+    def run(mechanisms: tuple[str, ...]) -> tuple[float, float]:
+        eng = _engine(chunked_prefill_size=0, pool_tokens=6000, hicache_mechanisms=mechanisms)
+        prefix = ids(2000, 20)
+        t = _drain(eng, [SimRequest(rid="a1", input_ids=prefix + ids(8, 21), output_ids=[1])], 0.0)
+        t = _drain(eng, [SimRequest(rid="a2", input_ids=prefix + ids(8, 22), output_ids=[1])], t)
+        t = _drain(eng, [SimRequest(rid="b", input_ids=ids(5000, 23), output_ids=[1])], t)
+        eng.add(SimRequest(rid="r", input_ids=prefix + ids(64, 24), output_ids=[1]))
+        assert eng.hclock is not None
+        writing = max(0.0, eng.hclock.link.free_at - t)  # write-through copies still running at t
+        b = eng.schedule(t)
+        assert b is not None and b.load_back_tokens >= 1990
+        return b.duration, L4.load_back_time(b.load_back_tokens) + writing
+
+    on, copies_s = run(("layer_overlap", "timed_write_acks", "copy_sm_share"))
+    off, _ = run(("layer_overlap", "timed_write_acks"))
+    # the load and the copies still running both overlap the ~0.3 s forward whole
+    assert on - off == pytest.approx(copies_s * 2 / 58, rel=1e-6)
+
+
+def _suite_median_ttft(point_index: int, mechanisms: tuple[str, ...], link_div: float = 1.0) -> float:
+    """The working-set suite's median modelled TTFT (s) at one sweep point, seed 0, HiCache on (as
+    scripts/hicache_time.py replays it)."""
+    from harness.whatif.inputs import read_spec
+    from harness.whatif.replay import closed_loop
+
+    base = resolve_profile("l4")
+    card = dataclasses.replace(base, h2d_gb_per_s=base.h2d_gb_per_s / link_div)
+    cfg = EngineConfig(
+        card=card, pool_tokens=24_094, hicache=True, hicache_ratio=4.0, hicache_mechanisms=mechanisms
+    )
+    trace = read_spec(
+        Path(__file__).resolve().parents[2] / "workloads" / "working-set.yaml", point_index=point_index
+    )
+    first, on_finish = closed_loop(trace)
+    done = simulate(first, cfg, on_finish=on_finish)
+    ttft = sorted(d.first_token_time - d.arrival for d in done if d.first_token_time is not None)
+    return ttft[len(ttft) // 2]
+
+
+def test_the_suite_ttft_grows_with_groups_only_when_copies_are_slow():
+    # the finding of docs/hicache-tiers.md: at the L4's PCIe Gen4 rate the load-backs of 16 groups hide
+    # behind the forward; at a sixteenth of it they reach the median; without the overlap they show
+    every = ("layer_overlap", "timed_write_acks", "blocking_write_back", "copy_sm_share")
+    four, sixteen = _suite_median_ttft(0, every), _suite_median_ttft(1, every)
+    assert sixteen == pytest.approx(four, rel=0.02)
+    assert _suite_median_ttft(1, every, link_div=16) > 1.5 * _suite_median_ttft(0, every, link_div=16)
+    assert _suite_median_ttft(1, every[1:]) > sixteen  # without layer_overlap
