@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.breakeven import slower_than_recompute
 from harness.advise.markdown import CAND_HEAD, candidates_rows
 from harness.report.html_page import CSP, _asset, esc
 
@@ -103,7 +104,7 @@ def render(a: Advice) -> str:
     ws_head = ["window", a.unit] + (["tokens"] if blocks else [])
     be_rows = [
         [
-            t.tier,
+            t.name,
             f"{t.tokens:,}",
             f"{t.recompute_ms:.2f}",
             f"{t.load_ms:.2f}",
@@ -133,7 +134,8 @@ def render(a: Advice) -> str:
         f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
         "prefix-stable.</p>"
         f"<h2>Break-even per tier</h2>{_table(['tier', 'tokens', 'recompute ms', 'load ms', 'load pays'], be_rows)}"
-        f"{confirmed}"
+        + "".join(f"<p>{esc(line)}</p>" for line in slower_than_recompute(a.breakeven))
+        + confirmed
     )
     return (
         "<!DOCTYPE html>\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.breakeven import slower_than_recompute
 
 
 def _pct(x: float) -> str:
@@ -97,10 +98,11 @@ def render(a: Advice) -> str:
     ]
     for rows in a.breakeven.values():
         out += [
-            f"| {t.tier} | {t.tokens:,} | {t.recompute_ms:.2f} | {t.load_ms:.2f} | "
+            f"| {t.name} | {t.tokens:,} | {t.recompute_ms:.2f} | {t.load_ms:.2f} | "
             f"{'yes' if t.pays else 'no: slower than recomputing'} |"
             for t in rows
         ]
+    out += ["", *[f"- {line}" for line in slower_than_recompute(a.breakeven)]]
     if a.confirmed:
         out += [
             "",

@@ -1,5 +1,5 @@
-"""`--confirm 2` on the sim: the top two candidates launched as `harness serve-sim` servers, the same spec
-sent, measured within 2 points of predicted."""
+"""`--confirm` on the sim: the top candidates launched through bench's plan and loop, the same spec, capture
+or trace sent, measured within 2 points of predicted."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def test_confirm_two_measures_within_two_points(tmp_path, capsys):
         assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
         assert c["measured_hit_rate"] > 0.1  # the pool and the spec did share prefixes
     assert "Confirmed live" in (out / "advise.html").read_text()
-    # each candidate's server log and capture are kept beside the advice
-    assert len(list((out / "confirm").glob("candidate-*/cap/**/requests.jsonl"))) == 2
+    # each candidate's server log and capture are kept beside the advice, as bench lays them out
+    assert len(list((out / "confirm" / "cap" / "advise").glob("conf/candidate-*/**/requests.jsonl"))) == 2
+    assert {c["server_kind"] for c in conf} == {"sim"}
     capsys.readouterr()
