@@ -46,14 +46,10 @@ class TierCost:
 
 def host_tier(profile: CardProfile, sizes: tuple[int, ...] = SIZES) -> list[TierCost]:
     """Host memory (HiCache L2): the copy over the host link, as the sim's load-back costs it."""
-    return [
-        TierCost("host", n, recompute_s(n, profile) * 1e3, host_hit_s(n, profile) * 1e3) for n in sizes
-    ]
+    return [TierCost("host", n, recompute_s(n, profile) * 1e3, host_hit_s(n, profile) * 1e3) for n in sizes]
 
 
-def storage_tier(
-    profile: CardProfile, sizes: tuple[int, ...] = SIZES, page_size: int = 1
-) -> list[TierCost]:
+def storage_tier(profile: CardProfile, sizes: tuple[int, ...] = SIZES, page_size: int = 1) -> list[TierCost]:
     """Storage (HiCache L3), every backend: its read into host memory, then the host link."""
     return [
         TierCost(
@@ -83,6 +79,15 @@ def slower_than_recompute(tiers: dict[str, list[TierCost]]) -> list[str]:
         lose = [r.tokens for r in rows if not r.pays]
         if not lose:
             continue
-        which = "at every size" if len(lose) == len(rows) else f"at {', '.join(f'{n:,}' for n in lose)} tokens"
+        which = (
+            "at every size" if len(lose) == len(rows) else f"at {', '.join(f'{n:,}' for n in lose)} tokens"
+        )
         out.append(f"{name} is slower than recomputing {which}: loading from it does not pay there")
     return out
+
+
+def storage_split(profile: CardProfile, tokens: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(backends that load `tokens` faster than recomputing them, those slower): only the first are worth
+    a grid candidate."""
+    rows = storage_tier(profile, (tokens,))
+    return tuple(r.backend or "" for r in rows if r.pays), tuple(r.backend or "" for r in rows if not r.pays)

@@ -61,7 +61,12 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
             if p.is_dir():  # a capture: its manifest's spec, and the files that spec names
                 live_spec(p, p, launch.block_tokens, 1)
     m = launch.model
-    if m and launch.server_kind != "sim" and m.startswith(("/", ".", "~")) and not Path(m).expanduser().exists():
+    if (
+        m
+        and launch.server_kind != "sim"
+        and m.startswith(("/", ".", "~"))
+        and not Path(m).expanduser().exists()
+    ):
         raise HarnessError(f"--server-model: {m}: no such folder")
 
 
@@ -87,7 +92,12 @@ def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
     cfg = c.config
     tokens = cfg.pool * unit_tokens
     if server_kind == "vllm":
-        return ["--num-gpu-blocks-override", str(math.ceil(tokens / VLLM_BLOCK)), "--block-size", str(VLLM_BLOCK)]
+        return [
+            "--num-gpu-blocks-override",
+            str(math.ceil(tokens / VLLM_BLOCK)),
+            "--block-size",
+            str(VLLM_BLOCK),
+        ]
     args = ["--enable-cache-report", "--max-total-tokens", str(tokens), "--radix-eviction-policy", cfg.policy]
     if cfg.policy_config:
         args += ["--radix-eviction-policy-config", json.dumps(dict(cfg.policy_config))]
@@ -136,7 +146,10 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
     for i, c in enumerate(cands, 1):
         args = server_args(c, live.unit_tokens, launch.server_kind)
         if launch.server_kind == "sim" and launch.model:
-            args += ["--served-model-name", live.spec.model]  # the sim models --model; requests name the spec's
+            args += [
+                "--served-model-name",
+                live.spec.model,
+            ]  # the sim models --model; requests name the spec's
         servers.append({"name": f"candidate-{i}", "launch": launch_as, "args": args})
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
     opts = _options(launch, work / "cap")
@@ -175,7 +188,9 @@ def confirm(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> 
     one."""
     cands = top(a, launch.k, launch.server_kind)
     if not cands:
-        raise HarnessError(f"--confirm: no candidate runs on {launch.server_kind} (vLLM: lru device pools only)")
+        raise HarnessError(
+            f"--confirm: no candidate runs on {launch.server_kind} (vLLM: lru device pools only)"
+        )
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
         root = keep if keep is not None else Path(tmp)
         live = live_spec(path, root, launch.block_tokens, a.unit_tokens)

@@ -80,7 +80,7 @@ def _capture(point_dir: Path) -> LiveSpec:
     except (OSError, ValueError):
         raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
     spec = captured_spec(kept, str(manifest), files=True)
-    sweep = {}
+    sweep: dict = {}
     if (point_dir / POINT).is_file():
         sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
     point = point_of(spec, sweep) or spec.points()[0]

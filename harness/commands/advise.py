@@ -45,7 +45,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default="sim",
         help="what --confirm launches (default sim; sglang-cpu: SGLang's own server on this CPU)",
     )
-    p.add_argument("--sglang-python", metavar="PATH", help="the python of a venv with SGLang (as bench takes it)")
+    p.add_argument(
+        "--sglang-python", metavar="PATH", help="the python of a venv with SGLang (as bench takes it)"
+    )
     p.add_argument(
         "--server-model", metavar="PATH", help="model SGLang/vLLM load for --confirm (default: --model)"
     )

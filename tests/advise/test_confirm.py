@@ -61,3 +61,35 @@ def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     assert len(list((out / "confirm" / "cap" / "advise").glob("conf/candidate-*/**/requests.jsonl"))) == 2
     assert {c["server_kind"] for c in conf} == {"sim"}
     capsys.readouterr()
+
+
+def _mooncake(path, n=48):
+    """Conversations that come back: 6 sessions of 8 turns, each turn one block longer than the last."""
+    lines = []
+    for turn in range(8):
+        for s in range(6):
+            ids = [s * 100 + b for b in range(turn + 2)]
+            lines.append(
+                json.dumps({"hash_ids": ids, "input_length": len(ids) * 512, "output_length": 1, "timestamp": 0})
+            )
+    path.write_text("\n".join(lines[:n]) + "\n")
+    return path
+
+
+def test_confirm_on_a_mooncake_trace_replays_it_as_a_trace_workload(tmp_path, capsys):
+    trace = _mooncake(tmp_path / "conv.jsonl")
+    out = tmp_path / "out"
+    argv = ["advise", str(trace), "--card", "l4", "--pool", "20", "--host-memory", "64", "--workers", "1"]
+    rc = main([*argv, "--confirm", "1", "--live-block-tokens", "16", "-o", str(out), "--quiet"])
+    assert rc == 0
+    d = json.loads((out / "advise.json").read_text())
+    (c,) = d["confirmed"]
+    assert c["measured_hit_rate"] > 0.3
+    assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
+    live = (out / "confirm" / "live-spec.yaml").read_text()
+    assert "kind: trace" in live and "block_tokens: 16" in live and str(trace.resolve()) in live
+    # the pool in blocks is sent as tokens: 20 blocks x 16 tokens
+    argvs = json.loads((out / "confirm" / "cap" / "advise" / "advise-conv" / "manifest.json").read_text())
+    args = argvs["servers"]["candidate-1"]["args"]
+    assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 16)
+    capsys.readouterr()
