@@ -70,7 +70,9 @@ def _mooncake(path, n=48):
         for s in range(6):
             ids = [s * 100 + b for b in range(turn + 2)]
             lines.append(
-                json.dumps({"hash_ids": ids, "input_length": len(ids) * 512, "output_length": 1, "timestamp": 0})
+                json.dumps(
+                    {"hash_ids": ids, "input_length": len(ids) * 512, "output_length": 1, "timestamp": 0}
+                )
             )
     path.write_text("\n".join(lines[:n]) + "\n")
     return path
