@@ -60,6 +60,19 @@ def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     # each candidate's server log and capture are kept beside the advice, as bench lays them out
     assert len(list((out / "confirm" / "cap" / "advise").glob("conf/candidate-*/**/requests.jsonl"))) == 2
     assert {c["server_kind"] for c in conf} == {"sim"}
+
+    # a capture point of that run is an input too: its manifest's spec, at its point and seed, sent again
+    (point,) = [p.parent for p in (out / "confirm").glob("cap/advise/conf/candidate-1/*/requests.jsonl")]
+    again = tmp_path / "again"
+    argv = ["advise", str(point), "--card", "l4", "--host-memory", "0", "--workers", "1", "--confirm", "1"]
+    assert main([*argv, "-o", str(again), "--quiet"]) == 0
+    d2 = json.loads((again / "advise.json").read_text())
+    assert d2["pools"]["current"] == d["recommendation"]["pool"]  # the captured server's own pool
+    (c2,) = d2["confirmed"]
+    assert (
+        c2["measured_hit_rate"] > 0.1 and abs(c2["measured_hit_rate"] - c2["predicted_hit_rate"]) <= 0.02
+    ), c2
+    assert list((again / "confirm" / "cap" / "advise" / "conf").glob("candidate-1/*/requests.jsonl"))
     capsys.readouterr()
 
 
