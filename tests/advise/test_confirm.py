@@ -10,9 +10,57 @@ import pytest
 from harness.cli import main
 from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
 
-pytestmark = pytest.mark.slow  # starts two sim servers
+
+def _cand(policy="lru", pool=1000, ratio=0.0, storage="", policy_config=()):
+    from harness.advise.grid import Candidate
+    from harness.advise.physics import Modelled
+    from harness.whatif.grid import Config
+    from harness.whatif.replay import Result
+
+    cfg = Config(policy, pool, ratio, "write_through", storage=storage, policy_config=policy_config)
+    res = Result(cfg, 1, 100, 50, 50, 0, 100, 0, 0, 0, 0.0)
+    return Candidate(cfg, res, Modelled({"mean": 1.0, "p50": 1.0, "p99": 1.0}, 1.0, 1.0, None, None))
 
 
+def test_a_candidate_is_sglangs_flags_and_vllm_gets_its_pool_in_blocks():
+    from harness.advise.confirm import server_args
+
+    c = _cand("lru", 1500, 2.0, "file")
+    assert server_args(c, 1, "sglang-cpu") == [
+        "--enable-cache-report",
+        "--max-total-tokens",
+        "1500",
+        "--radix-eviction-policy",
+        "lru",
+        "--enable-hierarchical-cache",
+        "--hicache-ratio",
+        "2",
+        "--hicache-write-policy",
+        "write_through",
+        "--hicache-storage-backend",
+        "file",
+    ]
+    assert server_args(_cand(pool=40), 16, "sim")[1:3] == ["--max-total-tokens", "640"]  # 40 blocks x 16
+    assert server_args(_cand(pool=1000), 1, "vllm") == [
+        "--num-gpu-blocks-override",
+        "63",
+        "--block-size",
+        "16",
+    ]
+
+
+def test_vllm_takes_only_lru_device_pools():
+    from types import SimpleNamespace
+
+    from harness.advise.confirm import top
+
+    cands = [_cand("lru", 1000, 2.0), _cand("lfu", 1000), _cand("lru", 2000), _cand("lru", 500)]
+    a = SimpleNamespace(candidates=cands, recommendation=SimpleNamespace(chosen=cands[0]))
+    assert top(a, 2, "sim")[0] is cands[0]  # the recommended first
+    assert [c.config.pool for c in top(a, 3, "vllm")] == [2000, 500]  # no host tier, no lfu
+
+
+@pytest.mark.slow  # starts three sim servers
 def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     wl = shared_prefix(
         groups=40, prompts_per_group=3, system_prompt_tokens=512, question_tokens=16, output_tokens=8
@@ -91,6 +139,7 @@ def _mooncake(path, n=48):
     return path
 
 
+@pytest.mark.slow  # starts a sim server
 def test_confirm_on_a_mooncake_trace_replays_it_as_a_trace_workload(tmp_path, capsys):
     trace = _mooncake(tmp_path / "conv.jsonl")
     out = tmp_path / "out"
