@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.advise.advice import Advice
 from harness.advise.breakeven import slower_than_recompute
-from harness.advise.markdown import CAND_HEAD, candidates_rows
+from harness.advise.markdown import CAND_HEAD, candidates_rows, confirmed_row
 from harness.report.html_page import CSP, _asset, esc
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 340, 56, 40, 16, 24
@@ -116,11 +116,8 @@ def render(a: Advice) -> str:
     confirmed = ""
     if a.confirmed:
         confirmed = "<h2>Confirmed live</h2>" + _table(
-            ["configuration", "predicted", "measured"],
-            [
-                [c["config"], f"{c['predicted_hit_rate']:.1%}", f"{c['measured_hit_rate']:.1%}"]
-                for c in a.confirmed
-            ],
+            ["configuration", "server", "predicted", "measured", "difference"],
+            [confirmed_row(c) for c in a.confirmed],
         )
     body = (
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"

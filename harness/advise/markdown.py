@@ -30,6 +30,18 @@ def candidates_rows(a: Advice, top: int = 15) -> list[list[str]]:
     return rows
 
 
+def confirmed_row(c: dict) -> list[str]:
+    """One --confirm result: a run that did not end ok shows as such, not as 0%."""
+    m = c["measured_hit_rate"]
+    return [
+        c["config"],
+        c.get("server_kind", "sim"),
+        _pct(c["predicted_hit_rate"]),
+        "run failed" if m is None else _pct(m),
+        "-" if m is None else f"{(m - c['predicted_hit_rate']) * 100:+.2f} pt",
+    ]
+
+
 CAND_HEAD = ["configuration", "hit rate", "TTFT p50 ms", "TTFT p99 ms", "req/s", "goodput req/s"]
 
 
@@ -108,14 +120,10 @@ def render(a: Advice) -> str:
             "",
             "## Confirmed live",
             "",
-            "| configuration | predicted | measured | difference |",
-            "|---|---|---|---|",
+            "| configuration | server | predicted | measured | difference |",
+            "|---|---|---|---|---|",
         ]
-        out += [
-            f"| {c['config']} | {_pct(c['predicted_hit_rate'])} | {_pct(c['measured_hit_rate'])} | "
-            f"{(c['measured_hit_rate'] - c['predicted_hit_rate']) * 100:+.2f} pt |"
-            for c in a.confirmed
-        ]
+        out += [f"| {' | '.join(confirmed_row(c))} |" for c in a.confirmed]
     if a.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in a.notes]
     return "\n".join(out) + "\n"

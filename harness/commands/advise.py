@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     check_confirm(args.inputs, launch)
     traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
+    failed = 0
     for path, trace in zip(args.inputs, traces, strict=True):
         a = advise(path, opts, profile, trace)
         out = None
@@ -142,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         if args.confirm:
             keep = out / "confirm" if out is not None else None
             a.confirmed = confirm(path, a, launch, keep)
+            failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
         if out is not None:
             write_json(a, out / "advise.json")
             write_markdown(a, out / "advise.md")
@@ -152,4 +154,8 @@ def run(args: argparse.Namespace) -> int:
             print(a.recommendation.headline)
         else:
             sys.stdout.write(render(a))
-    return 0
+    if failed:
+        print(
+            f"--confirm: {failed} candidate run(s) did not end ok (see the confirm/ folder)", file=sys.stderr
+        )
+    return 1 if failed else 0

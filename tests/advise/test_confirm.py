@@ -60,6 +60,14 @@ def test_vllm_takes_only_lru_device_pools():
     assert [c.config.pool for c in top(a, 3, "vllm")] == [2000, 500]  # no host tier, no lfu
 
 
+def test_a_candidate_whose_run_failed_reads_as_failed_not_as_zero():
+    from harness.advise.markdown import confirmed_row
+
+    row = {"config": "lru, pool 10", "server_kind": "sglang-cpu", "predicted_hit_rate": 0.5}
+    assert confirmed_row({**row, "measured_hit_rate": None})[3:] == ["run failed", "-"]
+    assert confirmed_row({**row, "measured_hit_rate": 0.49})[2:] == ["50.0%", "49.0%", "-1.00 pt"]
+
+
 @pytest.mark.slow  # starts three sim servers
 def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     wl = shared_prefix(
