@@ -91,3 +91,19 @@ def storage_split(profile: CardProfile, tokens: int) -> tuple[tuple[str, ...], t
     a grid candidate."""
     rows = storage_tier(profile, (tokens,))
     return tuple(r.backend or "" for r in rows if r.pays), tuple(r.backend or "" for r in rows if not r.pays)
+
+
+def table(tiers: dict[str, list[TierCost]]) -> tuple[list[str], list[list[str]]]:
+    """One row per prefix length: recompute ms, then each tier's load ms ("slower" where it loses)."""
+    names = list(dict.fromkeys(r.name for rows in tiers.values() for r in rows))
+    by = {(r.name, r.tokens): r for rows in tiers.values() for r in rows}
+    sizes = sorted({r.tokens for rows in tiers.values() for r in rows})
+    out = []
+    for n in sizes:
+        first = next(by[(name, n)] for name in names if (name, n) in by)
+        cells = [f"{n:,}", f"{first.recompute_ms:.2f}"]
+        for name in names:
+            r = by.get((name, n))
+            cells.append("" if r is None else f"{r.load_ms:.2f}" + ("" if r.pays else " (slower)"))
+        out.append(cells)
+    return ["tokens", "recompute ms", *[f"{name} ms" for name in names]], out

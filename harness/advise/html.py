@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.advise.advice import Advice
 from harness.advise.breakeven import slower_than_recompute
+from harness.advise.breakeven import table as breakeven_table
 from harness.advise.markdown import CAND_HEAD, candidates_rows, confirmed_row
 from harness.report.html_page import CSP, _asset, esc
 
@@ -102,17 +103,7 @@ def render(a: Advice) -> str:
         ["whole input", f"{ws.overall:,}"] + ([f"{ws.overall * a.unit_tokens:,}"] if blocks else [])
     )
     ws_head = ["window", a.unit] + (["tokens"] if blocks else [])
-    be_rows = [
-        [
-            t.name,
-            f"{t.tokens:,}",
-            f"{t.recompute_ms:.2f}",
-            f"{t.load_ms:.2f}",
-            "yes" if t.pays else "no: slower",
-        ]
-        for rows in a.breakeven.values()
-        for t in rows
-    ]
+    be_head, be_rows = breakeven_table(a.breakeven)
     confirmed = ""
     if a.confirmed:
         confirmed = "<h2>Confirmed live</h2>" + _table(
@@ -130,7 +121,7 @@ def render(a: Advice) -> str:
         f"<h2>Working set</h2>{_table(ws_head, ws_rows)}"
         f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
         "prefix-stable.</p>"
-        f"<h2>Break-even per tier</h2>{_table(['tier', 'tokens', 'recompute ms', 'load ms', 'load pays'], be_rows)}"
+        f"<h2>Break-even per tier</h2>{_table(be_head, be_rows)}"
         + "".join(f"<p>{esc(line)}</p>" for line in slower_than_recompute(a.breakeven))
         + confirmed
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.advise.advice import Advice
 from harness.advise.breakeven import slower_than_recompute
+from harness.advise.breakeven import table as breakeven_table
 
 
 def _pct(x: float) -> str:
@@ -103,17 +104,12 @@ def render(a: Advice) -> str:
     out += ["| " + " | ".join(row) + " |" for row in candidates_rows(a)]
     out += [
         "",
-        "## Break-even per tier",
+        "## Break-even per tier (load from the tier vs recompute, ms)",
         "",
-        "| tier | tokens | recompute ms | load ms | load pays |",
-        "|---|---|---|---|---|",
     ]
-    for rows in a.breakeven.values():
-        out += [
-            f"| {t.name} | {t.tokens:,} | {t.recompute_ms:.2f} | {t.load_ms:.2f} | "
-            f"{'yes' if t.pays else 'no: slower than recomputing'} |"
-            for t in rows
-        ]
+    head, rows = breakeven_table(a.breakeven)
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
     out += ["", *[f"- {line}" for line in slower_than_recompute(a.breakeven)]]
     if a.confirmed:
         out += [

@@ -53,3 +53,21 @@ def test_a_storage_backend_slower_than_recompute_is_named_with_its_sizes():
         + ", ".join(f"{n:,}" for n in lost)
         + " tokens: loading from it does not pay there"
     ]
+
+
+def test_the_table_has_one_row_per_size_and_marks_the_losing_tier():
+    from harness.advise.breakeven import table
+
+    head, rows = table(all_tiers(resolve_profile("h200")))
+    assert head == [
+        "tokens",
+        "recompute ms",
+        "host ms",
+        "storage (file) ms",
+        "storage (mooncake) ms",
+        "storage (hf3fs) ms",
+        "storage (nixl) ms",
+    ]
+    assert [r[0] for r in rows] == ["256", "1,024", "4,096", "16,384", "65,536"]
+    assert rows[1][3].endswith(" (slower)") and not rows[1][2].endswith(" (slower)")
+    assert not rows[4][3].endswith(" (slower)")  # at 65,536 tokens the file backend wins again
