@@ -128,6 +128,7 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
         cands += grid.run(trace, stored, profile, opts.slo, opts.workers)
         rec = recommend(cands, current, ws, unit_name, no_host, slow_storage=slow, typical_tokens=typical)
+    t_storage = time.perf_counter()
     ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
     host_pool = int(current * max(ratios, default=0))
     named = sorted({current, device, current + host_pool, *opts.curve_at})
@@ -167,6 +168,7 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
             "curve": t_curve - t_read,
             "working_set": t_ws - t_curve,
             "grid": t_grid - t_ws,
+            "storage": t_storage - t_grid,
         },
         notes=notes,
     )
