@@ -55,6 +55,7 @@ class Recommendation:
             "pool": c.pool,
             "host_ratio": c.host_ratio,
             "write_policy": c.write_policy if c.host_ratio > 0 else None,
+            "storage_backend": c.storage or None,
             "steps": [s.to_dict() for s in self.steps],
             "notes": self.notes,
         }
@@ -175,8 +176,14 @@ def recommend(
             )
     else:
         headline = f"HiCache not evaluated: {no_host}"
+    before_l3 = here
     here = _storage_step(cands, here, steps, notes, slow_storage, typical_tokens)
-    hicache = hicache or here.config.host_ratio > 0
+    if here is not before_l3 and not hicache:  # the host tier alone did not pay, with L3 behind it it does
+        hicache = True
+        headline = (
+            f"HiCache pays with a storage tier: hit rate {_pct(before_l3.hit_rate)} -> {_pct(here.hit_rate)}, "
+            f"modelled TTFT mean {before_l3.modelled.ttft_ms['mean']:.0f} -> {here.modelled.ttft_ms['mean']:.0f} ms"
+        )
     # eviction policy last
     same = [
         c

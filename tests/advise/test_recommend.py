@@ -76,6 +76,7 @@ def test_a_storage_tier_that_pays_is_its_own_step_after_the_host_tier_and_before
     r = recommend(cands, 1000, ws(w5=5000), "tokens", slow_storage=("file",), typical_tokens=2048)
     assert [s.action.split(" ")[0] for s in r.steps] == ["enable", "storage"]
     assert "mooncake" in r.steps[1].action and r.chosen.config.storage == "mooncake"
+    assert r.to_dict()["storage_backend"] == "mooncake"
     assert r.notes[0] == (
         "storage backends slower than recomputing a typical prompt (2,048 tokens) on this card: file; not tried"
     )
@@ -92,3 +93,17 @@ def test_a_storage_tier_that_adds_nothing_on_one_instance_is_a_note_not_a_step()
     assert r.chosen.config.storage == ""
     (note,) = [n for n in r.notes if n.startswith("storage tier")]
     assert "50.0% -> 50.3%" in note and "instances should share" in note
+
+
+def test_when_only_l3_behind_the_host_tier_pays_the_headline_says_so():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.305, 300, ratio=2.0),  # the host tier alone: half a point
+        cand("lru", 1000, 0.45, 250, ratio=2.0, storage="hf3fs"),
+    ]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert r.hicache and [s.action.split(" ")[0] for s in r.steps] == ["storage"]
+    assert (
+        r.headline
+        == "HiCache pays with a storage tier: hit rate 30.0% -> 45.0%, modelled TTFT mean 300 -> 250 ms"
+    )
