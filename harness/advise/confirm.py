@@ -1,99 +1,209 @@
-"""`--confirm K`: launch the top K candidates on the sim, send the same traffic, put measured beside
-predicted.
+"""`--confirm K`: launch the top K candidates as `harness bench` would, send the same traffic, and put the
+measured hit rate beside the predicted one.
 
-Each candidate becomes a `launch: sim` server profile (harness.servers.process.ServerProcess starts it
-on a free loopback port and stops its process group) and the input spec runs against it through
-harness.sweep.bench.run_points, as `harness run` would; the measured hit rate is the cached tokens the
-server reported over the prompt tokens, from the capture's requests.jsonl. Spec inputs only: a spec is
-what the load generator can send (a Mooncake trace has no text; wrap it in a `workload: {kind: trace}`
-spec).
+Each candidate becomes one `launch: sglang` server profile carrying its SGLang flags (pool, eviction
+policy, HiCache ratio and write policy, storage backend); `harness.sweep.plan` resolves it for the server
+kind (`sim`, `sglang`, `sglang-cpu`: SGLang's own server on this CPU, `vllm`) exactly as `bench
+--server-kind` does, and `harness.sweep.bench.run_plans` starts it, runs the input's first point with its
+seed and stops it. The traffic is the input's own: a spec as written; a capture point its manifest's spec
+at the point's sweep values and seed; a Mooncake trace a `workload: {kind: trace}` spec over the file
+(harness.advise.live_spec). Measured = the cached tokens the server reported over the prompt tokens, from
+the point's requests.jsonl.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.advise.advice import Advice
 from harness.advise.grid import Candidate
+from harness.advise.live_spec import LiveSpec, live_spec
 from harness.errors import HarnessError
 
 TIME_SCALE = 0.02  # modelled seconds per wall second x 50: the lockstep header keeps the order exact
+KINDS = ("sim", "sglang", "sglang-cpu", "vllm")
+VLLM_BLOCK = 16  # vLLM's default KV block: its pool is set in blocks (--num-gpu-blocks-override)
 
 
-def check_confirm(inputs: list[Path], k: int) -> None:
-    for p in inputs:
-        if p.suffix not in (".yaml", ".yml"):
-            raise HarnessError(f"--confirm {k}: {p}: needs an experiment spec (.yaml) to send live")
+@dataclass(frozen=True)
+class Launch:
+    """What `--confirm` launches: K candidates as this server kind, loading this model."""
+
+    k: int
+    server_kind: str = "sim"
+    sglang_python: str | None = None
+    model: str | None = None  # what SGLang / vLLM load; the sim models it (None: the spec's model name)
+    card: str = "l4"
+    block_tokens: int = 16  # Mooncake traces: tokens per hash id sent live
 
 
-def top(a: Advice, k: int) -> list[Candidate]:
-    """The K best by hit rate, the recommended configuration first."""
-    rest = sorted(a.candidates, key=lambda c: (-round(c.hit_rate, 4), c.modelled.ttft_ms["mean"]))
-    chosen = a.recommendation.chosen
-    return [chosen, *[c for c in rest if c is not chosen]][:k]
+def check_confirm(inputs: list[Path], launch: Launch) -> None:
+    """Before any work: K, the server kind, and a model for the engines that load one."""
+    if launch.k < 0:
+        raise HarnessError(f"--confirm: {launch.k} must be >= 0")
+    if launch.server_kind not in KINDS:
+        raise HarnessError(f"--server-kind: {launch.server_kind!r} is not one of {', '.join(KINDS)}")
+    if launch.block_tokens <= 0:
+        raise HarnessError(f"--live-block-tokens: {launch.block_tokens} must be positive")
+    if launch.k and launch.server_kind in ("sglang", "sglang-cpu", "vllm") and not launch.model:
+        raise HarnessError(
+            f"--server-model: --server-kind {launch.server_kind} loads a model: name its folder "
+            "(--server-model PATH, or --model PATH)"
+        )
+    if launch.k:
+        for p in inputs:
+            if p.is_dir():  # a capture: its manifest's spec, and the files that spec names
+                live_spec(p, p, launch.block_tokens, 1)
+    m = launch.model
+    if (
+        m
+        and launch.server_kind != "sim"
+        and m.startswith(("/", ".", "~"))
+        and not Path(m).expanduser().exists()
+    ):
+        raise HarnessError(f"--server-model: {m}: no such folder")
 
 
-def sim_args(c: Candidate, card: str, model: str | None) -> list[str]:
+def top(a: Advice, k: int, server_kind: str = "sim") -> list[Candidate]:
+    """The K best by hit rate, the recommended configuration first; vLLM only takes lru device-only pools."""
+    pool = a.candidates
+    chosen: Candidate | None = a.recommendation.chosen
+    if server_kind == "vllm":
+        pool = [c for c in pool if _vllm_can(c)]
+        chosen = chosen if chosen is not None and _vllm_can(chosen) else None
+    rest = sorted(pool, key=lambda c: (-round(c.hit_rate, 4), c.modelled.ttft_ms["mean"]))
+    head = [chosen] if chosen is not None else []
+    return [*head, *[c for c in rest if c is not chosen]][:k]
+
+
+def _vllm_can(c: Candidate) -> bool:
+    return c.config.policy == "lru" and c.config.host_ratio == 0 and not c.config.storage
+
+
+def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
+    """The candidate as server flags (SGLang's; the sim takes the same). `unit_tokens`: tokens per pool
+    unit on the live server (a block trace's pool is in blocks)."""
     cfg = c.config
-    args = ["--card-profile", card, "--time-scale", str(TIME_SCALE), "--enable-cache-report"]
-    args += ["--max-total-tokens", str(cfg.pool), "--radix-eviction-policy", cfg.policy]
+    tokens = cfg.pool * unit_tokens
+    if server_kind == "vllm":
+        return [
+            "--num-gpu-blocks-override",
+            str(math.ceil(tokens / VLLM_BLOCK)),
+            "--block-size",
+            str(VLLM_BLOCK),
+        ]
+    args = ["--enable-cache-report", "--max-total-tokens", str(tokens), "--radix-eviction-policy", cfg.policy]
     if cfg.policy_config:
         args += ["--radix-eviction-policy-config", json.dumps(dict(cfg.policy_config))]
     if cfg.host_ratio > 0:
         args += ["--enable-hierarchical-cache", "--hicache-ratio", f"{cfg.host_ratio:g}"]
         args += ["--hicache-write-policy", cfg.write_policy]
-    if model:
-        args += ["--model-path", model]
+        if cfg.storage:
+            args += ["--hicache-storage-backend", cfg.storage]
     return args
 
 
-def measure(spec_path: Path, c: Candidate, card: str, model: str | None, work: Path) -> float:
-    from harness.capture import read_jsonl
-    from harness.servers.process import ServerProcess
-    from harness.spec import load_spec
-    from harness.spec.servers import ServerProfile
-    from harness.sweep.bench import run_points
+def _options(launch: Launch, capture: Path) -> Any:
+    from harness.sweep.plan import BenchOptions
 
-    spec = load_spec(spec_path)
-    profile = ServerProfile(name="advise-sim", launch="sim", args=tuple(sim_args(c, card, model)))
-    server = ServerProcess(profile, work / "server")
-    (work / "server").mkdir(parents=True, exist_ok=True)
-    server.start()
-    try:
-        cap = work / "cap"
-        rec = run_points(
-            spec, base_url=server.base_url, server_name="sim", node="n", capture_root=cap, seeds=[0]
-        )[0]
-        status = rec.status if hasattr(rec, "status") else rec.get("status")
-        if status != "ok":
-            raise HarnessError(f"--confirm: {c.label()}: the live run ended {status}")
-        point = next((cap / "n" / spec.name / "sim").glob("**/requests.jsonl"))
-        rows, _bad = read_jsonl(point)
-    finally:
-        server.stop()
+    python = launch.sglang_python
+    if launch.server_kind == "sglang-cpu":
+        from harness.servers.kind import sglang_cpu_python
+
+        python = sglang_cpu_python(python)
+    return BenchOptions(
+        node="advise",
+        capture=capture,
+        summaries=capture.parent / "summaries",
+        server_kind=launch.server_kind,
+        kind_reason="harness advise --confirm",
+        sglang_python=python,
+        model=launch.model,
+        retries=0,
+        time_scale=TIME_SCALE,
+        card_profile=launch.card,
+        quiet=True,
+        argv=["harness", "advise", "--confirm", str(launch.k)],
+    )
+
+
+def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work: Path) -> list[float | None]:
+    """Every candidate's server up in turn for the live point; the measured hit rate of each (None: its
+    run did not end ok)."""
+    from harness.capture import point_dir
+    from harness.capture.redact import spec_redactor
+    from harness.sweep.bench import run_plans
+    from harness.sweep.plan import plan_experiment
+
+    launch_as = "vllm" if launch.server_kind == "vllm" else "sglang"
+    servers = []
+    for i, c in enumerate(cands, 1):
+        args = server_args(c, live.unit_tokens, launch.server_kind)
+        if launch.server_kind == "sim" and launch.model:
+            args += [
+                "--served-model-name",
+                live.spec.model,
+            ]  # the sim models --model; requests name the spec's
+        servers.append({"name": f"candidate-{i}", "launch": launch_as, "args": args})
+    spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
+    opts = _options(launch, work / "cap")
+    plan = plan_experiment(spec, opts)
+    for sp in plan.servers:
+        sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
+        if launch.server_kind == "sim" and launch.model:
+            sp.model = launch.model
+    outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
+    if outcome.server_failures:
+        raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
+    out: list[float | None] = []
+    for sp in plan.servers:
+        item = sp.points[0]
+        if outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") != "ok":
+            out.append(None)
+            continue
+        pdir = point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name)
+        out.append(measured_hit_rate(pdir))
+    return out
+
+
+def measured_hit_rate(pdir: Path) -> float:
+    """Cached over prompt tokens of the requests the server answered (warm-up left out)."""
+    from harness.capture import REQUESTS, read_jsonl
+
+    rows, _bad = read_jsonl(pdir / REQUESTS)
+    rows = [r for r in rows if not r.get("warmup")]
     prompt = sum(r.get("prompt_tokens") or 0 for r in rows)
     cached = sum(r.get("cached_tokens") or 0 for r in rows)
     return cached / prompt if prompt else 0.0
 
 
-def confirm(
-    spec_path: Path, a: Advice, k: int, card: str, model: str | None, keep: Path | None = None
-) -> list[dict]:
-    """`keep`: the folder for each candidate's server log and capture (kept, as a run's are); else a
-    temporary one."""
-    out = []
+def confirm(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> list[dict]:
+    """`keep`: the folder for the servers' logs and the captures (kept, as a run's are); else a temporary
+    one."""
+    cands = top(a, launch.k, launch.server_kind)
+    if not cands:
+        raise HarnessError(
+            f"--confirm: no candidate runs on {launch.server_kind} (vLLM: lru device pools only)"
+        )
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
         root = keep if keep is not None else Path(tmp)
-        for i, c in enumerate(top(a, k)):
-            measured = measure(spec_path, c, card, model, root / f"candidate-{i + 1}")
-            out.append(
-                {
-                    "config": c.label(),
-                    "predicted_hit_rate": round(c.hit_rate, 6),
-                    "measured_hit_rate": round(measured, 6),
-                    "difference_points": round((measured - c.hit_rate) * 100, 3),
-                }
-            )
+        live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
+        measured = run_candidates(live, cands, launch, root)
+    out = []
+    for c, m in zip(cands, measured, strict=True):
+        out.append(
+            {
+                "config": c.label(),
+                "server_kind": launch.server_kind,
+                "predicted_hit_rate": round(c.hit_rate, 6),
+                "measured_hit_rate": None if m is None else round(m, 6),
+                "difference_points": None if m is None else round((m - c.hit_rate) * 100, 3),
+            }
+        )
     return out

@@ -3,7 +3,9 @@
 Pools: the current one, the card x model default (memory fraction), twice the larger (FP8 KV), and
 the one-pass curve's knee points (half, 3/4, 90% and all of the ceiling) where they lie between.
 Host ratios: 2x and 4x the device pool where the host memory holds them (`--host-memory`). Every policy replays device-only and with a write_through host tier; lru also
-with every write policy. tlru at two thresholds from the input's prompt lengths. All through
+with every write policy. tlru at two thresholds from the input's prompt lengths. L3 (`storage_configs`):
+lru behind the largest host tier, one per backend that loads a typical prompt faster than recomputing
+it (harness.advise.breakeven), at the recommended pool. All through
 `harness.whatif.replay.sweep` (SGLang 0.5.23's tree, `--mode exact`'s sibling: the server's own
 whole-node eviction).
 """
@@ -39,7 +41,8 @@ class Candidate:
         c = self.config
         pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in c.policy_config)})" if c.policy_config else "")
         host = f", host {c.host_ratio:g}x {c.write_policy}" if c.host_ratio > 0 else ""
-        return f"{pol}, pool {c.pool:,}{host}"
+        storage = f", storage {c.storage}" if c.storage else ""
+        return f"{pol}, pool {c.pool:,}{host}{storage}"
 
     def to_dict(self) -> dict:
         c = self.config
@@ -49,9 +52,11 @@ class Candidate:
             "pool": c.pool,
             "host_ratio": c.host_ratio,
             "write_policy": c.write_policy if c.host_ratio > 0 else None,
+            "storage_backend": c.storage or None,
             "predicted_hit_rate": round(self.hit_rate, 6),
             "device_hit_rate": round(self.result.device_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "host_hit_rate": round(self.result.host_hit_tokens / max(self.result.prompt_tokens, 1), 6),
+            "storage_hit_rate": round(self.result.storage_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "modelled": self.modelled.to_dict(),
             "replay_seconds": round(self.result.seconds, 3),
         }
@@ -105,6 +110,18 @@ def build(
                 for w in WRITE_POLICIES if pol == "lru" else ("write_through",):
                     out.append(Config(pol, pool, ratio, w, policy_config=pc))
     return out
+
+
+def storage_configs(
+    trace: Trace, pool: int, profile: CardProfile, host_memory_gb: float | None, backends: tuple[str, ...]
+) -> list[Config]:
+    """L3 behind the largest host tier that fits at `pool` (lru, write_through: SGLang writes to L3 what
+    the host tier backed up), one per backend. An L3 replay runs the whole engine (~20x a tree replay), so
+    advise tries them at the recommended pool only."""
+    ratios = host_ratios(pool, trace.unit, profile, host_memory_gb)
+    if not ratios:
+        return []
+    return [Config("lru", pool, max(ratios), "write_through", storage=b) for b in backends]
 
 
 def run(

@@ -7,7 +7,9 @@ import math
 from pathlib import Path
 
 from harness.advise.advice import Advice
-from harness.advise.markdown import CAND_HEAD, candidates_rows
+from harness.advise.breakeven import slower_than_recompute
+from harness.advise.breakeven import table as breakeven_table
+from harness.advise.markdown import CAND_HEAD, candidates_rows, confirmed_row
 from harness.report.html_page import CSP, _asset, esc
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 340, 56, 40, 16, 24
@@ -101,25 +103,12 @@ def render(a: Advice) -> str:
         ["whole input", f"{ws.overall:,}"] + ([f"{ws.overall * a.unit_tokens:,}"] if blocks else [])
     )
     ws_head = ["window", a.unit] + (["tokens"] if blocks else [])
-    be_rows = [
-        [
-            t.tier,
-            f"{t.tokens:,}",
-            f"{t.recompute_ms:.2f}",
-            f"{t.load_ms:.2f}",
-            "yes" if t.pays else "no: slower",
-        ]
-        for rows in a.breakeven.values()
-        for t in rows
-    ]
+    be_head, be_rows = breakeven_table(a.breakeven)
     confirmed = ""
     if a.confirmed:
         confirmed = "<h2>Confirmed live</h2>" + _table(
-            ["configuration", "predicted", "measured"],
-            [
-                [c["config"], f"{c['predicted_hit_rate']:.1%}", f"{c['measured_hit_rate']:.1%}"]
-                for c in a.confirmed
-            ],
+            ["configuration", "server", "predicted", "measured", "difference"],
+            [confirmed_row(c) for c in a.confirmed],
         )
     body = (
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"
@@ -132,8 +121,9 @@ def render(a: Advice) -> str:
         f"<h2>Working set</h2>{_table(ws_head, ws_rows)}"
         f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
         "prefix-stable.</p>"
-        f"<h2>Break-even per tier</h2>{_table(['tier', 'tokens', 'recompute ms', 'load ms', 'load pays'], be_rows)}"
-        f"{confirmed}"
+        f"<h2>Break-even per tier</h2>{_table(be_head, be_rows)}"
+        + "".join(f"<p>{esc(line)}</p>" for line in slower_than_recompute(a.breakeven))
+        + confirmed
     )
     return (
         "<!DOCTYPE html>\n"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.breakeven import slower_than_recompute
 
 
 def to_dict(a: Advice) -> dict:
@@ -29,6 +30,7 @@ def to_dict(a: Advice) -> dict:
         "working_set": a.working_set.to_dict(),
         "candidates": [c.to_dict() for c in ranked],
         "breakeven": {tier: [t.to_dict() for t in rows] for tier, rows in a.breakeven.items()},
+        "slower_than_recompute": slower_than_recompute(a.breakeven),
         "recommendation": a.recommendation.to_dict(),
         "confirmed": a.confirmed,
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.breakeven import slower_than_recompute
+from harness.advise.breakeven import table as breakeven_table
 
 
 def _pct(x: float) -> str:
@@ -27,6 +29,18 @@ def candidates_rows(a: Advice, top: int = 15) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def confirmed_row(c: dict) -> list[str]:
+    """One --confirm result: a run that did not end ok shows as such, not as 0%."""
+    m = c["measured_hit_rate"]
+    return [
+        c["config"],
+        c.get("server_kind", "sim"),
+        _pct(c["predicted_hit_rate"]),
+        "run failed" if m is None else _pct(m),
+        "-" if m is None else f"{(m - c['predicted_hit_rate']) * 100:+.2f} pt",
+    ]
 
 
 CAND_HEAD = ["configuration", "hit rate", "TTFT p50 ms", "TTFT p99 ms", "req/s", "goodput req/s"]
@@ -90,30 +104,22 @@ def render(a: Advice) -> str:
     out += ["| " + " | ".join(row) + " |" for row in candidates_rows(a)]
     out += [
         "",
-        "## Break-even per tier",
+        "## Break-even per tier (load from the tier vs recompute, ms)",
         "",
-        "| tier | tokens | recompute ms | load ms | load pays |",
-        "|---|---|---|---|---|",
     ]
-    for rows in a.breakeven.values():
-        out += [
-            f"| {t.tier} | {t.tokens:,} | {t.recompute_ms:.2f} | {t.load_ms:.2f} | "
-            f"{'yes' if t.pays else 'no: slower than recomputing'} |"
-            for t in rows
-        ]
+    head, rows = breakeven_table(a.breakeven)
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    out += ["", *[f"- {line}" for line in slower_than_recompute(a.breakeven)]]
     if a.confirmed:
         out += [
             "",
             "## Confirmed live",
             "",
-            "| configuration | predicted | measured | difference |",
-            "|---|---|---|---|",
+            "| configuration | server | predicted | measured | difference |",
+            "|---|---|---|---|---|",
         ]
-        out += [
-            f"| {c['config']} | {_pct(c['predicted_hit_rate'])} | {_pct(c['measured_hit_rate'])} | "
-            f"{(c['measured_hit_rate'] - c['predicted_hit_rate']) * 100:+.2f} pt |"
-            for c in a.confirmed
-        ]
+        out += [f"| {' | '.join(confirmed_row(c))} |" for c in a.confirmed]
     if a.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in a.notes]
     return "\n".join(out) + "\n"

@@ -55,6 +55,7 @@ class Recommendation:
             "pool": c.pool,
             "host_ratio": c.host_ratio,
             "write_policy": c.write_policy if c.host_ratio > 0 else None,
+            "storage_backend": c.storage or None,
             "steps": [s.to_dict() for s in self.steps],
             "notes": self.notes,
         }
@@ -73,6 +74,7 @@ def _best(cands: list[Candidate]) -> Candidate:
             round(c.hit_rate, 4),
             -c.config.pool,
             -c.config.host_ratio,
+            not c.config.storage,
             c.config.policy == "lru",
             c.config.write_policy == "write_through",
         ),
@@ -89,12 +91,15 @@ def recommend(
     ws: WorkingSet,
     unit_name: str,
     no_host: str = "no host ratio fits the host memory",
+    slow_storage: tuple[str, ...] = (),
+    typical_tokens: int = 0,
 ) -> Recommendation:
     def pick(policy: str | None = "lru", pool: int | None = None, host: bool | None = None, write=None):
         return [
             c
             for c in cands
-            if (policy is None or (c.config.policy == policy))
+            if not c.config.storage
+            and (policy is None or (c.config.policy == policy))
             and (pool is None or c.config.pool == pool)
             and (host is None or (c.config.host_ratio > 0) == host)
             and (write is None or c.config.host_ratio == 0 or c.config.write_policy == write)
@@ -171,13 +176,21 @@ def recommend(
             )
     else:
         headline = f"HiCache not evaluated: {no_host}"
-    notes.append("storage tier (HiCache L3): not modelled by the sim yet; no recommendation either way")
+    before_l3 = here
+    here = _storage_step(cands, here, steps, notes, slow_storage, typical_tokens)
+    if here is not before_l3 and not hicache:  # the host tier alone did not pay, with L3 behind it it does
+        hicache = True
+        headline = (
+            f"HiCache pays with a storage tier: hit rate {_pct(before_l3.hit_rate)} -> {_pct(here.hit_rate)}, "
+            f"modelled TTFT mean {before_l3.modelled.ttft_ms['mean']:.0f} -> {here.modelled.ttft_ms['mean']:.0f} ms"
+        )
     # eviction policy last
     same = [
         c
         for c in cands
         if c.config.pool == here.config.pool
         and c.config.host_ratio == here.config.host_ratio
+        and c.config.storage == here.config.storage
         and (c.config.host_ratio == 0 or c.config.write_policy == here.config.write_policy)
     ]
     best_pol = _best(same)
@@ -194,3 +207,50 @@ def recommend(
     if not steps:
         notes.insert(0, "no change pays: every candidate is within one point of the current configuration")
     return Recommendation(hicache, headline, here, baseline, steps, notes)
+
+
+def _storage_step(
+    cands: list[Candidate],
+    here: Candidate,
+    steps: list[Step],
+    notes: list[str],
+    slow: tuple[str, ...],
+    typical_tokens: int,
+) -> Candidate:
+    """HiCache L3 behind the host tier: a step when it pays on this one instance, else a note that it pays
+    only when instances should share (each reads the pages the others wrote); slow backends named."""
+    if slow:
+        notes.append(
+            f"storage backends slower than recomputing a typical prompt ({typical_tokens:,} tokens) on this card: "
+            f"{', '.join(slow)}; not tried"
+        )
+    tried = [c for c in cands if c.config.storage]
+    stored = [c for c in tried if c.config.pool == here.config.pool]
+    if not stored:
+        if tried:
+            pools = ", ".join(f"{p:,}" for p in sorted({c.config.pool for c in tried}))
+            best_any = max(tried, key=lambda c: c.hit_rate)
+            notes.append(
+                f"storage tier (HiCache L3): tried at pools {pools}, not at {here.config.pool:,}; best there "
+                f"{best_any.label()} at {_pct(best_any.hit_rate)}"
+            )
+        return here
+    best = max(stored, key=lambda c: (round(c.hit_rate, 4), -c.modelled.ttft_ms["mean"]))
+    if _pays(here, best):
+        steps.append(
+            Step(
+                f"storage tier (HiCache L3, {best.config.storage}) behind the host tier; instances that should "
+                "share prefixes point at one store",
+                f"the host tier ({best.config.host_ratio:g}x) evicts prefixes that come back; L3 keeps what it "
+                f"backed up: {best.result.storage_hit_tokens:,} prompt tokens come back from storage",
+                here,
+                best,
+            )
+        )
+        return best
+    notes.append(
+        f"storage tier (HiCache L3, best {best.config.storage}): on one instance the hit rate moves "
+        f"{_pct(here.hit_rate)} -> {_pct(best.hit_rate)}, too little to pay; it pays when instances should "
+        "share, each reading the pages the others wrote"
+    )
+    return here

@@ -36,7 +36,27 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--curve-at", default="", help="pool sizes the curve must include exactly, comma list")
     p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
     p.add_argument("--workers", type=int, default=None, help="processes for the grid (default: all cores)")
-    p.add_argument("--confirm", type=int, default=0, help="launch the top K candidates on the sim, measure")
+    p.add_argument(
+        "--confirm", type=int, default=0, help="launch the top K candidates live (as bench does) and measure"
+    )
+    p.add_argument(
+        "--server-kind",
+        choices=("sim", "sglang", "sglang-cpu", "vllm"),
+        default="sim",
+        help="what --confirm launches (default sim; sglang-cpu: SGLang's own server on this CPU)",
+    )
+    p.add_argument(
+        "--sglang-python", metavar="PATH", help="the python of a venv with SGLang (as bench takes it)"
+    )
+    p.add_argument(
+        "--server-model", metavar="PATH", help="model SGLang/vLLM load for --confirm (default: --model)"
+    )
+    p.add_argument(
+        "--live-block-tokens",
+        type=int,
+        default=16,
+        help="--confirm on a Mooncake trace: tokens sent per hash id (default 16)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown")
     p.add_argument("--quiet", action="store_true", help="print only the headline")
     p.add_argument(
@@ -86,13 +106,19 @@ def parse_slo(text: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from harness.advise.advice import Options, advise, check, read
-    from harness.advise.confirm import check_confirm, confirm
+    from harness.advise.confirm import Launch, check_confirm, confirm
     from harness.advise.html import write_html
     from harness.advise.json_out import to_dict, write_json
     from harness.advise.markdown import render, write_markdown
 
-    if args.confirm < 0:
-        raise HarnessError(f"--confirm: {args.confirm} must be >= 0")
+    launch = Launch(
+        k=args.confirm,
+        server_kind=args.server_kind,
+        sglang_python=args.sglang_python,
+        model=args.server_model or args.model,
+        card=args.card,
+        block_tokens=args.live_block_tokens,
+    )
     opts = Options(
         card=args.card,
         model=args.model,
@@ -104,10 +130,10 @@ def run(args: argparse.Namespace) -> int:
         block_size=args.block_size,
     )
     profile = check(args.inputs, opts)
-    if args.confirm:
-        check_confirm(args.inputs, args.confirm)
+    check_confirm(args.inputs, launch)
     traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
+    failed = 0
     for path, trace in zip(args.inputs, traces, strict=True):
         a = advise(path, opts, profile, trace)
         out = None
@@ -116,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
             out.mkdir(parents=True, exist_ok=True)
         if args.confirm:
             keep = out / "confirm" if out is not None else None
-            a.confirmed = confirm(path, a, args.confirm, opts.card, opts.model, keep)
+            a.confirmed = confirm(path, a, launch, keep)
+            failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
         if out is not None:
             write_json(a, out / "advise.json")
             write_markdown(a, out / "advise.md")
@@ -127,4 +154,8 @@ def run(args: argparse.Namespace) -> int:
             print(a.recommendation.headline)
         else:
             sys.stdout.write(render(a))
-    return 0
+    if failed:
+        print(
+            f"--confirm: {failed} candidate run(s) did not end ok (see the confirm/ folder)", file=sys.stderr
+        )
+    return 1 if failed else 0

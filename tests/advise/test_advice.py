@@ -60,3 +60,12 @@ def test_thirty_two_prompts_outgrow_the_pool_so_hicache_pays(tmp_path):
     present = [i for i in order if i is not None]
     assert present == sorted(present)
     assert r.chosen.config.host_ratio > 0 and r.chosen.modelled.slo_attained is not None
+    # L3 behind the host tier, every backend (each loads a 2k prompt faster than an L4 recomputes it), at
+    # the recommended pool; on one instance it finds nothing the host tier does not, so it is a note
+    stored = [c for c in a.candidates if c.config.storage]
+    assert {c.config.storage for c in stored} == {"file", "mooncake", "hf3fs", "nixl"}
+    assert {c.config.pool for c in stored} == {r.chosen.config.pool}
+    assert all(c.config.host_ratio > 0 and c.result.prompt_tokens > 0 for c in stored)
+    (note,) = [n for n in r.notes if n.startswith("storage tier (HiCache L3")]
+    assert "it pays when instances should share" in note
+    assert not any("storage" in s.action for s in r.steps)

@@ -1,5 +1,5 @@
-"""`--confirm 2` on the sim: the top two candidates launched as `harness serve-sim` servers, the same spec
-sent, measured within 2 points of predicted."""
+"""`--confirm` on the sim: the top candidates launched through bench's plan and loop, the same spec, capture
+or trace sent, measured within 2 points of predicted."""
 
 from __future__ import annotations
 
@@ -10,9 +10,65 @@ import pytest
 from harness.cli import main
 from tests.helpers.specs import TIMEOUTS, shared_prefix, write_spec
 
-pytestmark = pytest.mark.slow  # starts two sim servers
+
+def _cand(policy="lru", pool=1000, ratio=0.0, storage="", policy_config=()):
+    from harness.advise.grid import Candidate
+    from harness.advise.physics import Modelled
+    from harness.whatif.grid import Config
+    from harness.whatif.replay import Result
+
+    cfg = Config(policy, pool, ratio, "write_through", storage=storage, policy_config=policy_config)
+    res = Result(cfg, 1, 100, 50, 50, 0, 100, 0, 0, 0, 0.0)
+    return Candidate(cfg, res, Modelled({"mean": 1.0, "p50": 1.0, "p99": 1.0}, 1.0, 1.0, None, None))
 
 
+def test_a_candidate_is_sglangs_flags_and_vllm_gets_its_pool_in_blocks():
+    from harness.advise.confirm import server_args
+
+    c = _cand("lru", 1500, 2.0, "file")
+    assert server_args(c, 1, "sglang-cpu") == [
+        "--enable-cache-report",
+        "--max-total-tokens",
+        "1500",
+        "--radix-eviction-policy",
+        "lru",
+        "--enable-hierarchical-cache",
+        "--hicache-ratio",
+        "2",
+        "--hicache-write-policy",
+        "write_through",
+        "--hicache-storage-backend",
+        "file",
+    ]
+    assert server_args(_cand(pool=40), 16, "sim")[1:3] == ["--max-total-tokens", "640"]  # 40 blocks x 16
+    assert server_args(_cand(pool=1000), 1, "vllm") == [
+        "--num-gpu-blocks-override",
+        "63",
+        "--block-size",
+        "16",
+    ]
+
+
+def test_vllm_takes_only_lru_device_pools():
+    from types import SimpleNamespace
+
+    from harness.advise.confirm import top
+
+    cands = [_cand("lru", 1000, 2.0), _cand("lfu", 1000), _cand("lru", 2000), _cand("lru", 500)]
+    a = SimpleNamespace(candidates=cands, recommendation=SimpleNamespace(chosen=cands[0]))
+    assert top(a, 2, "sim")[0] is cands[0]  # the recommended first
+    assert [c.config.pool for c in top(a, 3, "vllm")] == [2000, 500]  # no host tier, no lfu
+
+
+def test_a_candidate_whose_run_failed_reads_as_failed_not_as_zero():
+    from harness.advise.markdown import confirmed_row
+
+    row = {"config": "lru, pool 10", "server_kind": "sglang-cpu", "predicted_hit_rate": 0.5}
+    assert confirmed_row({**row, "measured_hit_rate": None})[3:] == ["run failed", "-"]
+    assert confirmed_row({**row, "measured_hit_rate": 0.49})[2:] == ["50.0%", "49.0%", "-1.00 pt"]
+
+
+@pytest.mark.slow  # starts three sim servers
 def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     wl = shared_prefix(
         groups=40, prompts_per_group=3, system_prompt_tokens=512, question_tokens=16, output_tokens=8
@@ -57,6 +113,55 @@ def test_confirm_two_measures_within_two_points(tmp_path, capsys):
         assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
         assert c["measured_hit_rate"] > 0.1  # the pool and the spec did share prefixes
     assert "Confirmed live" in (out / "advise.html").read_text()
-    # each candidate's server log and capture are kept beside the advice
-    assert len(list((out / "confirm").glob("candidate-*/cap/**/requests.jsonl"))) == 2
+    # each candidate's server log and capture are kept beside the advice, as bench lays them out
+    assert len(list((out / "confirm" / "cap" / "advise").glob("conf/candidate-*/**/requests.jsonl"))) == 2
+    assert {c["server_kind"] for c in conf} == {"sim"}
+
+    # a capture point of that run is an input too: its manifest's spec, at its point and seed, sent again
+    (point,) = [p.parent for p in (out / "confirm").glob("cap/advise/conf/candidate-1/*/requests.jsonl")]
+    again = tmp_path / "again"
+    argv = ["advise", str(point), "--card", "l4", "--host-memory", "0", "--workers", "1", "--confirm", "1"]
+    assert main([*argv, "-o", str(again), "--quiet"]) == 0
+    d2 = json.loads((again / "advise.json").read_text())
+    assert d2["pools"]["current"] == d["recommendation"]["pool"]  # the captured server's own pool
+    (c2,) = d2["confirmed"]
+    assert (
+        c2["measured_hit_rate"] > 0.1 and abs(c2["measured_hit_rate"] - c2["predicted_hit_rate"]) <= 0.02
+    ), c2
+    assert list((again / "confirm" / "cap" / "advise" / "conf").glob("candidate-1/*/requests.jsonl"))
+    capsys.readouterr()
+
+
+def _mooncake(path, n=48):
+    """Conversations that come back: 6 sessions of 8 turns, each turn one block longer than the last."""
+    lines = []
+    for turn in range(8):
+        for s in range(6):
+            ids = [s * 100 + b for b in range(turn + 2)]
+            lines.append(
+                json.dumps(
+                    {"hash_ids": ids, "input_length": len(ids) * 512, "output_length": 1, "timestamp": 0}
+                )
+            )
+    path.write_text("\n".join(lines[:n]) + "\n")
+    return path
+
+
+@pytest.mark.slow  # starts a sim server
+def test_confirm_on_a_mooncake_trace_replays_it_as_a_trace_workload(tmp_path, capsys):
+    trace = _mooncake(tmp_path / "conv.jsonl")
+    out = tmp_path / "out"
+    argv = ["advise", str(trace), "--card", "l4", "--pool", "20", "--host-memory", "64", "--workers", "1"]
+    rc = main([*argv, "--confirm", "1", "--live-block-tokens", "16", "-o", str(out), "--quiet"])
+    assert rc == 0
+    d = json.loads((out / "advise.json").read_text())
+    (c,) = d["confirmed"]
+    assert c["measured_hit_rate"] > 0.3
+    assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
+    live = (out / "confirm" / "live-spec.yaml").read_text()
+    assert "kind: trace" in live and "block_tokens: 16" in live and str(trace.resolve()) in live
+    # the pool in blocks is sent as tokens: 20 blocks x 16 tokens
+    argvs = json.loads((out / "confirm" / "cap" / "advise" / "advise-conv" / "manifest.json").read_text())
+    args = argvs["servers"]["candidate-1"]["args"]
+    assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 16)
     capsys.readouterr()

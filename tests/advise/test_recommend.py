@@ -14,9 +14,15 @@ PROMPT = 10_000
 
 
 def cand(
-    policy: str, pool: int, hit: float, ttft: float, ratio: float = 0.0, write: str = "write_through"
+    policy: str,
+    pool: int,
+    hit: float,
+    ttft: float,
+    ratio: float = 0.0,
+    write: str = "write_through",
+    storage: str = "",
 ) -> Candidate:
-    cfg = Config(policy, pool, ratio, write)
+    cfg = Config(policy, pool, ratio, write, storage=storage)
     res = Result(cfg, 10, PROMPT, int(hit * PROMPT), int(hit * PROMPT), 0, PROMPT, 0, 0, 0, 0.0)
     return Candidate(cfg, res, Modelled({"mean": ttft, "p50": ttft, "p99": ttft}, 1.0, 10.0, None, None))
 
@@ -57,3 +63,47 @@ def test_a_gain_that_slows_the_first_token_is_not_taken():
     cands = [cand("lru", 1000, 0.30, 100), cand("lru", 1000, 0.45, 130, ratio=2.0)]
     r = recommend(cands, 1000, ws(w5=5000), "tokens")
     assert not r.hicache and not r.steps
+
+
+def test_a_storage_tier_that_pays_is_its_own_step_after_the_host_tier_and_before_the_policy():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.50, 200, ratio=2.0),
+        cand("lru", 1000, 0.58, 180, ratio=2.0, storage="mooncake"),
+        cand("lru", 1000, 0.57, 185, ratio=2.0, storage="nixl"),
+        cand("slru", 1000, 0.70, 100, ratio=2.0),  # at the host tier without L3: not comparable, not taken
+    ]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens", slow_storage=("file",), typical_tokens=2048)
+    assert [s.action.split(" ")[0] for s in r.steps] == ["enable", "storage"]
+    assert "mooncake" in r.steps[1].action and r.chosen.config.storage == "mooncake"
+    assert r.to_dict()["storage_backend"] == "mooncake"
+    assert r.notes[0] == (
+        "storage backends slower than recomputing a typical prompt (2,048 tokens) on this card: file; not tried"
+    )
+
+
+def test_a_storage_tier_that_adds_nothing_on_one_instance_is_a_note_not_a_step():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.50, 200, ratio=2.0),
+        cand("lru", 1000, 0.503, 200, ratio=2.0, storage="file"),
+    ]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert [s.action.split(" ")[0] for s in r.steps] == ["enable"]
+    assert r.chosen.config.storage == ""
+    (note,) = [n for n in r.notes if n.startswith("storage tier")]
+    assert "50.0% -> 50.3%" in note and "instances should share" in note
+
+
+def test_when_only_l3_behind_the_host_tier_pays_the_headline_says_so():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.305, 300, ratio=2.0),  # the host tier alone: half a point
+        cand("lru", 1000, 0.45, 250, ratio=2.0, storage="hf3fs"),
+    ]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert r.hicache and [s.action.split(" ")[0] for s in r.steps] == ["storage"]
+    assert (
+        r.headline
+        == "HiCache pays with a storage tier: hit rate 30.0% -> 45.0%, modelled TTFT mean 300 -> 250 ms"
+    )

@@ -90,7 +90,16 @@ def test_writes_markdown_html_and_json_with_the_issue_keys(tmp_path, capsys):
         (["T", "--slo", "ttft=5"], "--slo: 'ttft=5': expected ttft_ms=N or tpot_ms=N"),
         (["T", "--slo", "ttft_ms=fast"], "--slo: ttft_ms: bad value 'fast'"),
         (["T", "--curve-at", "10,x"], "--curve-at: bad value 'x'"),
-        (["T", "--confirm", "2"], "--confirm 2: "),
+        (["T", "--confirm", "-1"], "--confirm: -1 must be >= 0"),
+        (
+            ["T", "--confirm", "1", "--server-kind", "sglang-cpu"],
+            "--server-model: --server-kind sglang-cpu loads",
+        ),
+        (
+            ["T", "--confirm", "1", "--server-kind", "sglang", "--server-model", "/nope/m"],
+            "--server-model: /nope/m: no such",
+        ),
+        (["T", "--confirm", "1", "--live-block-tokens", "0"], "--live-block-tokens: 0 must be positive"),
         (["BAD"], "bad.jsonl:2: hash_ids: expected a list of integers, got 'x'"),
     ],
 )
