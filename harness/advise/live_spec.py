@@ -8,13 +8,11 @@ the same file, one request at a time in file order, each hash id sent as `block_
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, Point, load_spec
 
 TIMEOUTS = {"connect": 10, "first_token": 300, "total": 600}
@@ -67,23 +65,10 @@ def _trace(path: Path, work: Path, block_tokens: int, advice_unit: int) -> LiveS
 
 
 def _capture(point_dir: Path) -> LiveSpec:
-    from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
-    from harness.spec import captured_spec, point_of
+    from harness.capture import REQUESTS, read_jsonl
+    from harness.whatif.captured import captured_point
 
-    manifest = next(
-        (d / MANIFEST for d in (point_dir, *point_dir.parents[:3]) if (d / MANIFEST).is_file()), None
-    )
-    if manifest is None:
-        raise HarnessError(f"{point_dir}: no {MANIFEST} in this folder or the three above it")
-    try:
-        kept = json.loads(manifest.read_text())
-    except (OSError, ValueError):
-        raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
-    spec = captured_spec(kept, str(manifest), files=True)
-    sweep: dict = {}
-    if (point_dir / POINT).is_file():
-        sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
-    point = point_of(spec, sweep) or spec.points()[0]
+    spec, point = captured_point(point_dir)
     rows, _bad = read_jsonl(point_dir / REQUESTS)
     seed = int(next((r.get("seed") for r in rows if r.get("seed") is not None), 0) or 0)
     return LiveSpec(spec, point, seed, 1)

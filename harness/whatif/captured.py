@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.whatif.trace import Trace, _prompt_ids, _request
+
+if TYPE_CHECKING:
+    from harness.spec import ExperimentSpec, Point
 
 SIM_ENGINE = "harness serve-sim"  # server_info's `engine` on the embedded sim
 
@@ -103,15 +106,11 @@ def _load_info(point_dir: Path) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
-def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
-    """A capture point: prompts rebuilt from the spec in the manifest (checked against the sha1 sent),
-    histories from the answers the server actually returned, requests in the order they were sent.
-    `info`: the server's server_info (default: the server folder's server_info.json)."""
-    from harness.capture import MANIFEST, POINT, REQUESTS, read_jsonl
+def captured_point(point_dir: Path) -> tuple[ExperimentSpec, Point]:
+    """The spec kept in a capture's manifest (this folder or up to three above) and the point this folder ran:
+    what `whatif` rebuilds and `advise --confirm` launches again."""
+    from harness.capture import MANIFEST, POINT
     from harness.spec import captured_spec, point_of
-    from harness.workloads import build_schedule
-    from harness.workloads.prompts import PromptBuilder, Turnout
-    from harness.workloads.tokenizers import load_prompt_maker
 
     manifest = next(
         (d / MANIFEST for d in (point_dir, *point_dir.parents[:3]) if (d / MANIFEST).is_file()), None
@@ -125,21 +124,33 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     except (OSError, ValueError, TypeError, AttributeError):
         raise HarnessError(f"{manifest}: spec: missing or unreadable") from None
     spec = captured_spec(kept, str(manifest), files=True)
+    sweep: dict[str, Any] = {}
+    if (point_dir / POINT).is_file():
+        sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
+    return spec, point_of(spec, sweep) or spec.points()[0]
+
+
+def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
+    """A capture point: prompts rebuilt from the spec in the manifest (checked against the sha1 sent),
+    histories from the answers the server actually returned, requests in the order they were sent.
+    `info`: the server's server_info (default: the server folder's server_info.json)."""
+    from harness.capture import REQUESTS, read_jsonl
+    from harness.workloads import build_schedule
+    from harness.workloads.prompts import PromptBuilder, Turnout
+    from harness.workloads.tokenizers import load_prompt_maker
+
+    spec, point = captured_point(point_dir)
     requests = point_dir / REQUESTS
     records, _bad = read_jsonl(requests)
     # what reached the server: not the warm-up, nor what was recorded as not sent
     records = [r for r in records if r.get("sent_mono") is not None and not r.get("warmup")]
     if not records:
         raise HarnessError(f"{requests}: no records")
-    sweep: dict[str, Any] = {}
-    if (point_dir / POINT).is_file():
-        sweep = json.loads((point_dir / POINT).read_text()).get("sweep") or {}
-    point = point_of(spec, sweep) or spec.points()[0]
     seed = int(records[0].get("seed") or 0)
     try:
         maker = load_prompt_maker(spec.tokenizer)  # the run's own tokenizer: the same prompts
     except HarnessError as e:
-        raise HarnessError(f"{manifest}: the run's prompts cannot be rebuilt: {e}") from None
+        raise HarnessError(f"{point_dir}: the run's prompts cannot be rebuilt: {e}") from None
     schedule = build_schedule(spec, point.workload, seed, maker)
     server = ServerIds(spec, info if info is not None else _load_info(point_dir), maker, requests)
     builder = PromptBuilder(schedule, spec.api)
