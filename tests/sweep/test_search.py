@@ -135,6 +135,21 @@ def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
     more = hic["best"] - gpu["best"]
     assert f"`hicache` took {more:g} more sessions than `gpu-only`" in report
     assert "### Capacity: the largest load that met the SLO" in report
+    # the summary's and the report's goodput on the sim is the search's: judged on the modelled clock
+    points = {(p["server"], p["point_key"]): p for p in s["points"]}
+    for server, res in (("gpu-only", gpu), ("hicache", hic)):
+        for pr in res["probes"]:
+            modelled = points[(server, f"sessions={pr['value']:g}")]["median"]["modelled"]
+            assert modelled["goodput"]["fraction"] == pytest.approx(pr["goodput"]), (server, pr)
+    over = next(pr for pr in gpu["probes"] if pr["status"] in ("over", "saturated"))
+    assert over["goodput"] < raw["search"]["goodput"]
+    header = next(ln for ln in report.splitlines() if ln.startswith("| server | point | TTFT p50 ms"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    row = next(
+        ln for ln in report.splitlines() if ln.startswith(f"| gpu-only | sessions={over['value']:g} |")
+    )
+    cells = dict(zip(cols, (c.strip() for c in row.strip("|").split("|")), strict=True))
+    assert cells["modelled goodput"] == f"{over['goodput'] * 100:.1f}", cells
 
 
 def _ok_probe(cap: Path, spec: Path, value: int, ttft_ms: float) -> None:
