@@ -28,7 +28,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from harness.fleet.config import load_fleet
-    from harness.fleet.units import plan_units
+    from harness.fleet.units import plan_units, progress_text
 
     fleet = load_fleet(args.fleet)
     units = plan_units(fleet)
@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
 
     for u in units:
         ok = u.ok_points(fleet.capture)
-        log(f"unit {u.key}: {len(u.points)} points in {len(u.specs)} specs, {ok} already ok")
+        owed = f"{len(u.points)} points" + (f" and {len(u.searches)} searches" if u.searches else "")
+        back = f"{ok} already ok" + (f", search: {u.searches_done(fleet.capture)} done" if u.searches else "")
+        log(f"unit {u.key}: {owed} in {len(u.specs)} specs, {back}")
     if args.dry_run:
         return 0
     try:
@@ -76,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             f"{a.host or '?'}{' lost' if a.error and a.exit_code is None else ''}" for a in r.attempts
         )
         log(
-            f"unit {r.node}/{r.server}: {r.status}, {r.points_ok}/{r.points_total} points ok"
+            f"unit {r.node}/{r.server}: {r.status}, "
+            + progress_text(r.points_ok, r.points_total, r.searches_done, r.searches_total)
             + (f", attempts: {tries}" if tries else "")
             + (f" ({r.reason})" if r.reason else "")
         )

@@ -51,6 +51,8 @@ class UnitResult:
     points_ok: int
     reason: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
+    searches_total: int = 0  # the unit's capacity searches (harness.sweep.search): no point count ahead
+    searches_done: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,11 +120,18 @@ class FleetRun:
 
     def _result(self, unit: Unit, status: str, reason: str | None, attempts: list[Attempt]) -> UnitResult:
         ok = unit.ok_points(self.fleet.capture)
+        searched = unit.searches_done(self.fleet.capture)
         if status == "done":
-            status = "ok" if ok == len(unit.points) else "incomplete"
+            status = "ok" if ok == len(unit.points) and searched == len(unit.searches) else "incomplete"
             if status == "incomplete":
-                reason = reason or f"{len(unit.points) - ok} points not ok after bench's own retries"
-        return UnitResult(unit.group.name, unit.server, status, len(unit.points), ok, reason, attempts)
+                short = [f"{len(unit.points) - ok} points not ok"] if ok < len(unit.points) else []
+                if searched < len(unit.searches):
+                    short.append(f"{len(unit.searches) - searched} searches not finished")
+                reason = reason or f"{' and '.join(short)} after bench's own retries"
+        n_pts, n_search = len(unit.points), len(unit.searches)
+        return UnitResult(
+            unit.group.name, unit.server, status, n_pts, ok, reason, attempts, n_search, searched
+        )
 
     def _unit(self, unit: Unit) -> UnitResult:
         import ray
@@ -130,7 +139,7 @@ class FleetRun:
         cap = self.fleet.capture
         if unit.complete(cap):
             self.log(
-                f"{unit.key}: all {len(unit.points)} points already ok in {cap / unit.group.name}: not sent"
+                f"{unit.key}: all already ok in {cap / unit.group.name} ({unit.progress(cap)}): not sent"
             )
             return self._result(unit, "complete-before", None, [])
         attempts: list[Attempt] = []
@@ -144,7 +153,7 @@ class FleetRun:
             attempts.append(att)
             with self.lock:
                 seed = unit.seed_tar(cap)
-                have = unit.ok_points(cap)
+                have = unit.progress(cap)
             payload = {
                 "node": unit.group.name,
                 "server": unit.server,
@@ -161,7 +170,7 @@ class FleetRun:
             if unit.group.resources:
                 opts["resources"] = dict(unit.group.resources)
             self.log(
-                f"{unit.key}: attempt {n}/{tries}: sent ({have}/{len(unit.points)} points already ok, "
+                f"{unit.key}: attempt {n}/{tries}: sent ({have} already, "
                 f"{len(seed)} bytes of capture with it)"
             )
             t0 = time.monotonic()

@@ -2,7 +2,9 @@
 
 A unit is one `harness bench --server NAME` on one node; splitting by profile lets two nodes of a group
 work in parallel and a lost node cost one profile's points. The resume decision reads the driver's
-capture: a unit whose every planned point has a point.json that says ok is not sent again.
+capture: a unit whose every planned point has a point.json that says ok is not sent again. A spec with
+`search:` owes no fixed points: its probes are chosen as the search goes (inside the node's bench, as
+harness.sweep.search runs them), so the unit owes "the search", done when the capture's probes end it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import fnmatch
 import glob
 import io
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.capture import MANIFEST, experiment_dir, point_name, server_dir
@@ -28,7 +30,8 @@ class Unit:
     group: NodeGroup
     server: str  # the profile's name after matrix expansion
     specs: list[ExperimentSpec]  # the group's specs that hold this profile
-    points: list[tuple[str, str]]  # (experiment, point name) in sweep order
+    points: list[tuple[str, str]]  # (experiment, point name) in sweep order; none for a search spec
+    searches: list[ExperimentSpec] = field(default_factory=list)  # the specs with `search:`
 
     @property
     def key(self) -> str:
@@ -44,8 +47,22 @@ class Unit:
             for exp, p in self.points
         )
 
+    def searches_done(self, capture: Path) -> int:
+        """Searches whose probes in the capture are all ok and leave no next value to probe."""
+        from harness.sweep.search import probe_values
+
+        return sum(probe_values(s, capture, self.group.name, self.server)[1] is None for s in self.searches)
+
     def complete(self, capture: Path) -> bool:
-        return self.ok_points(capture) == len(self.points)
+        return self.ok_points(capture) == len(self.points) and self.searches_done(capture) == len(
+            self.searches
+        )
+
+    def progress(self, capture: Path) -> str:
+        """What is back so far, in words: "3/4 points ok", "search: 0/1 done" or both."""
+        return progress_text(
+            self.ok_points(capture), len(self.points), self.searches_done(capture), len(self.searches)
+        )
 
     def seed_tar(self, capture: Path) -> bytes:
         """What the driver already holds of this unit (manifests, the server's folders), for the remote bench."""
@@ -88,8 +105,18 @@ def plan_units(fleet: FleetFile) -> list[Unit]:
             points = [
                 (spec.name, point_name(p.sweep, seed))
                 for spec in sspecs
+                if spec.search is None
                 for p in spec.points()
                 for seed in spec.seeds
             ]
-            units.append(Unit(group, server, sspecs, points))
+            searches = [s for s in sspecs if s.search is not None]
+            units.append(Unit(group, server, sspecs, points, searches))
     return units
+
+
+def progress_text(points_ok: int, points_total: int, searches_done: int, searches_total: int) -> str:
+    """ "3/4 points ok", "search: 1/1 done", or both joined: a search has no point count until it ends."""
+    parts = [f"{points_ok}/{points_total} points ok"] if points_total or not searches_total else []
+    if searches_total:
+        parts.append(f"search: {searches_done}/{searches_total} done")
+    return ", ".join(parts)

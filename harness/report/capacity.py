@@ -23,6 +23,8 @@ INTERVAL_COLUMNS: dict[str, tuple[str, Any]] = {
     "goodput.fraction": ("goodput", lambda v: f"{v:.3f}"),
     "modelled.ttft_ms.p50": ("modelled TTFT p50 ms", lambda v: f"{v:.0f}"),
     "modelled.output_tok_s": ("modelled output tok/s", lambda v: f"{v:.1f}"),
+    # a sim's goodput on the card's clock: what its capacity search judged (the wall-clock one is paced)
+    "modelled.goodput.fraction": ("modelled goodput", lambda v: f"{v:.3f}"),
 }
 KNOB_WORDS = {"concurrency": "concurrent requests", "request_rate": "req/s", "sessions": "sessions"}
 

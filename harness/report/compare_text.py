@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report.common import load_summary
-from harness.report.compare import LABELS, cell, check_figures, compare
+from harness.report.compare import INTERVAL_OF, LABELS, cell, check_figures, compare
 from harness.summary import Summary
 
 
@@ -24,10 +24,12 @@ def print_ratios(pa: Path, a: Summary, pb: Path, b: Summary, figures: list[str])
 
     rows = compare(a, b, figures)
     console = Console()
+    bare = [LABELS.get(f, f) for f in figures if f not in INTERVAL_OF]
     console.print(
         f"A = {pa} (node {a.get('node')}), B = {pb} (node {b.get('node')}); "
         "ratio = B / A (× ; < 1 means B is lower), hit rates A→B in %; "
-        "≈: the 95% seed intervals overlap (not a difference the seeds support)",
+        "≈: the 95% seed intervals overlap (not a difference the seeds support); no mark: they do not, "
+        "or a side has no interval (one ok seed" + (f"; none for {', '.join(bare)}" if bare else "") + ")",
         highlight=False,
     )
     if not rows:

@@ -206,18 +206,20 @@ def ab_findings(points: Points, servers: Servers) -> list[str]:
         gs = _join([str(g) for g, _, _ in same])
         g0, sa, sb = same[0]
         one = sa.n < 2 or sb.n < 2
-        why = (
-            "one seed each: no spread to judge a difference by"
+        equal = all(_ms(x.median) == _ms(y.median) for _, x, y in same)
+        head = (  # one seed: no seed spread and no interval, so nothing is stated either way
+            f"At {gs} groups `{a}` and `{b}` ran one seed each"
+            + (f", with the same {what}" if equal else f": too few to state a difference in {what}")
             if one
-            else "within the seed spread or 95 % interval (or 5 %)"
+            else f"At {gs} groups the two differ by less than the seed spread, the 95 % interval or 5 %"
         )
         out.append(
-            f"At {gs} groups the two are {why} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}"
+            f"{head} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}"
             + ("" if one else f", seeds {_ms_range(sa)}")
             + f"; `{b}` {_ms(sb.median)}"
             + ("" if one else f", seeds {_ms_range(sb)}")
             + ")"
-            + (": there it did not matter." if not one else ".")
+            + (f": there `{b}` did not matter." if not one else ".")
         )
     return out[:3] + _caveats(used, srvs, timings=True)[:1]
 
@@ -335,7 +337,9 @@ def hit_findings(points: Points, servers: Servers) -> list[str]:
             )
         elif any(s.n < 2 for _, s, _ in rows):
             vals = _join([f"`{n}` {_pct(s.median)}" for n, s, _ in rows])
-            out.append(f"{at}one seed only, so no spread to judge the difference by: {vals}.")
+            out.append(
+                f"{at}one seed each, too few to state a difference (no seed spread, no interval): {vals}."
+            )
         else:
             vals = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rows])
             out.append(

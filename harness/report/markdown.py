@@ -15,7 +15,7 @@ from harness.report import capacity, tables
 from harness.report.classes import traffic_tables
 from harness.report.common import as_points
 from harness.report.findings import experiment_findings
-from harness.report.latency import latency_table, slo_text
+from harness.report.latency import latency_table, modelled_goodput_note, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import Points, Servers, layout
 from harness.report.tiers import tier_lines
@@ -131,6 +131,7 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         lines += [
             "",
             f"Goodput: ok requests within every SLO ({slo} ms) per scheduled request."
+            + modelled_goodput_note(pts)
             if slo
             else "No `slo` in the spec: no goodput.",
         ]

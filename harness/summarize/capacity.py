@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.spec.search import SearchSpec
 from harness.summarize.latency import SLO_FIELDS
+from harness.summarize.modelled import on_card_time
 from harness.summary.search import SearchResult
 
 RATE_RESOLUTION = 0.05  # request_rate: the bracket closes when hi - lo <= 5% of lo
@@ -75,34 +76,9 @@ def _median(vals: Sequence[float | None]) -> float | None:
     return float(np.median(xs)) if xs else None
 
 
-def _on_card_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with TTFT, TPOT, E2E and the span on the sim's modelled clock when every ok row carries its
-    `sim_time` stamps (a sim at --time-scale X: its wall clock is not the card's); else the rows as they are."""
-    ok = [r for r in rows if r.get("ok")]
-    if not ok or not all(isinstance(r.get("sim_time"), dict) for r in ok):
-        return rows
-    out = []
-    for r in rows:
-        st = r.get("sim_time")
-        if not r.get("ok") or not isinstance(st, dict):  # a failed request: in no latency, off both clocks
-            out.append({**r, "scheduled_mono": None, "done_mono": None})
-            continue
-        stamps = [st.get(k) for k in ("arrival_s", "first_token_s", "finish_s")]
-        nums = [float(x) for x in stamps if isinstance(x, int | float) and not isinstance(x, bool)]
-        if len(nums) != 3:
-            return rows
-        a, f, e = nums
-        n = r.get("completion_tokens")
-        tpot = (e - f) / (n - 1) if isinstance(n, int) and n > 1 else None
-        out.append(
-            {**r, "ttft_s": f - a, "e2e_s": e - a, "tpot_s": tpot, "scheduled_mono": a, "done_mono": e}
-        )
-    return out
-
-
 def _seed_figures(s: SeedRun, search: SearchSpec) -> dict[str, Any]:
     """Goodput, each term's met fraction and percentile, throughput, TTFT p50 and queue growth of one seed."""
-    df = pd.DataFrame(_on_card_time(s.rows))
+    df = pd.DataFrame(on_card_time(s.rows))
     base = s.scheduled if s.scheduled else len(df)
     if df.empty or not base:
         return {}

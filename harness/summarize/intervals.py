@@ -34,10 +34,11 @@ FIGURES: dict[str, tuple[str, ...]] = {
     # a sim point's modelled card time (harness.summarize.modelled), what its report columns show
     "modelled.ttft_ms.p50": ("modelled", "ttft_ms", "p50"),
     "modelled.output_tok_s": ("modelled", "output_tok_s"),
+    "modelled.goodput.fraction": ("modelled", "goodput", "fraction"),
 }
 
 
-FRACTIONS = ("goodput.fraction",)
+FRACTIONS = ("goodput.fraction", "modelled.goodput.fraction")
 
 
 def t_quantile(df: int) -> float:

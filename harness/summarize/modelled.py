@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness import serverlog
+from harness.summarize.latency import goodput
 
 SOURCE_RECORDS = "sim virtual clock (request stamps)"
 SOURCE_LOG = "sim virtual clock (server log)"
@@ -77,6 +78,47 @@ def from_log(records: Iterable[serverlog.LogRecord]) -> dict[str, Any] | None:
     return figures(pd.DataFrame(out)) if out else None
 
 
+def on_card_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with TTFT, TPOT, E2E and the span on the sim's modelled clock when every ok row carries its
+    `sim_time` stamps (a sim at --time-scale X: its wall clock is not the card's); else the rows as they are."""
+    ok = [r for r in rows if r.get("ok")]
+    if not ok or not all(isinstance(r.get("sim_time"), dict) for r in ok):
+        return rows
+    out = []
+    for r in rows:
+        st = r.get("sim_time")
+        if not r.get("ok") or not isinstance(st, dict):  # a failed request: in no latency, off both clocks
+            out.append({**r, "scheduled_mono": None, "done_mono": None})
+            continue
+        stamps = [st.get(k) for k in ("arrival_s", "first_token_s", "finish_s")]
+        nums = [float(x) for x in stamps if isinstance(x, int | float) and not isinstance(x, bool)]
+        if len(nums) != 3:
+            return rows
+        a, f, e = nums
+        n = r.get("completion_tokens")
+        tpot = (e - f) / (n - 1) if isinstance(n, int) and n > 1 else None
+        out.append(
+            {**r, "ttft_s": f - a, "e2e_s": e - a, "tpot_s": tpot, "scheduled_mono": a, "done_mono": e}
+        )
+    return out
+
+
+def card_goodput(
+    rows: list[dict[str, Any]], slo: dict[str, float] | None, scheduled: int
+) -> dict[str, Any] | None:
+    """Goodput judged on the modelled clock (what a capacity search judges a sim probe by), in the shape of
+    the wall-clock one; None without an SLO or without every ok row's stamps."""
+    card = on_card_time(rows)
+    if not slo or card is rows:
+        return None
+    df = pd.DataFrame(card)
+    ok = df["ok"].fillna(False).astype(bool) if "ok" in df else pd.Series(False, index=df.index)
+    start = pd.to_numeric(df["scheduled_mono"], errors="coerce").min()
+    end = pd.to_numeric(df["done_mono"], errors="coerce").max()
+    span = float(end - start) if pd.notna(start) and pd.notna(end) and end > start else None
+    return goodput(df, ok, span, slo, scheduled)
+
+
 def overheads(records: Iterable[serverlog.LogRecord]) -> list[float]:
     """The fractions of the sim's warnings that wall-clock overhead passed 5 % of the paced step time."""
     return [float(r.fields["fraction"]) for r in records if r.kind == "sim_overhead"]
@@ -101,7 +143,9 @@ def point_modelled(
     warned that the machine could not keep the pace --time-scale asks for."""
     if not median:
         return None
-    block: dict[str, Any] = {k: median.get(k) for k in ("ttft_ms", "tpot_ms", "output_tok_s", "requests")}
+    block: dict[str, Any] = {
+        k: median.get(k) for k in ("ttft_ms", "tpot_ms", "output_tok_s", "requests", "goodput")
+    }
     block["source"] = " + ".join(sorted(set(sources))) or None
     block["wall_overhead_max"] = max(warned) if warned else None
     block["notes"] = []

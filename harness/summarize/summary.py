@@ -34,7 +34,7 @@ from harness.summarize.figures import (
     tz_shift,
 )
 from harness.summarize.intervals import seed_intervals
-from harness.summarize.modelled import point_modelled, seed_modelled
+from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
 from harness.summarize.tiers import tier_figures
@@ -237,6 +237,10 @@ def _summarize_point(
         mfig, msource, mwarned = seed_modelled(sc.requests, sliced[0] if sliced else None)
         if mfig is not None and msource is not None:
             fig["modelled"] = mfig
+            base = _goodput_base(sc)  # goodput on the card's clock too: what a capacity search judges by
+            mgood = card_goodput(sc.requests, slo, base if base is not None else len(sc.requests))
+            if mgood is not None:
+                mfig["goodput"] = mgood
             sources.append(msource)
         warned += mwarned
         window = point_window(sc)

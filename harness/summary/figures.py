@@ -63,6 +63,10 @@ class Modelled(Record):
     )
     output_tok_s: Num | None = Field(None, description="Σ completion tokens / (last finish − first arrival)")
     requests: Num | None = None
+    goodput: Goodput | None = Field(
+        None,
+        description="the spec `slo` judged on the modelled clock (what a capacity search judges a sim probe by); null without an `slo`",
+    )
     source: StrictStr | None = Field(
         None,
         description="`sim virtual clock (request stamps)`: the records' `sim_time`; `… (server log)`: the point's `Sim request finished` lines, for captures without them",

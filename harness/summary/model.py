@@ -165,7 +165,7 @@ class Point(Record):
     )
     interval: JsonObject = Field(
         default_factory=dict,
-        description="`{figure: [low, high]}`: the 95% Student-t interval of the mean over the same seeds, for TTFT p50/p99, TPOT, throughput, hit rate, goodput and a sim's modelled TTFT p50 and tok/s (2+ seeds, clipped to the figure's range; [capacity.md](capacity.md))",
+        description="`{figure: [low, high]}`: the 95% Student-t interval of the mean over the same seeds, for TTFT p50/p99, TPOT, throughput, hit rate, goodput and a sim's modelled TTFT p50, tok/s and goodput (2+ seeds, clipped to the figure's range; [capacity.md](capacity.md))",
     )
     telemetry: Telemetry | None = Field(None, description="over all seeds' samples")
     modelled: Modelled | None = Field(None, description="sim points only")

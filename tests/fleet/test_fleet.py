@@ -251,3 +251,49 @@ def test_reused_inode_is_not_taken_for_a_move(tmp_path: Path) -> None:
     assert (driver / "n/e/manifest.json").is_file()  # a data file is never deleted on the driver
     assert (driver / "n/e/server.log").read_bytes() == b"old line\n"
     assert (driver / "n/e/server.log.conflict-t").read_bytes() == b"new line\n"
+
+
+def _probe_ok(cap: Path, value: int) -> None:
+    """A search probe's point folder as bench leaves it: point.json ok, its requests well within the SLO."""
+    pdir = cap / "l4" / "capacity" / "s" / f"concurrency={value},seed=0"
+    pdir.mkdir(parents=True)
+    recs = [
+        {"ok": True, "ttft_s": 0.1, "e2e_s": 0.2, "completion_tokens": 4, "scheduled_mono": i / value}
+        for i in range(8)
+    ]
+    (pdir / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    point = {"status": "ok", "requests_scheduled": 8, "sweep": {"concurrency": value}, "seed": 0}
+    (pdir / "point.json").write_text(json.dumps(point))
+
+
+def test_a_search_spec_is_one_search_owed_not_a_point_count(tmp_path: Path, capsys) -> None:
+    """A `search:` spec's probes are chosen as it goes: the unit owes the search, done when the capture ends it."""
+    from harness.fleet.units import progress_text
+    from tests.helpers.specs import shared_prefix, write_spec
+
+    spec = write_spec(
+        tmp_path,
+        "capacity",
+        shared_prefix(groups=1, prompts_per_group=8),
+        tokenizer="word",
+        seeds=[0],
+        search={"knob": "concurrency", "lo": 2, "hi": 4, "slo": {"ttft_ms": 1000}},
+        servers=[{"name": "s", "launch": "sim"}],
+    )
+    cap = tmp_path / "cap"
+    fleet = f"capture: {cap}\nnodes:\n  - name: l4\n    specs: [{spec}]\n    server_kind: sim\n"
+    (unit,) = plan_units(load_fleet(f := _fleet(tmp_path, fleet)))
+    assert unit.points == [] and [s.name for s in unit.searches] == ["capacity"]
+    assert unit.progress(cap) == "search: 0/1 done" and not unit.complete(cap)
+    _probe_ok(cap, 2)  # passed: the search goes on to 4 (hi)
+    assert unit.searches_done(cap) == 0 and not unit.complete(cap)
+    _probe_ok(cap, 4)  # hi met the target: the search is over
+    assert unit.progress(cap) == "search: 1/1 done" and unit.complete(cap)
+    assert main(["fleet", str(f), "--dry-run"]) == 0
+    assert (
+        "unit l4/s: 0 points and 1 searches in 1 specs, 0 already ok, search: 1 done"
+        in capsys.readouterr().out
+    )
+    # what the fleet's closing lines say of a unit holding points, a search, or both
+    assert progress_text(3, 4, 0, 0) == "3/4 points ok"
+    assert progress_text(2, 2, 1, 2) == "2/2 points ok, search: 1/2 done"

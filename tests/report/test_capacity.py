@@ -101,6 +101,24 @@ def test_the_interval_table_puts_the_ci_beside_min_max_in_every_format() -> None
     assert "1100 [1000–1200] (CI 900–1300)" in page and "16: saturated" in page
 
 
+def test_a_sims_goodput_on_the_modelled_clock_is_its_own_column() -> None:
+    """Wall clock 100% on a paced sim, card clock 0.5: both tables show the modelled figure, labelled."""
+    pt = _point("gpu-only", 8, [1.0, 1.1, 1.2])
+    pt["median"] |= {"goodput": {"fraction": 1.0}, "modelled": {"goodput": {"fraction": 0.5}}}
+    pt["spread"] |= {"goodput": {"fraction": [1.0, 1.0]}, "modelled": {"goodput": {"fraction": [0.4, 0.6]}}}
+    pt["interval"] = {"goodput.fraction": [1.0, 1.0], "modelled.goodput.fraction": [0.25, 0.75]}
+    t = interval_table(parse_summary({**SUMMARY, "points": [pt]}).points)
+    assert t is not None and t.header[-2:] == ["goodput", "modelled goodput"]
+    assert t.texts()[0][-2:] == ["1.000 (CI 1.000–1.000)", "0.500 [0.400–0.600] (CI 0.250–0.750)"]
+    from harness.report.latency import latency_table
+
+    lines = latency_table([pt])
+    cols = [c.strip() for c in lines[0].strip("|").split("|")]
+    cells = dict(zip(cols, (c.strip() for c in lines[2].strip("|").split("|")), strict=True))
+    assert (cells["goodput"], cells["modelled goodput"]) == ("100.0", "50.0 (40.0–60.0)")
+    assert "modelled goodput" not in latency_table(SUMMARY["points"])[0]  # not a sim: no such column
+
+
 def test_no_search_and_one_seed_add_nothing() -> None:
     plain = {**SUMMARY, "experiments": {"cap": {"servers": {"gpu-only": {}}}}}
     one = [{**p, "interval": {}} for p in SUMMARY["points"]]

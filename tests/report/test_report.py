@@ -99,6 +99,10 @@ def test_compare_ratios(summary_file: Path, tmp_path: Path, capsys) -> None:
         ["gpu", "groups=4", "2.00×", "1.00×", "≈"],
         ["hicache", "groups=4", "(partial/partial)", "2.00×", "1.00×"],
     ]
+    # the legend says what no mark means: a difference outside the intervals, or no interval at all
+    assert "no mark: they do not, or a side has no interval (one ok seed)" in " ".join(out.split())
+    assert main(["compare", str(summary_file), str(other), "--figures", "ttft_median_s,itl_median_s"]) == 0
+    assert "(one ok seed; none for ITL p50)" in " ".join(capsys.readouterr().out.split())
 
 
 def test_compare_defaults_include_the_hit_rate_typos_exit_2_numeric_order(

@@ -87,3 +87,11 @@ def test_a_sim_points_modelled_figures_get_their_interval_too() -> None:
         [141 - 4.303 / math.sqrt(3), 141 + 4.303 / math.sqrt(3)]
     )
     assert iv["modelled.output_tok_s"] == [50.0, 50.0]
+
+
+def test_a_sims_modelled_goodput_has_its_interval_clipped_to_one() -> None:
+    figs = [{"modelled": {"goodput": {"fraction": f}}} for f in (1.0, 1.0, 0.7)]
+    iv = seed_intervals(figs)
+    assert set(iv) == {"modelled.goodput.fraction"}
+    low = 0.9 - 4.303 * float(np.std([1.0, 1.0, 0.7], ddof=1)) / math.sqrt(3)
+    assert iv["modelled.goodput.fraction"] == pytest.approx([low, 1.0])  # the mean + half-width is past 1

@@ -70,3 +70,26 @@ def test_point_block_and_note() -> None:
     assert block["wall_overhead_max"] == 0.5
     assert point_modelled(median, [SOURCE_RECORDS], [])["notes"] == []
     assert point_modelled(None, [], [0.3]) is None
+
+
+def test_goodput_on_the_modelled_clock_is_what_the_search_judges() -> None:
+    """Paced at --time-scale the wall clock meets a 100 ms TTFT bound for every request; on the card's
+    clock two of four first tokens come after 300 ms: goodput 0.5 there, as the search's probe says."""
+    from harness.spec.search import SearchSpec
+    from harness.summarize.capacity import SeedRun, measure_probe
+    from harness.summarize.modelled import card_goodput
+
+    rows = [
+        {**_row(0.0, first, first + 0.3, 4), "ttft_s": 0.01, "e2e_s": 0.02, "scheduled_mono": i}
+        for i, first in enumerate((0.05, 0.08, 0.3, 0.4))
+    ]
+    rows.append({**_row(0, 0, 0, 1, ok=False), "ttft_s": None})  # a failed request counts against it
+    slo = {"ttft_ms": 100.0}
+    good = card_goodput(rows, slo, scheduled=5)
+    assert good is not None and good["good"] == 2 and good["fraction"] == pytest.approx(0.4)
+    assert good["requests_per_s"] == pytest.approx(2 / 0.7)  # over the card's span: 0 to the last finish
+    probe = measure_probe(1, [SeedRun("ok", None, rows, 5)], SearchSpec("concurrency", 1, 2, slo))
+    assert probe.goodput == pytest.approx(good["fraction"])
+    assert card_goodput(rows, None, 5) is None  # no SLO: no goodput, never a made-up bound
+    plain = [{k: v for k, v in r.items() if k != "sim_time"} for r in rows]
+    assert card_goodput(plain, slo, 5) is None  # not a sim: no card clock

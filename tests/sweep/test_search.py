@@ -135,6 +135,21 @@ def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
     more = hic["best"] - gpu["best"]
     assert f"`hicache` took {more:g} more sessions than `gpu-only`" in report
     assert "### Capacity: the largest load that met the SLO" in report
+    # the summary's and the report's goodput on the sim is the search's: judged on the modelled clock
+    points = {(p["server"], p["point_key"]): p for p in s["points"]}
+    for server, res in (("gpu-only", gpu), ("hicache", hic)):
+        for pr in res["probes"]:
+            modelled = points[(server, f"sessions={pr['value']:g}")]["median"]["modelled"]
+            assert modelled["goodput"]["fraction"] == pytest.approx(pr["goodput"]), (server, pr)
+    over = next(pr for pr in gpu["probes"] if pr["status"] in ("over", "saturated"))
+    assert over["goodput"] < raw["search"]["goodput"]
+    header = next(ln for ln in report.splitlines() if ln.startswith("| server | point | TTFT p50 ms"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    row = next(
+        ln for ln in report.splitlines() if ln.startswith(f"| gpu-only | sessions={over['value']:g} |")
+    )
+    cells = dict(zip(cols, (c.strip() for c in row.strip("|").split("|")), strict=True))
+    assert cells["modelled goodput"] == f"{over['goodput'] * 100:.1f}", cells
 
 
 def _ok_probe(cap: Path, spec: Path, value: int, ttft_ms: float) -> None:
@@ -213,3 +228,55 @@ def test_a_failed_probe_is_failed_with_its_reason_not_over_the_slo(tmp_path):
     assert by[6]["reason"] == "point failed: http: 24"  # the point's own failure: 24 HTTP errors
     assert by[6]["goodput"] is None  # not judged against the SLO at all
     assert res["stopped"].startswith("failed at 6: point failed: ")
+
+
+# request_rate: open loop, constant arrivals, one request at a time (concurrency 1: the client's queue is the
+# server's). The loaded server then always sees one in flight, so each request is served in S = base +
+# per_request x 1 (+ a few ms of overhead: S' is measured, the TTFT p50 of the lowest, unqueued probe).
+# At rate r < 1/S' nothing waits: TTFT = S'. At r > 1/S' request k (from 0) is due at k/r and starts when
+# k - 1 ended, k S': it waits k (S' - 1/r), so TTFT_k = S' + k (S' - 1/r), growing through the run: the queue
+# never drains. Of N = 24 requests the median is the mean of k = 11 and 12, so p50 TTFT <= bound X iff
+# S' + 11.5 (S' - 1/r) <= X, and the largest rate meeting it is r* = 1 / (S' - (X - S') / 11.5): with
+# S' = 60 ms and X = 100 ms, 17.7 req/s (17.0 req/s with S' = 62 ms). At 24 req/s the last quarter's median
+# (k = 20.5) waits about 8x the first quarter's (k = 2.5): the doubling from 12 stops there, saturated.
+RATE_BASE_MS, RATE_PER_REQUEST_MS, RATE_BOUND_MS = 50, 10, 100
+
+
+@pytest.mark.slow
+def test_request_rate_search_finds_the_largest_rate_and_stops_at_a_queue_that_never_drains(tmp_path):
+    srv = ScriptServer(
+        LOADED_SERVER, "--base-ms", str(RATE_BASE_MS), "--per-request-ms", str(RATE_PER_REQUEST_MS)
+    )
+    try:
+        spec = _search_spec(
+            tmp_path,
+            knob="request_rate",
+            lo=12,
+            hi=24,
+            slo={"ttft_ms": RATE_BOUND_MS, "percentile": 50},
+        )
+        raw = yaml.safe_load(spec.read_text())
+        write_yaml(spec, {**raw, "concurrency": 1, "arrival": "constant"})
+        _run(spec, srv.url, tmp_path / "cap")
+        assert set(_stats(srv)["peaks"]) == {1}  # one in flight, always: the queue is the client's
+    finally:
+        srv.stop()
+    s = _summary(tmp_path / "cap", tmp_path / "sum")
+    res = s["experiments"]["capacity"]["servers"]["attached"]["search"]
+    assert res["knob"] == "request_rate" and res["complete"] is True, res
+    by = {p["value"]: p for p in res["probes"]}
+    # 12 req/s is below 1/S': unqueued, TTFT = S'
+    s_prime = by[12]["ttft_p50_s"]
+    assert RATE_BASE_MS + RATE_PER_REQUEST_MS <= s_prime * 1000 < RATE_BOUND_MS, by[12]
+    expected = 1 / (s_prime - (RATE_BOUND_MS / 1000 - s_prime) / 11.5)
+    # the doubling stopped at 24 as saturated (the queue grew through the run), not merely over the SLO
+    assert by[24]["status"] == "saturated" and "never drained" in by[24]["reason"], by[24]
+    assert "saturated" in res["stopped"]
+    # bisected down to the search's resolution: best passed, above did not, within 5% of each other ...
+    best, above = res["best"], res["above"]
+    assert by[best]["status"] == "pass" and by[above]["status"] in ("over", "saturated"), res
+    assert best < above <= best * 1.05 + 1e-9, res
+    # ... around the computed capacity (3% either side for the run's own jitter of a few ms per request)
+    assert best <= expected * 1.03 and above >= expected * 0.97, (expected, res)
+    assert all(p["status"] == "pass" for p in res["probes"] if p["value"] < best)
+    assert len(res["probes"]) <= 7, res
