@@ -7,7 +7,8 @@ by the arrival process (poisson, constant or gamma; seeded, on absolute times fr
 nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
 with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
-its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there.
+its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there. A
+session trace's later turn (Request.gap) is due its recorded gap after the previous answer was received.
 A failed turn ends its session: the remaining turns are recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
 as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
 the wait for a free slot under the cap (`slot_wait_s`) plus the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.protocol.lockstep:
@@ -309,6 +310,8 @@ class _Run:
         s.due = done_mono + think if (self.rate or think) else None
         if req.arrival is not None:
             s.due = self._trace_due(req, s.due if s.due is not None else done_mono)
+        elif req.gap is not None:  # a session trace: the recorded gap after this answer (no think time)
+            s.due = done_mono + req.gap
         self.queue.put(s, req.index, s.due)
 
     def _trace_due(self, req: Request, due: float | None) -> float | None:
@@ -346,7 +349,8 @@ class _Run:
             body = with_priority(body, req.priority)
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
         # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
-        rec.scheduled_mono = s.due if (self.rate or req.arrival is not None) and s.due is not None else 0.0
+        timed = self.rate or req.arrival is not None or req.gap is not None
+        rec.scheduled_mono = s.due if timed and s.due is not None else 0.0
         if rec.scheduled_mono:  # late_s = the wait for a free slot (the cap) + the client's own lateness
             rec.slot_wait_s = 0.0 if idle else max(0.0, taken - rec.scheduled_mono)
         res = self.res
@@ -400,6 +404,9 @@ class _Run:
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
+        after = len(s.history) + 1
+        if after < len(s.conv.turns) and (s.conv.turns[after].gap or 0.0) > 0:
+            think = True  # a session trace's recorded gap: the next turn is not sent at once either
         return ClientHint(
             concurrency=self.concurrency,
             seq=self.seq,
