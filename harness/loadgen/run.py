@@ -40,7 +40,7 @@ from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
-from harness.loadgen.sessions import Session
+from harness.loadgen.sessions import Session, trace_due
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
 from harness.spec import Timeouts
@@ -236,7 +236,7 @@ class _Run:
                 if s is not None:
                     s.offset, s.next_offset, s.due = offset, nxt, t0 + offset
             elif s is not None:
-                s.due = self._trace_due(conv.turns[0], None)
+                s.due = trace_due(conv.turns[0], self.t0, None, None)
             if s is not None:
                 self.queue.put(s, conv.turns[0].index, s.due)
         self._firsts = []
@@ -285,7 +285,7 @@ class _Run:
             self.sessions[conv.id] = s
             if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
                 self.timed = True
-                s.due = self._trace_due(first, None)
+                s.due = trace_due(first, self.t0, None, None)
             elif offset is not None:
                 s.offset, s.next_offset, s.due = offset, nxt, self.t0 + offset
             self.queue.put(s, first.index, s.due)
@@ -308,17 +308,9 @@ class _Run:
             return
         think = s.think(self.load.think_time, self.schedule.seed)
         s.due = done_mono + think if (self.rate or think) else None
-        if req.arrival is not None:
-            s.due = self._trace_due(req, s.due if s.due is not None else done_mono)
-        elif req.gap is not None:  # a session trace: the recorded gap after this answer (no think time)
-            s.due = done_mono + req.gap
+        if req.arrival is not None or req.gap is not None:
+            s.due = trace_due(req, self.t0, s.due if s.due is not None else done_mono, done_mono)
         self.queue.put(s, req.index, s.due)
-
-    def _trace_due(self, req: Request, due: float | None) -> float | None:
-        """A replayed trace's own send time (timestamps: honor), never before the previous turn allows."""
-        if req.arrival is None:
-            return due
-        return max(self.t0 + req.arrival, due if due is not None else 0.0)
 
     def _settle(self) -> None:
         """Every request accounted for: let the workers go."""
@@ -404,9 +396,8 @@ class _Run:
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
-        after = len(s.history) + 1
-        if after < len(s.conv.turns) and (s.conv.turns[after].gap or 0.0) > 0:
-            think = True  # a session trace's recorded gap: the next turn is not sent at once either
+        after = s.conv.turns[len(s.history) + 1 :][:1]  # a session trace's gap: not sent at once either
+        think = think or any((t.gap or 0.0) > 0 for t in after)
         return ClientHint(
             concurrency=self.concurrency,
             seq=self.seq,
