@@ -81,7 +81,7 @@ def bailian_line(path: Path, no: int, obj: dict) -> BailianLine:
     return BailianLine(obj["chat_id"], parent, obj["turn"], float(ts), n_in, out, tuple(ids))
 
 
-def _roots(lines: list[BailianLine]) -> list[int]:
+def session_roots(lines: list[BailianLine]) -> list[int]:
     """Each line's session root (a chat id): its parent links followed within the slice."""
     parent = {ln.chat_id: ln.parent_chat_id for ln in lines}
     out = []
@@ -106,7 +106,7 @@ def bailian_conversations(
     t0 = min(ln.timestamp_s for ln in lines)
     honor = wl.timestamps == "honor"
     sessions: dict[int, list[int]] = {}
-    for i, root in enumerate(_roots(lines)):
+    for i, root in enumerate(session_roots(lines)):
         sessions.setdefault(root, []).append(i)
     convs = []
     for c, members in enumerate(sessions.values()):
