@@ -45,7 +45,9 @@ def test_a_high_arrival_preempts_the_running_low_one(server: RunningSglang) -> N
     high = server.generate(list(range(2000, 2050)), max_new_tokens=4, priority=100)["meta_info"]
     t.join(300)
     last = events[-1]["meta_info"]
-    print("high:", high.get("num_retractions"), "low:", last.get("num_retractions"), last["completion_tokens"])
+    print(
+        "high:", high.get("num_retractions"), "low:", last.get("num_retractions"), last["completion_tokens"]
+    )
     assert high["num_retractions"] == 0 and high["completion_tokens"] == 4
     assert last["completion_tokens"] == 600 and last["finish_reason"]["type"] == "length"
     assert last["num_retractions"] == 1  # preempted once, then run again to its end
