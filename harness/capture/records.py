@@ -48,6 +48,7 @@ class RequestRecord:
     cached_device: int | None = None
     cached_host: int | None = None
     cached_storage: int | None = None  # SGLang's cached_tokens_details.storage (L3), when the server gives it
+    num_retractions: int | None = None  # SGLang's meta_info: times retracted or preempted, then run again
     expected_prompt_tokens: int | None = None  # what the generator built, per its tokenizer
     max_tokens: int | None = None
     finish_reason: str | None = None

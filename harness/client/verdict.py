@@ -37,6 +37,8 @@ def take_usage(rec: RequestRecord, st: StreamState) -> None:
             rec.cached_device = split.get("device")
             rec.cached_host = split.get("host")
             rec.cached_storage = split.get("storage")
+        if isinstance(u.get("num_retractions"), int):  # SGLang meta_info (/generate)
+            rec.num_retractions = u["num_retractions"]
     if isinstance(st.sim_time, dict):
         rec.sim_time = st.sim_time
     if isinstance(st.timings, dict) and st.timings:

@@ -7,7 +7,8 @@ by the arrival process (poisson, constant or gamma; seeded, on absolute times fr
 nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
 with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
-its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there.
+its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there. A
+session trace's later turn (Request.gap) is due its recorded gap after the previous answer was received.
 A failed turn ends its session: the remaining turns are recorded as skipped. `duration_s` stops sending after that long: requests not yet sent are recorded
 as not sent (time-limit); those in flight finish. Every record carries `late_s` = sent - scheduled,
 the wait for a free slot under the cap (`slot_wait_s`) plus the client's own lateness. Every request carries the X-Harness-Lockstep header (harness.protocol.lockstep:
@@ -39,7 +40,7 @@ from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
-from harness.loadgen.sessions import Session
+from harness.loadgen.sessions import Session, trace_due
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
 from harness.spec import Timeouts
@@ -235,7 +236,7 @@ class _Run:
                 if s is not None:
                     s.offset, s.next_offset, s.due = offset, nxt, t0 + offset
             elif s is not None:
-                s.due = self._trace_due(conv.turns[0], None)
+                s.due = trace_due(conv.turns[0], self.t0, None, None)
             if s is not None:
                 self.queue.put(s, conv.turns[0].index, s.due)
         self._firsts = []
@@ -284,7 +285,7 @@ class _Run:
             self.sessions[conv.id] = s
             if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
                 self.timed = True
-                s.due = self._trace_due(first, None)
+                s.due = trace_due(first, self.t0, None, None)
             elif offset is not None:
                 s.offset, s.next_offset, s.due = offset, nxt, self.t0 + offset
             self.queue.put(s, first.index, s.due)
@@ -307,15 +308,9 @@ class _Run:
             return
         think = s.think(self.load.think_time, self.schedule.seed)
         s.due = done_mono + think if (self.rate or think) else None
-        if req.arrival is not None:
-            s.due = self._trace_due(req, s.due if s.due is not None else done_mono)
+        if req.arrival is not None or req.gap is not None:
+            s.due = trace_due(req, self.t0, s.due if s.due is not None else done_mono, done_mono)
         self.queue.put(s, req.index, s.due)
-
-    def _trace_due(self, req: Request, due: float | None) -> float | None:
-        """A replayed trace's own send time (timestamps: honor), never before the previous turn allows."""
-        if req.arrival is None:
-            return due
-        return max(self.t0 + req.arrival, due if due is not None else 0.0)
 
     def _settle(self) -> None:
         """Every request accounted for: let the workers go."""
@@ -346,7 +341,8 @@ class _Run:
             body = with_priority(body, req.priority)
         # with a rate TTFT starts at the due time (so building the prompt late is the client's lateness);
         # a closed loop has no schedule: stream_request starts TTFT at the send (late_s 0)
-        rec.scheduled_mono = s.due if (self.rate or req.arrival is not None) and s.due is not None else 0.0
+        timed = self.rate or req.arrival is not None or req.gap is not None
+        rec.scheduled_mono = s.due if timed and s.due is not None else 0.0
         if rec.scheduled_mono:  # late_s = the wait for a free slot (the cap) + the client's own lateness
             rec.slot_wait_s = 0.0 if idle else max(0.0, taken - rec.scheduled_mono)
         res = self.res
@@ -400,6 +396,8 @@ class _Run:
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
+        after = s.conv.turns[len(s.history) + 1 :][:1]  # a session trace's gap: not sent at once either
+        think = think or any((t.gap or 0.0) > 0 for t in after)
         return ClientHint(
             concurrency=self.concurrency,
             seq=self.seq,

@@ -67,3 +67,14 @@ class Session:
             self.rng = random.Random(f"think:{seed}:{self.conv.id}")
         self.think_s = draw_think(think, self.rng)
         return self.think_s
+
+
+def trace_due(req: Request, t0: float, due: float | None, answered: float | None) -> float | None:
+    """A replayed trace's own send time (timestamps: honor): a session trace's later turn its recorded
+    gap after the previous answer was received; else its time from the run start `t0`, never before the
+    previous turn allows (`due`)."""
+    if req.gap is not None and answered is not None:
+        return answered + req.gap
+    if req.arrival is None:
+        return due
+    return max(t0 + req.arrival, due if due is not None else 0.0)

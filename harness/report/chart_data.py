@@ -185,14 +185,17 @@ def hit_rate_by(exp: str, nodes: NodePoints, by: str) -> Chart | None:
     if not series:
         return None
     what = "turn (1 = first request of each session)" if by == "turn" else "use of a prefix (1 = first use)"
+    agent = by == "turn" and all(p.workload_kind == "agent" for _, pts in nodes for p in pts)
+    if agent:  # an agent's `turn` is its step depth: the earlier exchanges its context holds
+        what, by = "step depth (0 = a session's first step)", "step depth"
     return {
         "id": "",
-        "kind": f"hit-rate-{by}",
+        "kind": "hit-rate-turn" if agent else f"hit-rate-{by}",
         "title": f"{exp}: prefix-cache hit rate (cached / prompt tokens) per {by} (whiskers: min–max over seeds)",
         "x_label": what,
         "y_label": "hit rate (%)",
         "x_log": False,
-        "x": [float(k + 1) for k in keys],
+        "x": [float(k if agent else k + 1) for k in keys],
         "series": series,
     }
 

@@ -175,6 +175,7 @@ def hit_rate_per_turn(summary: Any, exp: str, points: Points, path: Path) -> Pat
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn = False
     multi = len({p.point_key for p in pts_}) > 1
+    agent = bool(pts_) and all(p.workload_kind == "agent" for p in pts_)  # `turn` is the step depth
     for p in sorted(pts_, key=lambda p: (p.server, p.point_key)):
         by_turn = p.median.hit_rate_usage_by_turn or {}
         pts = sorted((int(t), v) for t, v in by_turn.items() if isinstance(v, int | float))
@@ -186,13 +187,13 @@ def hit_rate_per_turn(summary: Any, exp: str, points: Points, path: Path) -> Pat
             label += f" {p.point_key}"
         if p.status != "ok":
             label += f" [{p.status}]"
-        ax.plot([t + 1 for t, _ in pts], [v * 100 for _, v in pts], marker="o", label=label)
+        ax.plot([t if agent else t + 1 for t, _ in pts], [v * 100 for _, v in pts], marker="o", label=label)
         drawn = True
     ax.set_ylim(0, 100)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     labels = (
-        f"{exp}: prefix-cache hit rate per turn",
-        "turn (1 = first request of each session)",
+        f"{exp}: prefix-cache hit rate per {'step depth' if agent else 'turn'}",
+        "step depth (0 = a session's first step)" if agent else "turn (1 = first request of each session)",
         "hit rate: cached / prompt tokens (%)",
     )
     return _finish(fig, ax, drawn, s, exp, path, labels)

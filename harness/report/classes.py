@@ -1,5 +1,6 @@
 """The traffic tables of a report: hit rate and TTFT per priority class (the spec's `priorities:`) and per
-prompt-length bucket (tlru's question: does a policy cut the tail TTFT of long conversations?).
+prompt-length bucket (tlru's question: does a policy cut the tail TTFT of long conversations?); for an
+agent workload, per step depth, and the length buckets are named for what they are there: context length.
 
 One row per point x key, medians over seeds, so policies (servers) sit beside each other per key.
 """
@@ -34,7 +35,7 @@ def _split(points: list[Point], name: str, kind: str, title: str, first: str) ->
         m = p.median
         hits = getattr(m, f"hit_rate_usage_by_{name}") or {}
         for k in hits:
-            by_key.append((int(k) if name == "length" else k, p, k))
+            by_key.append((int(k) if name in ("length", "step_depth") else k, p, k))
     if not by_key:
         return None
     by_key.sort(key=lambda t: (t[0], t[1].point_key, point_order(t[1])))
@@ -60,8 +61,12 @@ def _split(points: list[Point], name: str, kind: str, title: str, first: str) ->
 def traffic_tables(points: Iterable[Point | Mapping[str, Any]]) -> list[Table]:
     """The per-class table (points whose records carried a class) and the per-length-bucket table."""
     pts = as_points(points)
+    agent = bool(pts) and all(p.workload_kind == "agent" for p in pts)
     out = [
         _split(pts, "class", "classes", "By priority class", "class"),
-        _split(pts, "length", "lengths", "By prompt length (tokens)", "prompt tokens"),
+        _split(pts, "step_depth", "depths", "By step depth (earlier exchanges in the context)", "step depth"),
+        _split(pts, "length", "lengths", "By context length (tokens)", "context tokens")
+        if agent
+        else _split(pts, "length", "lengths", "By prompt length (tokens)", "prompt tokens"),
     ]
     return [t for t in out if t is not None]

@@ -242,7 +242,8 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
     multi = len({p.point_key for p in pts}) > 1
     header = ["pool (tokens)", "policy", "server"] + (["point"] if multi else [])
     with_model = any(p.modelled for p in pts)
-    header += ["whole-run hit rate"] + [f"turn {t + 1}" for t in turns]
+    agent = bool(pts) and all(p.workload_kind == "agent" for p in pts)  # its `turn` is the step depth
+    header += ["whole-run hit rate"] + [f"step depth {t}" if agent else f"turn {t + 1}" for t in turns]
     header += ["modelled median TTFT ms", "modelled output tok/s"] if with_model else []
     header += ["median SM clock MHz", "verdict", "status"]
     rows: list[list[Cell]] = []
@@ -272,7 +273,8 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
         ]
         rows.append(row)
         keys.append(f"{p.server}|{p.point_key}")
-    return Table("policy", header, rows, keys, "Eviction policy × pool: hit rate per turn")
+    per = "step depth" if agent else "turn"
+    return Table("policy", header, rows, keys, f"Eviction policy × pool: hit rate per {per}")
 
 
 def generic(points: Points) -> Table:

@@ -50,11 +50,11 @@ num-continuous-decode-steps tool-call-parser reasoning-parser hicache-io-backend
 hicache-storage-backend-extra-config
 kv-events-config bucket-time-to-first-token bucket-e2e-request-latency bucket-inter-token-latency
 prompt-tokens-buckets generation-tokens-buckets crash-dump-folder otlp-traces-endpoint
-max-queued-requests disaggregation-mode disaggregation-transfer-backend
+disaggregation-mode disaggregation-transfer-backend
 disaggregation-bootstrap-port moe-runner-backend moe-a2a-backend tool-server
 preferred-sampling-params gc-warning-threshold-secs constrained-json-whitespace-pattern
 fp8-gemm-backend tokenizer-metrics-custom-labels-header uvicorn-access-log-exclude-prefixes
-sampling-defaults warmups mamba-ssm-dtype priority-scheduling-preemption-threshold
+sampling-defaults warmups mamba-ssm-dtype
 max-micro-batch-size skip-tokenizer-init-mode nsa-prefill-backend nsa-decode-backend
 ds-heavy-channel-type ds-channel-config-path hicache-storage-prefetch-timeout
 speculative-draft-model-revision speculative-accept-threshold-single speculative-accept-threshold-acc
@@ -204,6 +204,9 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a("--enable-cache-report", action="store_true")
     a("--enable-priority-scheduling", action="store_true")  # the waiting queue by priority (engine.py)
     a("--schedule-low-priority-values-first", action="store_true")
+    a("--disable-priority-preemption", action="store_true")  # running requests preempted (sim/priority.py)
+    a("--priority-scheduling-preemption-threshold", type=int, default=10)
+    a("--max-queued-requests", type=int, default=None)  # the queue limit's abort (sim/priority.py)
     a("--decode-log-interval", type=int, default=40)
     a("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"))
     a("--api-key", default=None, help="require 'Authorization: Bearer KEY' (as SGLang does)")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.sim.kv_pool import KvPool
-from harness.sim.priority import by_priority, unset_priority
+from harness.sim.priority import by_priority, preempt_for, queue_full, requeue, unset_priority
 from harness.sim.sched_records import (
     CLIP_MAX_NEW_TOKENS,
     INIT_NEW_TOKEN_RATIO,
@@ -30,6 +30,7 @@ from harness.sim.sched_records import (
     PrefillPlan,
     SchedulerStuck,
     SimRequest,
+    stuck_message,
 )
 from harness.sim.storage_tier import StorageTier, chunk_part
 from harness.sim.tier_time import HostTierClock, prefill_s
@@ -96,6 +97,8 @@ class Engine(KvPool):
             return
         if self.config.priority_scheduling and req.priority is None:
             req.priority = unset_priority(self.config.low_priority_values_first)
+        if queue_full(self, req):  # --max-queued-requests: this one, or a lower-priority one, aborted
+            return
         self.waiting.append(req)
         if self.l3 is not None:
             self.l3.lookup(req)  # _prefetch_kvcache: the L3 lookup starts when the scheduler receives it
@@ -140,7 +143,7 @@ class Engine(KvPool):
         if batch is None and self.busy() and hc is not None and self.tree.pending_backups():
             batch = hc.after_copies(self.tree, now, self._schedule_prefill)  # spin until they land
         if batch is None and self.busy():
-            raise SchedulerStuck(self._stuck_message())
+            raise SchedulerStuck(stuck_message(self))
         if batch is not None and hc is not None:
             batch.duration += hc.blocked_s(self.tree) + hc.write_steal_s(now, batch.duration)
         return batch
@@ -150,21 +153,6 @@ class Engine(KvPool):
             req.finish_reason, req.finish_time = "abort", now
             if self.on_finish is not None:
                 self.on_finish(req)
-
-    def _stuck_message(self) -> str:
-        head = self.waiting[0] if self.waiting else None
-        what = (
-            f"head of queue rid={head.rid} needs {len(head.fill_ids) - head.kv_len} + "
-            f"{len(head.output_ids) - head.generated} tokens"
-            if head is not None
-            else "no request is schedulable"
-        )
-        return (
-            f"scheduler stuck: {what}; #queue-req: {len(self.waiting)}, #running-req: {len(self.running)}, "
-            f"chunked: {self.chunked is not None}, pool: {self.pool}, available: {self.available()}, "
-            f"evictable: {self.tree.evictable_size()}, protected: {self.tree.protected_size()}, "
-            f"private: {self.private_total}"
-        )
 
     def _room(self) -> int:
         """available + evictable (SGLang's rem_total_tokens before reservations)."""
@@ -197,6 +185,7 @@ class Engine(KvPool):
             self.waiting = by_priority(self.waiting, self.config.low_priority_values_first)
         self._continue_chunked(now, budget, plan)
         self._admit_waiting(budget, plan)
+        requeue(self, plan.preempted)
         if not plan.parts:
             return None
         return self._launch_prefill(now, plan)
@@ -223,12 +212,12 @@ class Engine(KvPool):
         """Admit from the head of the queue while batch slots, the chunk and the pool allow."""
         limit = int(self.config.max_running_requests or 1)
         while self.waiting and self.chunked is None:
-            if plan.running_bs + len(plan.parts) >= limit:
-                break
             req = self.waiting[0]
             if req.aborted:
                 self.waiting.popleft()
                 continue
+            if plan.running_bs + len(plan.parts) >= limit and not preempt_for(self, req, budget, plan):
+                break
             if not self._admit_one(req, budget, plan):
                 break
             if self.chunked is not None or budget.chunk <= 0 or budget.input <= 0:
@@ -306,7 +295,7 @@ class Engine(KvPool):
         need = sum(p[1] for p in parts)
         if not self._ensure_free(need):
             # admission counted room as available + evictable, so this is an accounting bug
-            raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + self._stuck_message())
+            raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + stuck_message(self))
         for req, take, _ in parts:
             self._set_kv(req, req.kv_len + take)
         # the exact tokens computed, as 0.5.23 logs them (adder.log_input_tokens sums raw_extend_input_len;
@@ -392,11 +381,7 @@ class Engine(KvPool):
         """SGLang's retract_decode: give back the request with the fewest outputs (longest input)."""
         victim = min(self.running, key=lambda r: (r.generated, -len(r.input_ids)))
         self.running.remove(victim)
-        self._set_kv(victim, victim.tree_len)
-        self._unlock(victim)
-        victim.kv_len = 0
-        victim.inserted_len = 0
-        victim.retractions += 1
+        self._release(victim)
         self.stats.num_retracted += 1
         self.new_token_ratio = min(1.0, self.new_token_ratio + 0.1)
         self.waiting.appendleft(victim)

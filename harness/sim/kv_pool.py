@@ -121,6 +121,15 @@ class KvPool:
             self.tree.dec_lock_ref(req.locked)
         req.locked, req.tree_len = None, 0
 
+    def _release(self, req: SimRequest) -> None:
+        """release_req (managers/schedule_batch.py): a running request gives back its KV (the tree keeps
+        the prefix it inserted) and will prefill again; reset_for_retract counts it (num_retractions)."""
+        self._set_kv(req, req.tree_len)
+        self._unlock(req)
+        req.kv_len = 0
+        req.inserted_len = 0
+        req.retractions += 1
+
     def _set_kv(self, req: SimRequest, kv_len: int) -> None:
         before = req.private
         req.kv_len = kv_len

@@ -51,6 +51,8 @@ def meta_info(req: SimRequest, e2e: float, storage_backend: str | None = None) -
     reason: dict[str, Any]
     if req.finish_reason == "length":
         reason = {"type": "length", "length": req.generated}
+    elif req.finish_reason == "abort" and req.abort_message:  # the scheduler's (the queue limit): a 503
+        reason = {"type": "abort", "status_code": 503, "message": req.abort_message}
     elif req.finish_reason == "abort":
         reason = {"type": "abort", "message": "client disconnected"}
     else:
@@ -60,6 +62,7 @@ def meta_info(req: SimRequest, e2e: float, storage_backend: str | None = None) -
         "finish_reason": reason if req.finished else None,
         "prompt_tokens": len(req.input_ids),
         "weight_version": "default",
+        "num_retractions": req.retractions,  # tokenizer_manager: retracted or preempted, then run again
         "completion_tokens": req.generated,
         "cached_tokens": req.cached_tokens,
         "cached_tokens_details": cached_details(req, storage_backend),

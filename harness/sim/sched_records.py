@@ -81,6 +81,11 @@ class EngineConfig:
     # --enable-priority-scheduling / --schedule-low-priority-values-first (managers/schedule_policy.py)
     priority_scheduling: bool = False
     low_priority_values_first: bool = False
+    # not --disable-priority-preemption, --priority-scheduling-preemption-threshold, --max-queued-requests
+    # (arg_groups/fields/schedule.py defaults; harness/sim/priority.py)
+    priority_preemption: bool = True
+    preemption_threshold: int = 10
+    max_queued_requests: int | None = None
     idle_poll_s: float = (
         0.0  # --sim-idle-poll-ms / 1000: an idle scheduler's spin (0: it sees a request at once)
     )
@@ -157,6 +162,9 @@ class EngineConfig:
             idle_poll_s=_ms(getattr(ns, "sim_idle_poll_ms", None)) or 0.0,
             priority_scheduling=bool(getattr(ns, "enable_priority_scheduling", False)),
             low_priority_values_first=bool(getattr(ns, "schedule_low_priority_values_first", False)),
+            priority_preemption=not getattr(ns, "disable_priority_preemption", False),
+            preemption_threshold=int(getattr(ns, "priority_scheduling_preemption_threshold", 10)),
+            max_queued_requests=getattr(ns, "max_queued_requests", None),
         )
 
 
@@ -188,6 +196,7 @@ class SimRequest:
     generated: int = 0
     aborted: bool = False
     retractions: int = 0
+    abort_message: str | None = None  # an abort the scheduler decided (a 503 with this message)
     # scheduler state
     kv_len: int = 0  # tokens whose KV is on the device for this request
     tree_len: int = 0  # of those, the prefix held (locked) in the tree
@@ -283,3 +292,21 @@ class PrefillPlan:
     load_back: int = 0
     storage: dict[int, int] = field(default_factory=dict)  # id(request) -> tokens it takes from L3
     storage_wait_s: float = 0.0  # the longest prefetch wait among the batch's requests
+    preempted: list[SimRequest] = field(default_factory=list)  # running ones a higher priority displaced
+
+
+def stuck_message(eng: Any) -> str:
+    """What a stuck scheduler (an engine) holds, for SchedulerStuck."""
+    head = eng.waiting[0] if eng.waiting else None
+    what = (
+        f"head of queue rid={head.rid} needs {len(head.fill_ids) - head.kv_len} + "
+        f"{len(head.output_ids) - head.generated} tokens"
+        if head is not None
+        else "no request is schedulable"
+    )
+    return (
+        f"scheduler stuck: {what}; #queue-req: {len(eng.waiting)}, #running-req: {len(eng.running)}, "
+        f"chunked: {eng.chunked is not None}, pool: {eng.pool}, available: {eng.available()}, "
+        f"evictable: {eng.tree.evictable_size()}, protected: {eng.tree.protected_size()}, "
+        f"private: {eng.private_total}"
+    )

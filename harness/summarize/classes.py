@@ -44,10 +44,16 @@ def _split(ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, name: st
     }
 
 
-def class_figures(ok: pd.DataFrame, cached: pd.Series | None) -> dict[str, Any]:
+def class_figures(ok: pd.DataFrame, cached: pd.Series | None, agent: bool = False) -> dict[str, Any]:
     """By priority class (records that carry one, even a single class) and by prompt-length bucket
-    (requests that report their prompt tokens; left out with a single bucket: the totals say it)."""
+    (requests that report their prompt tokens; left out with a single bucket: the totals say it).
+    agent: an agent workload's requests by step depth too (`turn`: the exchanges its context holds),
+    named `*_by_step_depth` so a reader does not take them for a chat's turns."""
     out: dict[str, Any] = {}
+    if agent and "turn" in ok:
+        deep = ok[ok["turn"].notna()]
+        if not deep.empty:
+            out.update(_split(deep, deep["turn"].astype(int), cached, "step_depth"))
     if "priority_class" in ok:
         classed = ok[ok["priority_class"].notna()]
         if not classed.empty:

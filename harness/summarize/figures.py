@@ -69,10 +69,14 @@ def _timings_hit(ok: pd.DataFrame) -> float | None:
 
 
 def request_figures(
-    rows: list[dict[str, Any]], slo: dict[str, float] | None = None, scheduled: int | None = None
+    rows: list[dict[str, Any]],
+    slo: dict[str, float] | None = None,
+    scheduled: int | None = None,
+    agent: bool = False,
 ) -> dict[str, Any]:
     """Latency, throughput, goodput and hit-rate figures (usage, server timings) of one point x seed
-    from its measured records; scheduled: the requests goodput is a fraction of (default: the rows)."""
+    from its measured records; scheduled: the requests goodput is a fraction of (default: the rows);
+    agent: an agent workload's (figures by step depth too)."""
     df = pd.DataFrame(rows)
     fig: dict[str, Any] = {"requests": len(df), "ok": 0, "failures": 0}
     if df.empty:
@@ -148,7 +152,7 @@ def request_figures(
             ttfts[str(key)] = _quantile(pd.to_numeric(g["ttft_s"], errors="coerce"), 0.5)
         fig[f"hit_rate_usage_{name}"] = hits
         fig[f"ttft_median_s_{name}"] = ttfts
-    fig.update(class_figures(ok, cached))
+    fig.update(class_figures(ok, cached, agent))
     return fig
 
 

@@ -73,6 +73,9 @@ def engine_from_info(info: Any):
         sim_idle_poll_ms=info.get("sim_idle_poll_ms"),
         enable_priority_scheduling=bool(info.get("enable_priority_scheduling")),
         schedule_low_priority_values_first=bool(info.get("schedule_low_priority_values_first")),
+        disable_priority_preemption=bool(info.get("disable_priority_preemption")),
+        priority_scheduling_preemption_threshold=info.get("priority_scheduling_preemption_threshold", 10),
+        max_queued_requests=info.get("max_queued_requests"),
     )
     if ns.card_profile is None and profile is None:
         from harness.sim.timing import DEFAULT_PROFILE

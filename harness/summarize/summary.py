@@ -230,8 +230,9 @@ def _summarize_point(
     sources: list[str] = []
     warned: list[float] = []
     slo = spec.load.slo if spec is not None else None
+    agent = bool(seeds) and getattr(_workload_at(spec, dict(seeds[0].sweep)), "kind", None) == "agent"
     for sc in seeds:
-        fig = request_figures(sc.requests, slo, _goodput_base(sc))
+        fig = request_figures(sc.requests, slo, _goodput_base(sc), agent=agent)
         fig["time_limited"] = bool(sc.point and sc.point.get("time_limited"))
         sliced, shift = slices.get(sc.path, (None, 0.0))
         mfig, msource, mwarned = seed_modelled(sc.requests, sliced[0] if sliced else None)

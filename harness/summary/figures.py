@@ -177,6 +177,13 @@ class Figures(Record):
     ttft_median_s_by_length: dict[str, Num | None] | None = None
     ttft_p99_s_by_length: dict[str, Num | None] | None = None
     requests_by_length: dict[str, Num] | None = None
+    hit_rate_usage_by_step_depth: dict[str, Num | None] | None = Field(
+        None,
+        description="an agent workload's requests per step depth (key: the exchanges its context holds, 0 = a session's first step); the `*_by_length` figures are then by context length",
+    )
+    ttft_median_s_by_step_depth: dict[str, Num | None] | None = None
+    ttft_p99_s_by_step_depth: dict[str, Num | None] | None = None
+    requests_by_step_depth: dict[str, Num] | None = None
     time_limited: StrictBool | None = Field(None, description="the point's sending was cut by `duration_s`")
     modelled: Modelled | None = Field(
         None, description="this seed's modelled figures, when the records or the log carry sim stamps"

@@ -1,7 +1,8 @@
 """Inputs of `harness whatif`, reduced to one shape: requests in arrival order, each a key to match.
 
 - Mooncake-format JSONL (`hash_ids`: one id per block of `block_size` tokens): keys are block ids, so
-  the tree runs at block granularity as SGLang's would when keyed by block ids (pools in blocks).
+  the tree runs at block granularity as SGLang's would when keyed by block ids (pools in blocks); a
+  bailian session trace (`chat_id`, `parent_chat_id`: harness.whatif.bailian_file) likewise, 16-token blocks.
 - a capture point folder of ours (requests.jsonl + the manifest's spec): prompts rebuilt with the answers
   the server returned, in send order, as the ids the server saw (any tokenizer: harness.whatif.captured).
 - an experiment spec (YAML): its workload generated with the word tokenizer, answers modelled as the sim
@@ -120,7 +121,9 @@ def read_input(path: Path, block_size: int = 512) -> Trace:
     if path.suffix in (".yaml", ".yml"):
         return read_spec(path)
     if path.suffix in (".jsonl", ".json"):
-        return read_mooncake(path, block_size)
+        from harness.whatif.bailian_file import is_bailian, read_bailian
+
+        return read_bailian(path) if is_bailian(path) else read_mooncake(path, block_size)
     raise HarnessError(
         f"{path}: unknown input (expected a Mooncake .jsonl, an experiment spec .yaml or a capture point folder)"
     )

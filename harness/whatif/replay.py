@@ -301,6 +301,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     arrival_no = {cid: k for k, cid in enumerate(by_first)}
     offsets = arrival_offsets(len(by_first), trace.request_rate, trace.seed) if trace.request_rate else None
 
+    answered: dict[int, float] = {}  # conversation -> when its latest answer finished (virtual time)
+
     def send(t: float) -> SimRequest:
         _, cid = heapq.heappop(ready)
         i = convs[cid][nxt[cid]]
@@ -310,6 +312,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         r = trace.requests[i]
         arrival = max(t, offsets[arrival_no[cid]]) if offsets and first_turn else t
         arrival = max(arrival, r.arrival)  # a replayed trace's own send time (0 for the rest)
+        if not first_turn and r.gap:  # a session trace: its recorded gap after the previous answer
+            arrival = max(arrival, answered.get(cid, 0.0) + r.gap)
         return SimRequest(
             rid=str(i),
             input_ids=list(r.key),
@@ -324,6 +328,7 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
 
     def on_finish(done: SimRequest, t: float) -> list[SimRequest]:
         cid = conv_of[int(done.rid)]
+        answered[cid] = t
         if nxt[cid] < len(convs[cid]):
             heapq.heappush(ready, (trace.requests[convs[cid][nxt[cid]]].index, cid))
         free[0] += 1

@@ -22,6 +22,7 @@ class TraceRequest:
     group: int | None = None
     priority: int | None = None  # SGLang's `priority` the request carried (the spec's `priorities:`)
     priority_class: str | None = None
+    gap: float = 0.0  # a session trace's later turn: due this long after the previous turn's answer
 
 
 @dataclass
@@ -64,4 +65,5 @@ def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
         group=conv.group,
         priority=r.priority,
         priority_class=r.priority_class,
+        gap=r.gap or 0.0,
     )

@@ -9,8 +9,11 @@ the same tokens), and two requests share a cached prefix exactly where their has
 answers are not resent (the next turn's blocks already hold the recorded ones).
 
 Sessions: a request belongs to the session of the first request its parent links lead to (within the
-slice read); its turns go in `turn` order, each after the previous one's answer, and (timestamps: honor)
-not before its recorded time from the slice's first request, divided by `speedup`.
+slice read); its turns go in `turn` order. `timestamp` is when the service got the request (aiperf's
+bailian loader reads it as the request's arrival time). With `timestamps: honor` a session's first turn is
+sent at its recorded time from the slice's first request, divided by `speedup`; each later turn once the
+previous turn's answer was received, plus its recorded gap from the previous turn's timestamp / `speedup`
+(so a slow server delays the rest of a session, as a user waits for an answer before typing the next turn).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def bailian_line(path: Path, no: int, obj: dict) -> BailianLine:
     return BailianLine(obj["chat_id"], parent, obj["turn"], float(ts), n_in, out, tuple(ids))
 
 
-def _roots(lines: list[BailianLine]) -> list[int]:
+def session_roots(lines: list[BailianLine]) -> list[int]:
     """Each line's session root (a chat id): its parent links followed within the slice."""
     parent = {ln.chat_id: ln.parent_chat_id for ln in lines}
     out = []
@@ -103,7 +106,7 @@ def bailian_conversations(
     t0 = min(ln.timestamp_s for ln in lines)
     honor = wl.timestamps == "honor"
     sessions: dict[int, list[int]] = {}
-    for i, root in enumerate(_roots(lines)):
+    for i, root in enumerate(session_roots(lines)):
         sessions.setdefault(root, []).append(i)
     convs = []
     for c, members in enumerate(sessions.values()):
@@ -111,6 +114,7 @@ def bailian_conversations(
         turns = []
         for t, i in enumerate(members):
             ln = lines[i]
+            prev = lines[members[t - 1]].timestamp_s if t else None
             n = -(-ln.input_length * wl.block_tokens // BAILIAN_BLOCK)
             out = max(1, ln.output_length)
             turns.append(
@@ -123,7 +127,8 @@ def bailian_conversations(
                     question_tokens=n,
                     output_tokens=min(out, cap) if cap else out,
                     session=c,
-                    arrival=(ln.timestamp_s - t0) / wl.speedup if honor else None,
+                    arrival=(ln.timestamp_s - t0) / wl.speedup if honor and prev is None else None,
+                    gap=max(0.0, ln.timestamp_s - prev) / wl.speedup if honor and prev is not None else None,
                 )
             )
         convs.append(Conversation(id=c, system="", system_tokens=0, turns=turns, session=c))

@@ -43,6 +43,9 @@ class Request:
     group: int | None = None
     session: int | None = None
     arrival: float | None = None  # trace replay (timestamps: honor): due this long after the run start
+    # session trace replay (bailian, timestamps: honor): a later turn is due this long after the previous
+    # turn's answer was received (its recorded gap / speedup); it replaces the think time
+    gap: float | None = None
     answer: str | None = None  # trace replay (history: recorded): the answer the file recorded
     priority: int | None = None  # SGLang's `priority` field, from the spec's `priorities:` class
     priority_class: str | None = None  # that class's name, carried into the records

@@ -43,6 +43,27 @@ def test_classes_table_only_with_classes() -> None:
     assert [r[0] for r in t.texts()] == ["high", "low"] and t.texts()[0][3:5] == ["3", "90.0"]
 
 
+def test_an_agent_workload_by_step_depth_and_context_length() -> None:
+    agent = {
+        **point("lru", hit_rate_usage_by_step_depth={"10": 0.75, "2": 0.5}, requests_by_step_depth={"2": 3},
+                hit_rate_usage_by_length={"256": 0.5, "512": 0.7}),
+        "workload_kind": "agent",
+    }  # fmt: skip
+    depth, length = traffic_tables([agent])
+    assert (
+        depth.kind == "depths" and depth.header[0] == "step depth" and depth.title.startswith("By step depth")
+    )
+    assert [r[:5] for r in depth.texts()] == [
+        ["2", "lru", "default", "3", "50.0"],
+        ["10", "lru", "default", "n/a", "75.0"],
+    ]
+    assert length.header[0] == "context tokens" and length.title == "By context length (tokens)"
+    (chat,) = traffic_tables(
+        [{**agent, "workload_kind": "multi-turn", "median": {"hit_rate_usage_by_length": {"1": 0.1}}}]
+    )
+    assert chat.header[0] == "prompt tokens"
+
+
 @pytest.mark.slow
 def test_a_tlru_sweep_reports_p99_ttft_by_length_beside_lru(tmp_path: Path) -> None:
     cfg = '{"threshold": {threshold}, "next_prompt_estimate": {estimate}}'

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.report.html_page import write_html
 from harness.spec import parse_spec
 from harness.workloads import PromptBuilder, build_schedule
 from harness.workloads.prompts import Turnout
@@ -70,8 +71,27 @@ def test_an_agent_spec_on_the_sim_gives_hit_rate_by_step_depth(tmp_path: Path) -
     r = run_bench(tmp_path, "--spec", str(write_yaml(tmp_path / "agent.yaml", raw)), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     (point,) = json.loads((tmp_path / "summaries" / "n.json").read_text())["points"]
-    by_depth = point["median"]["hit_rate_usage_by_turn"]
+    m = point["median"]
+    by_depth = m["hit_rate_usage_by_step_depth"]
     print("hit rate by step depth:", {k: round(v, 3) for k, v in by_depth.items()})
-    assert set(by_depth) == {"0", "1", "2", "3"}
+    assert set(by_depth) == {"0", "1", "2", "3"} and by_depth == m["hit_rate_usage_by_turn"]
     assert by_depth["0"] < 0.1 and all(by_depth[k] > 0.5 for k in "123")  # each step resends its context
+    assert set(m["ttft_median_s_by_step_depth"]) == set(by_depth) == set(m["requests_by_step_depth"])
+    assert all(v > 0 for v in m["ttft_p99_s_by_step_depth"].values())
+    by_len = m["hit_rate_usage_by_length"]  # by context-length bucket: a step's prompt is its whole context
+    assert len(by_len) >= 2 and set(m["ttft_p99_s_by_length"]) == set(by_len)
+    assert (
+        sum(m["requests_by_length"].values())
+        == sum(m["requests_by_step_depth"].values())
+        == point["median"]["ok"]
+    )
     assert point["predicted_hit_rate"] == pytest.approx(point["measured_hit_rate"], abs=0.02)
+    # the report names them for what they are: step depth, context length (markdown and HTML)
+    md = (tmp_path / "summaries" / "n.md").read_text()
+    assert "| whole-run hit rate | step depth 0 | step depth 1 | step depth 2 | step depth 3 |" in md
+    assert "### By step depth" in md and "### By context length (tokens)" in md
+    assert "turn 1" not in md and "By prompt length" not in md
+    html = write_html(json.loads((tmp_path / "summaries" / "n.json").read_text()), tmp_path / "r.html")
+    page = html.read_text()
+    assert "By step depth" in page and "By context length (tokens)" in page and "step depth 0" in page
+    assert "per step depth" in page and "turn (1 = first request" not in page

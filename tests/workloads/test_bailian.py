@@ -1,5 +1,5 @@
 """Bailian session traces (tests/data/bailian/sessions.jsonl, hand-made): sessions from parent links, turns in
-order at their recorded times, each bad field one line; on the sim, prefix sharing exactly where the hash ids
+order (the first at its recorded time, each later one its recorded gap after the previous answer), each bad field one line; on the sim, prefix sharing exactly where the hash ids
 share blocks."""
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def test_sessions_turns_and_arrivals() -> None:
     convs = list(sched.conversations)
     assert [[r.index for r in c.turns] for c in convs] == [[0, 3, 5], [1, 4], [2]]
     assert [[r.turn for r in c.turns] for c in convs] == [[0, 1, 2], [0, 1], [0]]
-    assert [r.arrival for r in convs[0].turns] == [0.0, 0.2, 0.5]  # recorded times / speedup 10
+    # the first turn at its recorded time / speedup 10, each later one its recorded gap after the answer
+    assert [r.arrival for r in convs[0].turns] == [0.0, None, None]
+    assert [r.gap for r in convs[0].turns] == [None, 0.2, 0.3]
+    assert [r.arrival for c in convs for r in c.turns[:1]] == [0.0, 0.05, 0.1]
     assert [r.question_tokens for r in convs[0].turns] == [40, 72, 100]
     assert [r.index for r in sched.requests()] == list(range(6)) and len(sched) == 6
 
@@ -116,7 +119,10 @@ def test_replayed_on_the_sim_with_block_exact_sharing(tmp_path: Path) -> None:
     assert got == expected and expected == {0: 0, 1: 32, 2: 0, 3: 40, 4: 48, 5: 72}
     assert all(recs[i]["prompt_tokens"] == len(words[i]) for i in recs)
     t0 = recs[0]["scheduled_mono"]  # the run start: request 0 is due at once
-    for i, at in enumerate([0.0, 0.25, 0.5, 1.0, 1.5, 2.5]):  # not before its recorded time / speedup
-        assert recs[i]["sent_mono"] - t0 >= at - 0.01, (i, recs[i]["sent_mono"] - t0)
-    for a, b in ((0, 3), (3, 5), (1, 4)):  # a later turn only after the previous answer
-        assert recs[b]["sent_mono"] >= recs[a]["done_mono"]
+    for i, at in ((0, 0.0), (1, 0.25), (2, 0.5)):  # a first turn: its recorded time / speedup from the start
+        assert recs[i]["scheduled_mono"] - t0 == pytest.approx(at, abs=1e-6)
+        assert recs[i]["sent_mono"] >= recs[i]["scheduled_mono"]
+    # a later turn: the previous answer's receipt + its recorded gap / speedup, as the records stamp them
+    for a, b, gap in ((0, 3, 1.0), (3, 5, 1.5), (1, 4, 1.25)):
+        assert recs[b]["scheduled_mono"] == pytest.approx(recs[a]["done_mono"] + gap, abs=1e-6), (a, b)
+        assert recs[b]["sent_mono"] >= recs[b]["scheduled_mono"]
