@@ -373,14 +373,20 @@ def replay_engine(
     ttft: list[float] = []
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = by_index.get(i)
-        dt, ht, lt = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
+        dk, hk, lk = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
+        # the engine counts key elements (blocks on a block trace): each tier's share in tokens, the
+        # last block at its real length, as replay_sequential does
+        dt = trace.hit_tokens(r, dk)
+        ht = trace.hit_tokens(r, dk + hk) - dt
+        lt = trace.hit_tokens(r, dk + hk + lk) - dt - ht
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
             tally.ttft(r, d.first_token_time - d.arrival)
     engine = seen.get("engine")
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
-    evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)
+    unit = trace.unit
+    evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls) if st else (0, 0, 0)
     concurrency = int(trace.concurrency or 1)
     res = tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
     res.tier_seconds = tier_seconds(res, econf)
