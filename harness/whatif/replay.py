@@ -295,14 +295,15 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         turns.sort(key=lambda i: trace.requests[i].index)
     nxt = {cid: 0 for cid in convs}
     conv_of: dict[int, int] = {}
-    ready = [(trace.requests[turns[0]].index, cid) for cid, turns in convs.items()]
+    # ties on the schedule index (a Mooncake trace has none) go in trace order
+    ready = [(trace.requests[turns[0]].index, turns[0], cid) for cid, turns in convs.items()]
     heapq.heapify(ready)
     by_first = sorted(convs, key=lambda cid: trace.requests[convs[cid][0]].index)
     arrival_no = {cid: k for k, cid in enumerate(by_first)}
     offsets = arrival_offsets(len(by_first), trace.request_rate, trace.seed) if trace.request_rate else None
 
     def send(t: float) -> SimRequest:
-        _, cid = heapq.heappop(ready)
+        _, _, cid = heapq.heappop(ready)
         i = convs[cid][nxt[cid]]
         first_turn = nxt[cid] == 0
         nxt[cid] += 1
@@ -325,7 +326,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     def on_finish(done: SimRequest, t: float) -> list[SimRequest]:
         cid = conv_of[int(done.rid)]
         if nxt[cid] < len(convs[cid]):
-            heapq.heappush(ready, (trace.requests[convs[cid][nxt[cid]]].index, cid))
+            i = convs[cid][nxt[cid]]
+            heapq.heappush(ready, (trace.requests[i].index, i, cid))
         free[0] += 1
         out = []
         while free[0] and ready:
