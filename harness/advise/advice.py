@@ -110,8 +110,6 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     pools = grid.pools_around(current, device, sd)
     typical = _typical_prompt_tokens(trace)
     fast, slow = breakeven.storage_split(profile, typical)
-    if trace.kind == "blocks":  # the engine's L3 replay counts a block trace's hits in blocks, not tokens
-        fast = ()
     configs = grid.build(trace, pools, profile, host_mem, priorities=False)
     cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
     t_grid = time.perf_counter()
@@ -135,11 +133,6 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
     notes = list(trace.notes)
     notes.append("priority not in the grid: the input carries no request priorities")
-    if trace.kind == "blocks":
-        notes.append(
-            "storage (HiCache L3) not in the grid: the engine replays L3 in tokens and this input is keyed "
-            "by blocks; advise a spec or a capture of this traffic for it"
-        )
     if sd.longest_request > min(pools):
         notes.append(
             f"the longest request holds {sd.longest_request:,} {unit_name}, more than the smallest pool "

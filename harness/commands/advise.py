@@ -29,7 +29,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--model", default=None, help="built-in model name or a folder with config.json (default 8B)"
     )
     p.add_argument(
-        "--pool", type=int, default=None, help="current device pool (tokens; blocks for block traces)"
+        "--pool",
+        type=int,
+        default=None,
+        help="current device pool (tokens; blocks for block traces; default: the card's)",
     )
     p.add_argument("--host-memory", type=float, default=None, help="host memory for HiCache, GB")
     p.add_argument("--slo", default=None, help="ttft_ms=N,tpot_ms=M: goodput against this SLO")

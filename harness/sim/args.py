@@ -199,7 +199,7 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a("--max-prefill-tokens", type=int, default=16384)
     a("--context-length", type=int, default=None)
     a("--kv-cache-dtype", default="auto", choices=("auto", "bf16", "fp8_e4m3", "fp8_e5m2"))
-    a("--mem-fraction-static", type=float, default=None, help="recorded only")
+    a("--mem-fraction-static", type=float, default=None, help="sizes the pool without --max-total-tokens")
     a("--enable-metrics", action="store_true")
     a("--enable-cache-report", action="store_true")
     a("--enable-priority-scheduling", action="store_true")  # the waiting queue by priority (engine.py)

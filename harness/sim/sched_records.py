@@ -138,7 +138,7 @@ class EngineConfig:
     @classmethod
     def from_args(cls, ns: Any) -> EngineConfig:
         return cls(
-            pool_tokens=ns.max_total_tokens,
+            pool_tokens=ns.max_total_tokens if ns.max_total_tokens is not None else _fraction_pool(ns),
             page_size=ns.page_size,
             policy=ns.radix_eviction_policy,
             policy_config=dict(getattr(ns, "policy_config", {}) or {}),
@@ -166,6 +166,22 @@ class EngineConfig:
             preemption_threshold=int(getattr(ns, "priority_scheduling_preemption_threshold", 10)),
             max_queued_requests=getattr(ns, "max_queued_requests", None),
         )
+
+
+def _fraction_pool(ns: Any) -> int | None:
+    """--mem-fraction-static without --max-total-tokens: the pool SGLang 0.5.23 sizes from it
+    (harness.sim.gpu_memory); None leaves the card's default."""
+    from harness.errors import HarnessError
+    from harness.sim.gpu_memory import pool_tokens
+
+    frac = getattr(ns, "mem_fraction_static", None)
+    if frac is None:
+        return None
+    if not 0 < frac < 1:
+        raise HarnessError(f"--mem-fraction-static: {frac:g} must be between 0 and 1")
+    prof = getattr(ns, "sim_profile", None)
+    hw, shape = getattr(prof, "hw", None), getattr(prof, "shape", None)
+    return None if hw is None or shape is None else pool_tokens(hw, shape, frac)
 
 
 def _ms(value: float | None) -> float | None:

@@ -7,9 +7,9 @@
 
 FLOPs are 2 per active weight per token plus 4 x layers x heads x head_dim per (query, context token)
 pair; the LM head runs once per sequence in a prefill. An MoE step reads the experts its tokens route to.
-The default device pool follows SGLang 0.5.23's own rule (arg_groups/memory_hook.py): memory left after
-the weights and `reserved_mem` = 512 MB + 1.5 MB per chunked-prefill token + 2 MB per CUDA-graph batch
-size (+ 128 MB for tp 1), at least 10 GiB on cards over 60 GiB.
+The default device pool follows SGLang 0.5.23's own chain (harness.sim.gpu_memory): mem_fraction_static
+= (memory - reserved_mem) / memory, rounded to 3 places, and the pool = memory x mem_fraction_static -
+weights (mem_cache/kv_cache_configurator.py `_profile_available_bytes`).
 
 A CardProfile says how long one prefill forward, one decode step and one host->device load-back take on
 a card running a model; `resolve_profile` gives the one a card name (or an alias such as l4-8b) and a
@@ -30,6 +30,7 @@ from harness.sim.cards import (
     PREFILL_PER_LAYER_S,
     Card,
 )
+from harness.sim.gpu_memory import pool_tokens, sglang_defaults
 from harness.sim.models import ModelConfigError, ModelShape, builtin_names, default_model, load_model
 
 MIB = 1024**2
@@ -146,29 +147,6 @@ LEGACY: dict[str, CardProfile] = {
 }
 
 
-def sglang_defaults(card: Card) -> tuple[int, int]:
-    """(chunked_prefill_size, decode CUDA-graph max batch) SGLang picks for this card's memory, tp 1."""
-    gib = card.visible_gib
-    if gib < 20:
-        return 2048, 8
-    if gib < 35:
-        return 4096, 48
-    if gib < 60:
-        return 4096, 32
-    if gib < 160:
-        return 8192, 256
-    return 16384, 512
-
-
-def reserved_mib(card: Card) -> float:
-    """SGLang's reserved_mem (activations and CUDA graphs) in MiB."""
-    chunk, max_bs = sglang_defaults(card)
-    reserved = 512 + max(chunk, 2048) * 1.5 + 1024 / 8 + max_bs * 2
-    if card.visible_gib > 60:
-        reserved = max(reserved, 10 * 1024)
-    return reserved
-
-
 @dataclass(frozen=True)
 class PhysicsProfile(CardProfile):
     """A CardProfile computed from a card's datasheet and a model's config (see the module docstring)."""
@@ -247,9 +225,8 @@ class PhysicsProfile(CardProfile):
 
 
 def default_pool_tokens(hw: Card, shape: ModelShape) -> int:
-    """SGLang's max_total_tokens for this card and model: memory - weights - reserved, in KV tokens."""
-    free = hw.visible_gib * GIB - shape.weight_bytes - reserved_mib(hw) * MIB
-    return max(0, int(free // shape.kv_bytes_per_token))
+    """SGLang 0.5.23's max_total_num_tokens for this card and model (harness.sim.gpu_memory)."""
+    return pool_tokens(hw, shape)
 
 
 def physics_profile(hw: Card, shape: ModelShape, sm_clock_mhz: float) -> PhysicsProfile:

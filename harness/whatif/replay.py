@@ -295,7 +295,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         turns.sort(key=lambda i: trace.requests[i].index)
     nxt = {cid: 0 for cid in convs}
     conv_of: dict[int, int] = {}
-    ready = [(trace.requests[turns[0]].index, cid) for cid, turns in convs.items()]
+    # ties on the schedule index (a Mooncake trace has none) go in trace order
+    ready = [(trace.requests[turns[0]].index, turns[0], cid) for cid, turns in convs.items()]
     heapq.heapify(ready)
     by_first = sorted(convs, key=lambda cid: trace.requests[convs[cid][0]].index)
     arrival_no = {cid: k for k, cid in enumerate(by_first)}
@@ -304,7 +305,7 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     answered: dict[int, float] = {}  # conversation -> when its latest answer finished (virtual time)
 
     def send(t: float) -> SimRequest:
-        _, cid = heapq.heappop(ready)
+        _, _, cid = heapq.heappop(ready)
         i = convs[cid][nxt[cid]]
         first_turn = nxt[cid] == 0
         nxt[cid] += 1
@@ -330,7 +331,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         cid = conv_of[int(done.rid)]
         answered[cid] = t
         if nxt[cid] < len(convs[cid]):
-            heapq.heappush(ready, (trace.requests[convs[cid][nxt[cid]]].index, cid))
+            i = convs[cid][nxt[cid]]
+            heapq.heappush(ready, (trace.requests[i].index, i, cid))
         free[0] += 1
         out = []
         while free[0] and ready:
@@ -378,14 +380,20 @@ def replay_engine(
     ttft: list[float] = []
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = by_index.get(i)
-        dt, ht, lt = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
+        dk, hk, lk = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
+        # the engine counts key elements (blocks on a block trace): each tier's share in tokens, the
+        # last block at its real length, as replay_sequential does
+        dt = trace.hit_tokens(r, dk)
+        ht = trace.hit_tokens(r, dk + hk) - dt
+        lt = trace.hit_tokens(r, dk + hk + lk) - dt - ht
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
             tally.ttft(r, d.first_token_time - d.arrival)
     engine = seen.get("engine")
     st = engine.tree.stats if engine is not None else None  # None: nothing was replayed
-    evicted = (st.evicted_tokens, st.load_back_tokens, st.load_back_calls) if st else (0, 0, 0)
+    unit = trace.unit
+    evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls) if st else (0, 0, 0)
     concurrency = int(trace.concurrency or 1)
     res = tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
     res.tier_seconds = tier_seconds(res, econf)

@@ -69,3 +69,32 @@ def test_thirty_two_prompts_outgrow_the_pool_so_hicache_pays(tmp_path):
     (note,) = [n for n in r.notes if n.startswith("storage tier (HiCache L3")]
     assert "it pays when instances should share" in note
     assert not any("storage" in s.action for s in r.steps)
+
+
+def test_a_block_trace_gets_l3_candidates_counted_in_tokens(tmp_path):
+    """Mooncake hash_ids (512 tokens a block): L3 candidates are in the grid, each tier's hits in tokens
+    (four 12-block prefixes round-robin: more than a 16-block pool holds, within its host tier)."""
+    import json
+
+    lines = [
+        json.dumps(
+            {"hash_ids": [g * 100 + b for b in range(12)] + [1000 + rnd * 100 + g], "output_length": 8}
+        )
+        for rnd in range(3)
+        for g in range(4)
+    ]
+    path = tmp_path / "groups.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    opts = Options(card="l4", pool=16, host_memory_gb=64, workers=1)
+    a = advise(path, opts, check([path], opts))
+    stored = [c for c in a.candidates if c.config.storage]
+    assert stored and all(c.config.host_ratio > 0 for c in stored)
+    for c in stored:
+        r = c.result
+        assert r.prompt_tokens == 12 * 13 * 512
+        assert (
+            r.hit_tokens == r.device_hit_tokens + r.host_hit_tokens + r.storage_hit_tokens <= r.prompt_tokens
+        )
+        assert r.hit_tokens % 512 == 0
+    assert not any("storage (HiCache L3) not in the grid" in n for n in a.recommendation.notes + a.notes)
+    assert any(c.result.hit_tokens >= 4 * 12 * 512 for c in stored)  # rounds 2 and 3 hit the prefixes

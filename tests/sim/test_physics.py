@@ -139,9 +139,10 @@ def test_serve_sim_flags_pick_card_and_model():
 
 def test_default_pool_follows_sglangs_rule():
     p = resolve_profile("h100", "Llama-3.1-8B-Instruct")
-    # 79.1 GiB visible - 16.06 GB of weights - reserved_mem: 512 MiB + 1.5 MiB x 8,192 chunked-prefill
-    # tokens + 128 MiB (tp 1) + 2 MiB x 256 CUDA-graph batch sizes = 13,440 MiB (over the 10 GiB floor)
-    expected = (79.1 * 2**30 - p.shape.weight_bytes - 13_440 * 2**20) // p.kv_bytes_per_token
+    # reserved_mem: 512 MiB + 1.5 MiB x 8,192 chunked-prefill tokens + 128 MiB (tp 1) + 2 MiB x 256 decode
+    # CUDA-graph batches + 8 MiB x 58 prefill graphs = 13,904 MiB (over the 10 GiB floor);
+    # mem_fraction_static = round((79.1 GiB - 13,904 MiB) / 79.1 GiB, 3) = 0.828 of memory, less the weights
+    expected = int((79.1 * 2**30 * 0.828 - p.shape.weight_bytes) // p.kv_bytes_per_token)
     assert p.default_pool_tokens == expected
     assert p.chunked_prefill_size == 8192 and get_profile("l4").chunked_prefill_size == 4096
 

@@ -53,6 +53,38 @@ def test_an_l3_backend_turns_misses_into_storage_hits():
     assert again.storage_hit_tokens == with_l3.storage_hit_tokens
 
 
+def _block_churn_file(tmp_path: Path) -> Path:
+    """The churn above as a Mooncake block trace (16 tokens a block): four 300-block prefixes and 20 blocks
+    of each request's own, round-robin three times (the engine's thresholds, such as SGLang's 256-token
+    prefetch threshold, count key elements, so the prefixes are long in blocks)."""
+    import json
+
+    lines = []
+    for rnd in range(3):
+        for g in range(4):
+            i = rnd * 4 + g
+            ids = [g * 1000 + b for b in range(300)] + [100_000 + i * 100 + b for b in range(20)]
+            lines.append(json.dumps({"hash_ids": ids, "input_length": 320 * 16 - 5, "output_length": 3}))
+    path = tmp_path / "churn.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_l3_hits_on_a_block_trace_are_counted_in_tokens(tmp_path):
+    trace = read_input(_block_churn_file(tmp_path), block_size=16)
+    assert trace.kind == "blocks" and trace.unit == 16
+    l3 = Config("lru", 400, 2.0, storage="file", storage_policy="wait_complete")
+    res = replay(trace, l3, card="tiny-test")
+    # rounds 2 and 3 find in L3 the 300-block prefixes device (400 blocks) and host (800) lost: 16 tokens a
+    # block, not one
+    assert res.storage_hit_tokens >= 4 * 300 * 16 and res.storage_hit_tokens % 16 == 0
+    assert res.hit_tokens == res.device_hit_tokens + res.host_hit_tokens + res.storage_hit_tokens
+    assert sum(res.cached_per_request) == res.hit_tokens <= res.prompt_tokens
+    assert res.tier_seconds["storage"] > 0
+    # sent in trace order (a Mooncake trace has no schedule index): round 1 finds nothing
+    assert res.cached_per_request[:4] == [0, 0, 0, 0] and all(res.cached_per_request[4:])
+
+
 def test_the_grid_adds_l3_only_where_there_is_a_host_tier():
     grid = build_grid(["lru"], [1000], [0.0, 2.0], ["write_through"], storages=["", "file"])
     assert [(c.host_ratio, c.storage) for c in grid] == [(0.0, ""), (2.0, ""), (2.0, "file")]
