@@ -110,7 +110,8 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     pools = grid.pools_around(current, device, sd)
     typical = _typical_prompt_tokens(trace)
     fast, slow = breakeven.storage_split(profile, typical)
-    configs = grid.build(trace, pools, profile, host_mem, priorities=False)
+    has_priorities = any(r.priority is not None for r in trace.requests)  # a spec's `priorities:`
+    configs = grid.build(trace, pools, profile, host_mem, priorities=has_priorities)
     cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
     t_grid = time.perf_counter()
     unit_name = "blocks" if trace.kind == "blocks" else "tokens"
@@ -132,7 +133,8 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     named = sorted({current, device, current + host_pool, *opts.curve_at})
     pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
     notes = list(trace.notes)
-    notes.append("priority not in the grid: the input carries no request priorities")
+    if not has_priorities:
+        notes.append("priority not in the grid: the input carries no request priorities")
     if sd.longest_request > min(pools):
         notes.append(
             f"the longest request holds {sd.longest_request:,} {unit_name}, more than the smallest pool "

@@ -98,3 +98,30 @@ def test_a_block_trace_gets_l3_candidates_counted_in_tokens(tmp_path):
         assert r.hit_tokens % 512 == 0
     assert not any("storage (HiCache L3) not in the grid" in n for n in a.recommendation.notes + a.notes)
     assert any(c.result.hit_tokens >= 4 * 12 * 512 for c in stored)  # rounds 2 and 3 hit the prefixes
+
+
+def test_a_spec_with_priorities_puts_the_priority_policy_in_the_grid(tmp_path):
+    classes = [{"name": "high", "share": 1, "value": 10}, {"name": "low", "share": 1, "value": 0}]
+    wl = shared_prefix(
+        groups=6, prompts_per_group=3, system_prompt_tokens=256, question_tokens=16, output_tokens=8
+    )
+    plain = write_spec(
+        tmp_path, "plain", wl, tokenizer="word", concurrency=1, seeds=[0], api="openai-completions"
+    )
+    classed = write_spec(
+        tmp_path,
+        "classed",
+        wl,
+        tokenizer="word",
+        concurrency=1,
+        seeds=[0],
+        api="openai-completions",
+        priorities=classes,
+    )
+    opts = Options(card="l4", pool=1_000, host_memory_gb=64, workers=1)
+    policies = {}
+    for path in (plain, classed):
+        a = advise(path, opts, check([path], opts))
+        policies[path.stem] = {c.config.policy for c in a.candidates}
+        assert ("priority not in the grid" in " ".join(a.notes)) == (path is plain)
+    assert "priority" not in policies["plain"] and "priority" in policies["classed"]
