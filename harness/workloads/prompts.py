@@ -15,7 +15,7 @@ from harness.tokenizer import render_chat, strip_reasoning
 from harness.workloads.schedule import BuiltPrompt, Conversation, Request, Schedule
 
 
-@dataclass
+@dataclass(slots=True)  # slots: every open session holds one per answered turn
 class Turnout:
     """What one finished turn contributes to its session's history."""
 

@@ -29,7 +29,7 @@ class SendTimePrompt(Protocol):
 Question = Prompt | SendTimePrompt
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a multi-turn schedule holds every request for the run
 class Request:
     """One turn: what to ask and how many tokens to generate; history is added at send time."""
 
