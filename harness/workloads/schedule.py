@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,7 +53,7 @@ class Conversation:
     id: int
     system: Prompt
     system_tokens: int
-    turns: list[Request] = field(default_factory=list)
+    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: session_turns.SessionTurns
     group: int | None = None
     session: int | None = None
 

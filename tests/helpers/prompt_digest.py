@@ -11,6 +11,7 @@ from harness.client.dialects import get_dialect
 from harness.spec import load_spec
 from harness.workloads import PromptBuilder, build_schedule
 from harness.workloads.prompts import Turnout
+from harness.workloads.session_turns import Answers
 from tests.helpers import specs
 
 
@@ -26,11 +27,11 @@ def bodies_digest(folder: Path, workload: dict[str, Any], api: str, **top: Any) 
     sch = build_schedule(spec, None, 0)
     builder, dialect = PromptBuilder(sch, api), get_dialect(api)
     convs = {c.id: c for c in sch.conversations}
-    history: dict[int, list[Turnout]] = {}
+    history: dict[int, Answers] = {}  # what a run's sessions hold
     h = hashlib.sha1()
     for req in sch.requests():
         conv = convs[req.conversation]
-        done = history.setdefault(conv.id, [])
+        done = history.setdefault(conv.id, Answers())
         body = dialect.body(spec.model, builder.build(conv, req, done), req.output_tokens)
         h.update(b"%d %d %d\n" % (req.index, req.position, len(body)))
         h.update(body)
