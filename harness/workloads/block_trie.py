@@ -42,6 +42,26 @@ class Edges:
             return self.nodes[p][i]
         return None
 
+    def child(self, parent: int, block: int, node: int) -> int | None:
+        """The child under (parent, block), or None after making it `node` (one search for both)."""
+        if block >= _KEY_SPAN or parent > _KEY_MAX >> 40:
+            hit = self.wide.get((parent, block))
+            if hit is None:
+                self.wide[(parent, block)] = node
+            return hit
+        key = parent * _KEY_SPAN + block
+        p = bisect_right(self.firsts, key) - 1
+        keys = self.keys[p]
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            return self.nodes[p][i]
+        nodes = self.nodes[p]
+        keys.insert(i, key)
+        nodes.insert(i, node)
+        if len(keys) > self.page:
+            self._split(p)
+        return None
+
     def add(self, parent: int, block: int, node: int) -> None:
         """A new edge (get returned None for it)."""
         if block >= _KEY_SPAN or parent > _KEY_MAX >> 40:
@@ -54,11 +74,15 @@ class Edges:
         keys.insert(i, key)
         nodes.insert(i, node)
         if len(keys) > self.page:
-            half = len(keys) // 2
-            self.keys.insert(p + 1, keys[half:])
-            self.nodes.insert(p + 1, nodes[half:])
-            self.firsts.insert(p + 1, keys[half])
-            del keys[half:], nodes[half:]
+            self._split(p)
+
+    def _split(self, p: int) -> None:
+        keys, nodes = self.keys[p], self.nodes[p]
+        half = len(keys) // 2
+        self.keys.insert(p + 1, keys[half:])
+        self.nodes.insert(p + 1, nodes[half:])
+        self.firsts.insert(p + 1, keys[half])
+        del keys[half:], nodes[half:]
 
 
 class Positions:
@@ -85,16 +109,15 @@ def block_positions(requests: Iterable[tuple[int, ...]], page: int = PAGE) -> Po
     """Each request's position: earlier requests through the deepest block prefix it shares, bucketed to
     the largest power of two <= that count (harness.workloads.traces explains why)."""
     edges = Edges(page)
-    get, add = edges.get, edges.add
+    child = edges.child
     counts = array("I", [0])  # requests through each node so far; node 0 is the root
     out = Positions()
     for ids in requests:
         node, pos, matched = 0, 0, True
         for h in ids:
-            nxt = get(node, h)
+            nxt = child(node, h, len(counts))
             if nxt is None:
                 nxt = len(counts)
-                add(node, h, nxt)
                 counts.append(1)
                 matched = False
             else:
