@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 from harness.capture.records import RequestRecord
 from harness.spec.load import ThinkTime
 from harness.workloads.prompts import Turnout
 from harness.workloads.schedule import Conversation, Request
+from harness.workloads.session_turns import Answers
 
 
 def draw_think(think: ThinkTime | None, rng: random.Random) -> float:
@@ -34,7 +36,7 @@ class Session:
 
     def __init__(self, conv: Conversation) -> None:
         self.conv = conv
-        self.history: list[Turnout] = []
+        self.history = Answers()  # packed: a round-robin run holds every session's answers at once
         self.rng: random.Random | None = None
         self.think_s: float | None = None  # drawn before the next turn (recorded on it)
         self.due: float | None = None  # when the next turn is due (time.monotonic); None: when taken
@@ -54,7 +56,7 @@ class Session:
             )
         )
 
-    def remaining(self) -> list[Request]:
+    def remaining(self) -> Sequence[Request]:
         """Turns not yet sent (after the answered ones)."""
         return self.conv.turns[len(self.history) :]
 

@@ -15,7 +15,8 @@ from harness.errors import SpecError
 from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT
 from harness.tokenizer import VOCAB
 from harness.workloads.lazy import LazySharedPrefix
-from harness.workloads.schedule import Conversation, Prompt, Request, Schedule
+from harness.workloads.schedule import Conversation, Prompt, Schedule
+from harness.workloads.session_turns import SessionTurns
 from harness.workloads.tokenizers import PromptMaker
 
 V = len(VOCAB)
@@ -96,25 +97,16 @@ def multi_turn(wl: MultiTurnWorkload, seed: int, maker: PromptMaker, spec_file: 
     rng = random.Random(f"multi-turn:{seed}")
     qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
     convs = []
+    packed: list[SessionTurns] = []  # each session's turns, packed: every session is open at once
     for s in range(wl.sessions):
         tags = seed_tags(seed, s)
         system, sys_n = maker.make(rng, wl.system_prompt_tokens, tags)
-        convs.append(Conversation(id=s, system=system, system_tokens=sys_n, session=s))
+        packed.append(SessionTurns(s, wl.sessions, wl.answer_tokens))
+        convs.append(Conversation(id=s, system=system, system_tokens=sys_n, turns=packed[s], session=s))
     for t in range(wl.turns):
         for s, conv in enumerate(convs):
             q, q_n = qsrc.make(rng, seed_tags(seed, s) + [t] if conv.system_tokens == 0 and t == 0 else [])
-            conv.turns.append(
-                Request(
-                    index=t * wl.sessions + s,
-                    conversation=s,
-                    turn=t,
-                    position=t,
-                    question=q,
-                    question_tokens=q_n,
-                    output_tokens=wl.answer_tokens,
-                    session=s,
-                )
-            )
+            packed[s].append(q, q_n)
     return Schedule(
         kind=wl.kind,
         seed=seed,

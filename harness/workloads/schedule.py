@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ class SendTimePrompt(Protocol):
 Question = Prompt | SendTimePrompt
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a multi-turn schedule holds every request for the run
 class Request:
     """One turn: what to ask and how many tokens to generate; history is added at send time."""
 
@@ -62,7 +62,7 @@ class Conversation:
     id: int
     system: Prompt
     system_tokens: int
-    turns: list[Request] = field(default_factory=list)
+    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: session_turns.SessionTurns
     group: int | None = None
     session: int | None = None
 

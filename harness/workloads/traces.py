@@ -1,9 +1,9 @@
 """Replayed traces as schedules: the file is checked once, then read again lazily while the run sends.
 
 Preparation reads the slice [start, start + limit) once: every line is checked (bad input stops the
-run before anything is sent) and each request's position is worked out. What stays in memory is one
-4-byte position per request; the conversations (and their prompts) are made from the file while the
-load generator takes them, so memory does not grow with the trace.
+run before anything is sent) and each request's position is worked out (harness.workloads.block_trie).
+What stays in memory is one byte of position per request; the conversations (and their prompts) are
+made from the file while the load generator takes them, so memory does not grow with the trace.
 
 Position of a trace request: how many earlier requests of the slice went through the longest block
 prefix it shares with them (0: it shares nothing), in powers of two (1, 2, 4, 8, ...: the bucket's
@@ -12,12 +12,12 @@ lower bound), since a root block shared by every request would otherwise give on
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.errors import SpecError
 from harness.spec import TraceWorkload
+from harness.workloads.block_trie import block_positions
 from harness.workloads.schedule import Conversation, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker
 from harness.workloads.trace_files import (
@@ -30,7 +30,6 @@ from harness.workloads.trace_files import (
 )
 from harness.workloads.trace_prompts import BlockMaker, BlockPrompt, LoggedPrompt
 
-_KEY_SPAN = 1 << 40
 DEFAULT_OUTPUT_TOKENS = 256  # when a request log or conversation does not say how much was generated
 
 
@@ -50,33 +49,6 @@ class LazyConversations:
 def bucket(n: int) -> int:
     """0, 1, 2, 4, 8, ...: the largest power of two <= n."""
     return 0 if n <= 0 else 1 << (n.bit_length() - 1)
-
-
-def block_positions(requests: Iterator[tuple[int, ...]]) -> array:
-    """Each request's position over a prefix tree of block ids (see the module docstring).
-
-    Nodes are numbered; a child is found under the key parent x 2^40 + block id (a tuple for ids past
-    2^40): one dict of ints, the fastest shape here (87,000 requests, 2 million blocks, in ~1.5 s)."""
-    nodes: dict = {}
-    get = nodes.get
-    counts = [0]
-    out = array("I")
-    for ids in requests:
-        node, pos, matched = 0, 0, True
-        for h in ids:
-            key = node * _KEY_SPAN + h if h < _KEY_SPAN else (node, h)
-            nxt = get(key)
-            if nxt is None:
-                nxt = nodes[key] = len(counts)
-                counts.append(1)
-                matched = False
-            else:
-                if matched:
-                    pos = counts[nxt]
-                counts[nxt] += 1
-            node = nxt
-        out.append(bucket(pos))
-    return out
 
 
 def _cap(n: int | None, wl: TraceWorkload) -> int:
