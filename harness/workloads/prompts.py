@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ class Turnout:
     completion_tokens: int | None = None
 
 
-def context(conv: Conversation, req: Request, history: list[Turnout]) -> list[tuple[Request, Turnout]]:
+def context(conv: Conversation, req: Request, history: Sequence[Turnout]) -> list[tuple[Request, Turnout]]:
     """The earlier exchanges this request resends: all of its conversation's so far, or (an agent's
     request) those its lineage names."""
     if req.lineage is None:
@@ -48,13 +48,13 @@ class PromptBuilder:
         self.drop_reasoning = schedule.history == "drop-reasoning"
         self.recorded = schedule.history == "recorded"  # trace conversations: the file's answers
 
-    def build(self, conv: Conversation, req: Request, history: Iterable[Turnout]) -> BuiltPrompt:
+    def build(self, conv: Conversation, req: Request, history: Sequence[Turnout]) -> BuiltPrompt:
         built = self._build(conv, req, history)
         if self.schedule.salt:
             return salted(built, self.schedule.seed, req.index, self.word, self.schedule.salt_words)
         return built
 
-    def _build(self, conv: Conversation, req: Request, history: Iterable[Turnout]) -> BuiltPrompt:
+    def _build(self, conv: Conversation, req: Request, history: Sequence[Turnout]) -> BuiltPrompt:
         render = getattr(req.question, "render", None)  # a trace's block or logged prompt
         if render is not None:
             return render(self.api)
@@ -94,7 +94,7 @@ class PromptBuilder:
         payload: Any = messages if self.api == "openai-chat" else text
         return BuiltPrompt(payload, n if exact else None, sha)
 
-    def _ids(self, conv: Conversation, req: Request, history: Iterable[Turnout]) -> BuiltPrompt:
+    def _ids(self, conv: Conversation, req: Request, history: Sequence[Turnout]) -> BuiltPrompt:
         # a schedule with ids (tokenizer: server) holds tuple prompts, which the ignores below stand for
         ids: list[int] = list(conv.system)  # type: ignore[arg-type]
         for prev_req, out in context(conv, req, history):

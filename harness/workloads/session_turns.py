@@ -80,7 +80,7 @@ class SessionTurns(Sequence[Request]):
         return (self._request(t) for t in range(len(self.counts)))
 
 
-class Answers:
+class Answers(Sequence[Turnout]):
     """A session's answers so far, packed like its questions (one str, one id array, offsets, counts):
     what Session.history holds for PromptBuilder, read back as Turnouts."""
 
@@ -105,6 +105,24 @@ class Answers:
 
     def __len__(self) -> int:
         return len(self.counts)
+
+    @overload
+    def __getitem__(self, i: int) -> Turnout: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Turnout]: ...
+    def __getitem__(self, i: int | slice) -> Turnout | Sequence[Turnout]:
+        """One answer by turn (an agent's tool result and lineage read earlier answers by index)."""
+        if isinstance(i, slice):
+            return list(self)[i]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        start = self.ends[i - 1] if i else 0
+        id_start = self.id_ends[i - 1] if i else 0
+        ids = tuple(self.ids[id_start : self.id_ends[i]]) if self.ids is not None else None
+        n = self.counts[i]
+        return Turnout(self.text[start : self.ends[i]], ids, None if n < 0 else n)
 
     def __iter__(self) -> Iterator[Turnout]:
         start = id_start = 0

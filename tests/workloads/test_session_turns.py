@@ -51,3 +51,13 @@ def test_answers_without_ids_read_back_none() -> None:
     answers = Answers()
     answers.append(Turnout("a", None, 1))
     assert [o.answer_ids for o in answers] == [None]
+
+
+def test_answers_read_back_by_index_as_an_agent_lineage_reads_them() -> None:
+    packed = Answers()
+    outs = [Turnout("one two", (5, 6), 2), Turnout("three", (8,), None), Turnout("", (7,), 1)]
+    for o in outs:
+        packed.append(o)
+    assert [packed[i] for i in range(3)] == outs and packed[-1] == outs[-1] and packed[1:] == outs[1:]
+    with pytest.raises(IndexError):
+        packed[3]
