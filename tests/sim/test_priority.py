@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import random
 import sys
-import threading
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from harness.sim.engine import EngineConfig, SimRequest
 from harness.sim.priority import DISPLACED, QUEUE_FULL, by_priority, unset_priority
 from harness.sim.simulate import simulate
 from harness.tokenizer import WordTokenizer
+from tests.helpers.preempt import preempt_exchange
 from tests.helpers.procs import SimProc
 
 
@@ -125,33 +123,9 @@ def test_a_live_sim_reports_the_preempted_request_as_retracted(tmp_path: Path) -
     sim = SimProc(tmp_path, *args)
     try:
         tok = WordTokenizer()
-        low_body = {
-            "input_ids": tok.encode(tok.random_words(random.Random(1), 100)),
-            "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True},
-            "priority": 0,
-            "stream": True,
-        }
-        events: list[dict[str, Any]] = []
-        started = threading.Event()
-
-        def low() -> None:
-            with httpx.stream("POST", sim.url + "/generate", json=low_body, timeout=120) as resp:
-                for line in resp.iter_lines():
-                    if line.startswith("data: {"):
-                        events.append(json.loads(line[6:]))
-                        started.set()
-
-        t = threading.Thread(target=low)
-        t.start()
-        assert started.wait(30)  # the low request is running (its first token is out)
-        high_body = {
-            "input_ids": tok.encode(tok.random_words(random.Random(2), 50)),
-            "sampling_params": {"max_new_tokens": 4, "ignore_eos": True},
-            "priority": 100,
-        }
-        high = httpx.post(sim.url + "/generate", json=high_body, timeout=60).json()["meta_info"]
-        t.join(120)
-        last = events[-1]["meta_info"]
+        low_ids = tok.encode(tok.random_words(random.Random(1), 100))
+        high_ids = tok.encode(tok.random_words(random.Random(2), 50))
+        high, last = preempt_exchange(sim.url, low_ids, 1500, high_ids, 120)
         assert high["num_retractions"] == 0 and high["completion_tokens"] == 4
         assert last["num_retractions"] == 1 and last["completion_tokens"] == 1500
         assert last["finish_reason"]["type"] == "length"
