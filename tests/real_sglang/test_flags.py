@@ -5,6 +5,7 @@ one line naming the flag (tlru without its config, at startup, through the harne
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -76,11 +77,16 @@ def test_every_shipped_profile_is_accepted_by_sglangs_own_parser(sglang_setup) -
 def test_tlru_without_its_config_is_refused_at_startup_in_one_line_naming_the_flag(
     sglang_setup, tmp_path
 ) -> None:
+    from harness.errors import SpecError
     from harness.servers.process import ServerError, ServerProcess
 
-    prof = cpu_profile(
-        "tlru-bare", ["--radix-eviction-policy", "tlru", "--max-total-tokens", "900"], sglang_setup
-    )
+    bare = ["--radix-eviction-policy", "tlru", "--max-total-tokens", "900"]
+    # a spec refuses it first, in one line, before any server is touched (harness/spec/tlru.py) ...
+    with pytest.raises(SpecError, match="tlru needs threshold > next_prompt_estimate"):
+        cpu_profile("tlru-bare", bare, sglang_setup)
+    # ... and a profile that got past the spec check (a hand-built one) fails its start with SGLang's own line
+    prof = cpu_profile("tlru-bare", bare[2:], sglang_setup)
+    prof = dataclasses.replace(prof, args=(*prof.args, *bare[:2]))
     proc = ServerProcess(prof, tmp_path, model=str(sglang_setup.model), ready_timeout_s=300)
     with pytest.raises(ServerError) as err:
         proc.start()
