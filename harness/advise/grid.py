@@ -27,6 +27,18 @@ from harness.whatif.trace import Trace
 HOST_RATIOS = (2.0, 4.0)
 
 
+def config_dict(c: Config) -> dict:
+    """A configuration's knobs as the JSON names them (candidates and the recommendation share them)."""
+    return {
+        "policy": c.policy,
+        "policy_config": dict(c.policy_config),
+        "pool": c.pool,
+        "host_ratio": c.host_ratio,
+        "write_policy": c.write_policy if c.host_ratio > 0 else None,
+        "storage_backend": c.storage or None,
+    }
+
+
 @dataclass(frozen=True)
 class Candidate:
     config: Config
@@ -47,12 +59,7 @@ class Candidate:
     def to_dict(self) -> dict:
         c = self.config
         return {
-            "policy": c.policy,
-            "policy_config": dict(c.policy_config),
-            "pool": c.pool,
-            "host_ratio": c.host_ratio,
-            "write_policy": c.write_policy if c.host_ratio > 0 else None,
-            "storage_backend": c.storage or None,
+            **config_dict(c),
             "predicted_hit_rate": round(self.hit_rate, 6),
             "device_hit_rate": round(self.result.device_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "host_hit_rate": round(self.result.host_hit_tokens / max(self.result.prompt_tokens, 1), 6),

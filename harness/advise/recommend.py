@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.advise.grid import Candidate
+from harness.advise.grid import Candidate, config_dict
 from harness.advise.working_set import WorkingSet
 
 MIN_GAIN = 0.01  # one point of hit rate: less is within what live runs scatter by
@@ -50,12 +50,7 @@ class Recommendation:
         return {
             "hicache": self.hicache,
             "headline": self.headline,
-            "policy": c.policy,
-            "policy_config": dict(c.policy_config),
-            "pool": c.pool,
-            "host_ratio": c.host_ratio,
-            "write_policy": c.write_policy if c.host_ratio > 0 else None,
-            "storage_backend": c.storage or None,
+            **config_dict(c),
             "steps": [s.to_dict() for s in self.steps],
             "notes": self.notes,
         }

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.whatif.trace import Trace, TraceRequest
 from harness.workloads.bailian import BAILIAN_BLOCK, bailian_line, session_roots
+from harness.workloads.trace_files import objects
 
 
 def is_bailian(path: Path) -> bool:
@@ -27,18 +28,7 @@ def is_bailian(path: Path) -> bool:
 
 def read_bailian(path: Path) -> Trace:
     """Every line, checked as the load generator checks it (one error naming the file, line and field)."""
-    lines = []
-    with path.open() as f:
-        for no, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise HarnessError(f"{path}:{no}: not JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise HarnessError(f"{path}:{no}: expected a JSON object, got {type(obj).__name__}")
-            lines.append(bailian_line(path, no, obj))
+    lines = [bailian_line(path, no, obj) for no, obj in objects(path)]
     if not lines:
         raise HarnessError(f"{path}: no requests")
     t0 = min(ln.timestamp_s for ln in lines)
