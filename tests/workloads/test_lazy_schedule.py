@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from harness.spec import parse_spec
 from harness.workloads import build_schedule, load_prompt_maker
 from harness.workloads.lazy import Permutation
+from tests.helpers import specs
+from tests.helpers.prompt_digest import bodies_digest
+
+LOGNORMAL = {"distribution": "lognormal", "mean": 8, "sigma": 0.5}
 
 
 def _spec(groups: int, per_group: int, shuffle: bool = True):
@@ -89,3 +97,50 @@ def test_a_workers_part_makes_only_its_own_prompts_and_keeps_every_index():
                 assert (a.system, a.turns[0].question) == (b.system, b.turns[0].question)
             else:  # another worker's: a stub, no prompt made
                 assert b.system == "" and b.turns[0].question == ""
+
+
+@pytest.mark.parametrize(
+    ("workload", "api", "tokenizer", "digest"),
+    [
+        (  # the side-by-side benchmark's shape, with more groups than the system-prompt cache once held
+            specs.shared_prefix(
+                groups=300,
+                prompts_per_group=16,
+                system_prompt_tokens=32,
+                question_tokens=27,
+                output_tokens=16,
+            ),
+            "openai-chat",
+            "word",
+            "663a2a21ed702348b8b468a411223dd17fffcb3a",
+        ),
+        (
+            specs.shared_prefix(groups=40, prompts_per_group=1, system_prompt_tokens=16, question_tokens=8),
+            "openai-completions",
+            "word",
+            "55770163739ba91107042c8bf7deeb5d2b7a3104",
+        ),
+        (  # no system prompt: the seed tags lead each question
+            specs.shared_prefix(
+                groups=6, prompts_per_group=5, system_prompt_tokens=0, question_tokens=LOGNORMAL
+            ),
+            "openai-chat",
+            "word",
+            "7b5d0b33154f5036e0066298db3c0cb54ae34d4e",
+        ),
+        (
+            specs.shared_prefix(
+                groups=10, prompts_per_group=4, system_prompt_tokens=12, question_tokens=6, shuffle=False
+            ),
+            "sglang-generate",
+            "server",
+            "7112aa09a35e4bb36da5b6b88b20b894a4d94629",
+        ),
+    ],
+    ids=["bench-shape", "one-per-group", "no-system", "ids-in-order"],
+)
+def test_shared_prefix_bodies_unchanged(
+    tmp_path: Path, workload: dict[str, Any], api: str, tokenizer: str, digest: str
+) -> None:
+    """Every request body of these schedules, pinned before issue 29's CPU work on prompt making."""
+    assert bodies_digest(tmp_path, workload, api, tokenizer=tokenizer) == digest
