@@ -143,8 +143,11 @@ class PromptMaker:
     def make(self, rng: random.Random, n: int, tags: Sequence[int] = ()) -> tuple[str | tuple[int, ...], int]:
         """A prompt of n tokens whose first tokens are the given tags (ids into VOCAB); returns (prompt, n)."""
         tags = list(tags)[:n]
-        if self.kind == "word":
-            words = [VOCAB[t % len(VOCAB)] for t in tags] + list(rng.choices(VOCAB, k=n - len(tags)))
+        if self.kind == "word":  # per request on the event loop (harness.workloads.lazy): few steps
+            if not tags:
+                return " ".join(rng.choices(VOCAB, k=n)), n
+            words = [VOCAB[t % len(VOCAB)] for t in tags]
+            words += rng.choices(VOCAB, k=n - len(tags))
             return " ".join(words), n
         if self.kind == "server":
             ids = [ID_BASE + t % ID_SPAN for t in tags] + [
