@@ -108,6 +108,37 @@ def test_text_fast_path_is_exact_for_any_text(texts, ensure_ascii, chunked):
     assert len(rec.token_mono) == len(st_.pieces) and st_.finish == "length"
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=12), st.booleans())
+def test_a_run_of_same_shape_events_is_taken_as_each_one_alone_would_be(texts, ensure_ascii):
+    """A known template meets a run of its events in one read (taken together, harness.client.events
+    _take_run): any event of the run that needs the full parse (empty, escapes, control characters)
+    sends the run one by one, so pieces and stamps are what a JSON parse of each event gives."""
+    dialect = get_dialect("openai-chat")
+    warm = [_chat_event(f" w{i}", False) for i in range(4)] + [_chat_event(" e", False, fin="length")]
+    _stream_on(dialect, warm, 1.0)
+    assert dialect.templates  # learnt: the next stream starts with it
+    events = [_chat_event(t, ensure_ascii) for t in [" a", " b", *texts]]
+    events.append(_chat_event(" end", ensure_ascii, fin="length"))
+    rec, st_ = _stream_on(dialect, events, 5.0)
+    want = [" a", " b", *(t for t in texts if t), " end"]
+    assert st_.pieces == want and rec.token_mono == [5.0] * len(want)
+    assert rec.first_token_mono == 5.0 and rec.ok
+
+
+def _stream_on(dialect, events: list[bytes], now: float) -> tuple[RequestRecord, StreamState]:
+    """One stream of events (then [DONE]) in a single read, on a given dialect."""
+    rec = RequestRecord(experiment="e", server="s", point="p", seed=0, index=0, max_tokens=0)
+    st_ = StreamState()
+    ev = EventSink(rec, dialect, st_, _NoTimeout(), None)
+    ev.head(200, now)
+    assert ev.body(b"".join(b"data: " + e + b"\n\n" for e in [*events, b"[DONE]"]), now)
+    ev.end(now)
+    take_usage(rec, st_)
+    judge(rec, st_)
+    return rec, st_
+
+
 def test_text_fast_path_engages_and_defers_to_full_parse_when_shape_changes():
     plain = [_chat_event(f" w{i}", False) for i in range(6)]
     odd = [
