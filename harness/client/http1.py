@@ -186,36 +186,21 @@ class H1Conn(asyncio.Protocol):
                 self.buf = buf
                 return None
             head, buf = buf[:i], buf[j:]
-            lines = head.split(b"\n")  # a CR before the LF is whitespace that strip() drops below
-            parts = lines[0].split(None, 2)
-            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-                self._fail(H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}"))
-                return None
-            status = int(parts[1])
-            if 100 <= status < 200:  # 100 Continue and friends: a final response follows
-                continue
-            break
-        self.buf = b""
-        length = None
-        chunked = False
-        keep = parts[0] == b"HTTP/1.1"
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
+            parsed = _HEADS.get(head)
+            if parsed is None:
                 try:
-                    length = int(value.strip())
-                except ValueError:
-                    self._fail(H1Error(f"bad Content-Length: {value.strip()[:40]!r}"))
+                    parsed = _parse_head(head)
+                except H1Error as e:
+                    self._fail(e)
                     return None
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                v = value.strip().lower()
-                if v == b"close":
-                    keep = False
-                elif v == b"keep-alive":
-                    keep = True
+                if len(head) <= HEAD_KEPT_MAX:
+                    if len(_HEADS) >= HEADS_KEPT:
+                        _HEADS.clear()
+                    _HEADS[head] = parsed
+            status, length, chunked, keep = parsed
+            if not 100 <= status < 200:  # 100 Continue and friends: a final response follows
+                break
+        self.buf = b""
         self.keep = self.keep and keep
         assert self.sink is not None
         self.sink.head(status, now)
@@ -332,6 +317,40 @@ class H1Conn(asyncio.Protocol):
             w.set_exception(exc)
 
 
+# heads parsed so far, by their bytes: a server sends the same head for every response (a Date header
+# changes it once a second), so a head is parsed once, not per response
+HEADS_KEPT, HEAD_KEPT_MAX = 256, 1024  # at most 256 KB kept
+_HEADS: dict[bytes, tuple[int, int | None, bool, bool]] = {}
+
+
+def _parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
+    """(status, Content-Length or None, chunked, keep-alive) of a response head; H1Error when unreadable."""
+    lines = head.split(b"\n")  # a CR before the LF is whitespace that strip() drops below
+    parts = lines[0].split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    length = None
+    chunked = False
+    keep = parts[0] == b"HTTP/1.1"
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            try:
+                length = int(value.strip())
+            except ValueError:
+                raise H1Error(f"bad Content-Length: {value.strip()[:40]!r}") from None
+        elif name == b"transfer-encoding":
+            chunked = b"chunked" in value.lower()
+        elif name == b"connection":
+            v = value.strip().lower()
+            if v == b"close":
+                keep = False
+            elif v == b"keep-alive":
+                keep = True
+    return int(parts[1]), length, chunked, keep
+
+
 _BLANK_LINE = re.compile(rb"\n\r?\n")
 
 
@@ -411,11 +430,14 @@ class H1Pool:
             u = urlsplit(url)
             target = (u.path or "/") + (f"?{u.query}" if u.query else "")
             pre = self._prefix[url] = f"POST {target} HTTP/1.1\r\n{self._headers}".encode("latin-1")
-        if extra:
-            for k, v in extra.items():
-                if any(c in str(k) + str(v) for c in "\r\n\0") or ":" in str(k):
-                    raise ValueError(f"header {k!r} cannot be sent as is")
-            pre += "".join(f"{k}: {v}\r\n" for k, v in extra.items()).encode("latin-1")
+        if extra:  # per request: checked on the whole text (one CR and LF per line, no NUL, no ':' in a name)
+            lines = "".join([f"{k}: {v}\r\n" for k, v in extra.items()])
+            n = len(extra)
+            if lines.count("\r") != n or lines.count("\n") != n or "\0" in lines or ":" in "".join(extra):
+                for k, v in extra.items():
+                    if any(c in str(k) + str(v) for c in "\r\n\0") or ":" in str(k):
+                        raise ValueError(f"header {k!r} cannot be sent as is")
+            pre += lines.encode("latin-1")
         return pre + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
     async def acquire(self, fresh: bool = False) -> tuple[H1Conn, bool]:

@@ -43,16 +43,21 @@ class ClientHint:
     run: str = ""
 
     def header(self) -> str:
-        parts = [f"run={self.run}"] if self.run else []
-        parts += [f"concurrency={self.concurrency}", f"seq={self.seq}", f"ready={self.ready}"]
-        parts += [f"followed={self.followed}", f"follow={int(self.follow)}"]
+        """`run=..;concurrency=..;seq=..;ready=..;followed=..;follow=0|1[;index=..][;offset=..][;next=..]`
+        (run only when set): one format per request, on the client's event loop."""
+        text = (
+            f"concurrency={self.concurrency};seq={self.seq};ready={self.ready};"
+            f"followed={self.followed};follow={int(self.follow)}"
+        )
+        if self.run:
+            text = f"run={self.run};{text}"
         if self.index is not None:
-            parts.append(f"index={self.index}")
+            text = f"{text};index={self.index}"
         if self.offset is not None:
-            parts.append(f"offset={self.offset!r}")
+            text = f"{text};offset={self.offset!r}"
         if self.next is not None:
-            parts.append(f"next={self.next!r}")
-        return ";".join(parts)
+            text = f"{text};next={self.next!r}"
+        return text
 
 
 def parse_hint(value: str | None) -> ClientHint | None:

@@ -317,3 +317,15 @@ def test_h1_pool_refuses_what_it_cannot_send():
     req = pool.request_bytes("http://127.0.0.1:8000/base/v1/completions?x=1", b"{}")
     assert req.startswith(b"POST /base/v1/completions?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n")
     assert b"Authorization: Bearer t\r\n" in req and req.endswith(b"Content-Length: 2\r\n\r\n{}")
+    url = "http://127.0.0.1:8000/base/v1/completions"
+    req = pool.request_bytes(url, b"{}", {"X-Harness-Lockstep": "seq=1;ready=0", "X-Two": "2"})
+    assert req.endswith(b"X-Harness-Lockstep: seq=1;ready=0\r\nX-Two: 2\r\nContent-Length: 2\r\n\r\n{}")
+    for bad in (
+        {"X-Bad": "a\r\nInjected: 1"},
+        {"X-Bad": "a\nb"},
+        {"X-Bad": "a\rb"},
+        {"X-Bad": "a\0"},
+        {"X:Bad": "a"},
+    ):
+        with pytest.raises(ValueError, match="X.Bad"):
+            pool.request_bytes(url, b"{}", {"X-Fine": "1", **bad})

@@ -127,6 +127,11 @@ def _close(a: dict[int, dict], b: dict[int, dict]) -> list[str]:
 def test_hint_round_trip_and_bad_values() -> None:
     h = ClientHint(8, 3, 20, 2, follow=True, index=7, offset=0.5, next=0.75, run="a1")
     assert parse_hint(h.header()) == h
+    # the exact text (the sim and older servers read it; issue 29 reworded its formatting only)
+    assert (
+        h.header() == "run=a1;concurrency=8;seq=3;ready=20;followed=2;follow=1;index=7;offset=0.5;next=0.75"
+    )
+    assert ClientHint(4, 1, 0).header() == "concurrency=4;seq=1;ready=0;followed=0;follow=0"
     assert parse_hint(None) is None and parse_hint("  ") is None
     assert parse_hint("concurrency=2;seq=1") == ClientHint(2, 1, 0)
     for bad, word in (("concurrency=2", "missing"), ("seq=x;concurrency=1", "not a number"),
