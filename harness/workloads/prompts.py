@@ -30,6 +30,8 @@ def context(conv: Conversation, req: Request, history: Sequence[Turnout]) -> lis
     """The earlier exchanges this request resends: all of its conversation's so far, or (an agent's
     request) those its lineage names."""
     if req.lineage is None:
+        if not history:  # a first turn (every shared-prefix request): nothing to pair
+            return []
         return list(zip(conv.turns, history, strict=False))
     return [(conv.turns[i], history[i]) for i in req.lineage]
 
