@@ -10,22 +10,17 @@ unusual stay on aiohttp (harness.client.stream picks).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Protocol
 from urllib.parse import urlsplit
+
+from harness.client.h1wire import H1Error, head_end, read_head, whole_chunks
 
 _mono = time.monotonic
 MAX_HEAD = 64 * 1024
 WATCH_S = 0.02  # deadline granularity: timeouts fire at most this late
 
 IDLE, HEAD, LENGTH, CHUNKED, UNTIL_EOF, DONE = range(6)
-
-
-class H1Error(Exception):
-    """The server answered something that is not HTTP/1.1 we can read."""
-
-    kind = "protocol"
 
 
 class H1Disconnect(H1Error):
@@ -178,7 +173,7 @@ class H1Conn(asyncio.Protocol):
         """Parse the status line and headers; returns the body bytes that followed, or None (need more)."""
         buf = self.buf + data if self.buf else data
         while True:
-            i, j = _head_end(buf)
+            i, j = head_end(buf)
             if i < 0:
                 if len(buf) > MAX_HEAD:
                     self._fail(H1Error(f"response head larger than {MAX_HEAD} bytes"))
@@ -186,18 +181,11 @@ class H1Conn(asyncio.Protocol):
                 self.buf = buf
                 return None
             head, buf = buf[:i], buf[j:]
-            parsed = _HEADS.get(head)
-            if parsed is None:
-                try:
-                    parsed = _parse_head(head)
-                except H1Error as e:
-                    self._fail(e)
-                    return None
-                if len(head) <= HEAD_KEPT_MAX:
-                    if len(_HEADS) >= HEADS_KEPT:
-                        _HEADS.clear()
-                    _HEADS[head] = parsed
-            status, length, chunked, keep = parsed
+            try:
+                status, length, chunked, keep = read_head(head)
+            except H1Error as e:
+                self._fail(e)
+                return None
             if not 100 <= status < 200:  # 100 Continue and friends: a final response follows
                 break
         self.buf = b""
@@ -219,7 +207,7 @@ class H1Conn(asyncio.Protocol):
     def _dechunk(self, data: bytes) -> tuple[bytes, bool]:
         """Body bytes in data (chunk framing removed) and whether the last chunk has arrived."""
         if self.chunk_state == 0 and not self.buf and data.endswith(b"\r\n"):
-            got = _whole_chunks(data)
+            got = whole_chunks(data)
             if got is not None:
                 if got[1]:
                     self.chunk_state = 3
@@ -315,83 +303,6 @@ class H1Conn(asyncio.Protocol):
         self.waiter = None
         if w is not None and not w.done():
             w.set_exception(exc)
-
-
-# heads parsed so far, by their bytes: a server sends the same head for every response (a Date header
-# changes it once a second), so a head is parsed once, not per response
-HEADS_KEPT, HEAD_KEPT_MAX = 256, 1024  # at most 256 KB kept
-_HEADS: dict[bytes, tuple[int, int | None, bool, bool]] = {}
-
-
-def _parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
-    """(status, Content-Length or None, chunked, keep-alive) of a response head; H1Error when unreadable."""
-    lines = head.split(b"\n")  # a CR before the LF is whitespace that strip() drops below
-    parts = lines[0].split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    length = None
-    chunked = False
-    keep = parts[0] == b"HTTP/1.1"
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                raise H1Error(f"bad Content-Length: {value.strip()[:40]!r}") from None
-        elif name == b"transfer-encoding":
-            chunked = b"chunked" in value.lower()
-        elif name == b"connection":
-            v = value.strip().lower()
-            if v == b"close":
-                keep = False
-            elif v == b"keep-alive":
-                keep = True
-    return int(parts[1]), length, chunked, keep
-
-
-_BLANK_LINE = re.compile(rb"\n\r?\n")
-
-
-def _head_end(buf: bytes) -> tuple[int, int]:
-    """(end of the head, start of the body) in buf, or (-1, -1) while the blank line has not arrived.
-
-    Lines end in CRLF, or in a bare LF, which RFC 9112 section 2.2 lets a recipient accept (some
-    hand-written servers send it); the common all-CRLF head costs one find.
-    """
-    i = buf.find(b"\r\n\r\n")
-    if i >= 0 and buf.count(b"\n", 0, i) == buf.count(b"\r\n", 0, i):
-        return i, i + 4
-    m = _BLANK_LINE.search(buf)
-    if m is None:
-        return -1, -1
-    start = m.start()
-    return (start - 1 if start and buf[start - 1 : start] == b"\r" else start), m.end()
-
-
-def _whole_chunks(data: bytes) -> tuple[bytes, bool] | None:
-    """Fast path for reads that hold whole chunks with no CRLF inside their data (SSE events).
-
-    Split on CRLF gives size, data, size, data, ... (then "0", "", "" at the end of the body); it
-    holds only if every size equals the length of the data after it. None: use the state machine.
-    """
-    parts = data.split(b"\r\n")
-    finished = parts[-3:] == [b"0", b"", b""]
-    del parts[-3 if finished else -1 :]
-    if len(parts) % 2:
-        return None
-    datas = parts[1::2]
-    try:
-        sizes = list(map(int, parts[0::2], _SIXTEENS[: len(datas)]))
-    except ValueError:
-        return None
-    if sizes != list(map(len, datas)) or 0 in sizes:
-        return None
-    return b"".join(datas), finished
-
-
-_SIXTEENS = (16,) * 4096
 
 
 class H1Pool:
