@@ -62,7 +62,7 @@ class Conversation:
     id: int
     system: Prompt
     system_tokens: int
-    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: session_turns.SessionTurns
+    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: spilled_sessions.SpilledTurns
     group: int | None = None
     session: int | None = None
 
