@@ -20,7 +20,7 @@ from harness.workloads.session_turns import Answers
 from harness.workloads.spill import SpillFile
 
 _LEN = struct.Struct("<I")
-_GUESS = 2048  # bytes read at once: one read for most records
+_GUESS = 512  # bytes read at once: one read for most records (a second for longer ones)
 
 
 class HistorySpill:

@@ -294,6 +294,10 @@ class _Run:
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""
+        if self.turns is not None and not self.time_up and self.turns.ahead(s):  # off the heap till fed
+            self.turns.park(s)
+            del self.sessions[s.conv.id]
+            return
         req = s.next_turn()
         if req is None:
             self._over(s)  # its answers are on disk: memory stays flat in run length
@@ -305,10 +309,6 @@ class _Run:
         s.due = done_mono + think if (self.rate or think) else None
         if req.arrival is not None or req.gap is not None:
             s.due = trace_due(req, self.t0, s.due if s.due is not None else done_mono, done_mono)
-        if self.turns is not None and req.index >= self.turns.cursor:  # ahead of the feed: off the heap
-            self.turns.park(s)
-            del self.sessions[s.conv.id]
-            return
         self.queue.put(s, req.index, s.due)
 
     def _settle(self) -> None:

@@ -127,6 +127,11 @@ class TurnFeed:
         )  # what Session.think gave it at its last turn's end
         return sess
 
+    def ahead(self, sess: Session) -> bool:
+        """sess has a next turn and the feed has not reached it (its end was read from the schedule)."""
+        t = len(sess.history)
+        return t < self.convs.turns and t * self.sessions + sess.conv.id >= self.cursor
+
     def park(self, sess: Session) -> None:
         """sess's turn ended well and its next turn is ahead of the feed: its history to the spill."""
         assert isinstance(sess, FedSession)
