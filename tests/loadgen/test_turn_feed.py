@@ -15,6 +15,8 @@ from harness.spec import parse_spec
 from harness.spec.load import LoadSettings
 from harness.workloads import build_schedule
 from harness.workloads.prompts import Turnout
+from harness.workloads.schedule import Schedule
+from harness.workloads.spilled_sessions import PromptStore, SpilledSessions
 
 
 def test_a_history_chain_reads_back_as_it_was_saved() -> None:
@@ -118,3 +120,22 @@ def test_duration_records_the_turns_of_sessions_waiting_in_the_spill(fake_server
         ]
         assert kinds == sorted(kinds, key=lambda k: k is not None) and set(kinds) <= {None, "time-limit"}
     assert res.ok == len(sent) and res.not_sent == 200 - len(sent)
+
+
+@pytest.mark.slow
+def test_a_failed_turn_skips_the_rest_of_its_session_and_no_other(fake_server_factory, tmp_path):
+    srv = fake_server_factory("--itl-ms", "1")
+    S, T = 80, 3
+    store = PromptStore(ids=False)
+    for s in range(S):
+        store.add(f"system of session {s}", 4)
+    for k in range(S * T):
+        store.add("second FAULT_500 question" if k == S + 5 else f"question {k}", 3)  # turn 1 of session 5
+    sch = Schedule(kind="multi-turn", seed=0, tokenizer="word", conversations=SpilledSessions(S, T, 3, store))
+    res = _run(sch, srv.url, tmp_path / "r.jsonl", concurrency=2)
+    rows, _ = read_jsonl(tmp_path / "r.jsonl")
+    assert sorted(r["index"] for r in rows) == list(range(S * T))
+    five = sorted((r for r in rows if r["session"] == 5), key=lambda r: r["turn"])
+    assert five[0]["ok"] and five[1]["error_kind"] == "http" and five[2]["not_sent"] == "skipped"
+    assert all(r["ok"] for r in rows if r["session"] != 5)
+    assert (res.ok, res.failed, res.skipped) == (S * T - 2, 1, 1) and srv.stats()["requests"] == S * T - 1
