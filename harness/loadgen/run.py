@@ -2,8 +2,9 @@
 
 `concurrency` workers share one connection pool and take requests from a DueQueue. Closed loop (no
 request rate): a worker takes the ready request with the lowest schedule index; TTFT starts when it
-is taken. With `request_rate`, conversations (a shared-prefix request, or a multi-turn session) start
-by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
+is taken; a multi-turn schedule is then fed in index order, a session in RAM only while a turn of it
+is queued or in flight (harness.loadgen.turn_feed). With `request_rate`, conversations (a shared-prefix
+request, or a multi-turn session; their first turns fed lazily in arrival order) start by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
 nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
 with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
