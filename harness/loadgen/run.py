@@ -4,8 +4,9 @@
 request rate): a worker takes the ready request with the lowest schedule index; TTFT starts when it
 is taken; a multi-turn schedule is then fed in index order, a session in RAM only while a turn of it
 is queued or in flight (harness.loadgen.turn_feed). With `request_rate`, conversations (a shared-prefix
-request, or a multi-turn session; their first turns fed lazily in arrival order) start by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
-nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
+request, or a multi-turn session: first turns fed lazily in arrival order) start by the arrival
+process (poisson, constant or gamma; seeded, on absolute times from the run start, so nothing drifts),
+and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
 with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
 its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there. A
@@ -157,13 +158,13 @@ class _Run:
         self.dialect = get_dialect(api)
         self.builder = PromptBuilder(schedule, api)
         # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
-        # run's memory does not grow with the trace; other schedules are queued whole at the start
+        # run's memory does not grow with the trace; multi-turn: below; the rest are queued whole at the start
         convs = schedule.conversations
         spilled = isinstance(convs, SpilledSessions)  # a multi-turn schedule (its prompts in a file)
         think = load.think_time
         # closed loop, no think time: fed in index order, idle sessions spilled (harness.loadgen.turn_feed)
         fed = spilled and not request_rate and (think is None or think.mean_s <= 0)
-        self.turns: TurnFeed | None = TurnFeed(convs, self.part, think) if fed else None  # type: ignore[arg-type]
+        self.turns = TurnFeed(convs, self.part, think) if fed and isinstance(convs, SpilledSessions) else None
         # open loop: a multi-turn schedule's first turns are fed like a trace's (in arrival order)
         self.lazy = schedule.total is not None or (spilled and bool(request_rate))
         self.firsts = 0 if spilled and self.lazy else None  # open loop, multi-turn: first turns waiting
