@@ -11,14 +11,21 @@ from __future__ import annotations
 import os
 import tempfile
 
+from harness.errors import HarnessError
+
 FLUSH_AT = 1 << 16  # bytes buffered before one write
 
 
 class SpillFile:
     """Append bytes, get their offset; read any written range back (the buffer is flushed first)."""
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="harness-spill-")  # noqa: SIM115 - closed by close()
+    def __init__(self, folder: str | None = None) -> None:
+        """folder: where the file goes (default: $TMPDIR, else the system's temp folder)."""
+        self.folder = folder or tempfile.gettempdir()
+        try:
+            self._file = tempfile.TemporaryFile(prefix="harness-spill-", dir=self.folder)  # noqa: SIM115
+        except OSError as e:
+            raise self._error(e) from None
         self._fd = self._file.fileno()
         self._buf = bytearray()
         self._written = 0  # bytes on disk; the buffer follows them
@@ -35,10 +42,14 @@ class SpillFile:
 
     def flush(self) -> None:
         view = memoryview(self._buf)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        view.release()
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as e:
+            raise self._error(e) from None
+        finally:
+            view.release()
         self._written += len(self._buf)
         self._buf.clear()
 
@@ -47,6 +58,12 @@ class SpillFile:
         if offset + n > self._written and self._buf:
             self.flush()
         return os.pread(self._fd, n, offset)
+
+    def _error(self, e: OSError) -> HarnessError:
+        return HarnessError(
+            f"spill file in {self.folder}: {e.strerror or e} (a multi-turn run keeps its text there;"
+            " set TMPDIR to a writable folder with room)"
+        )
 
     def close(self) -> None:
         self._buf.clear()

@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import HarnessError
 from harness.spec import parse_spec
 from harness.workloads import build_schedule
 from harness.workloads.schedule import Request
 from harness.workloads.spill import FLUSH_AT, SpillFile
 from harness.workloads.spilled_sessions import BLOCK, STRIDE, PromptStore, SpilledSessions
 from harness.workloads.traffic import classed
+
+
+def test_a_spill_folder_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match=r"spill file in .*missing: .*set TMPDIR"):
+        SpillFile(str(tmp_path / "missing"))
 
 
 def test_spill_reads_back_what_is_still_buffered_and_what_is_on_disk() -> None:
