@@ -23,7 +23,7 @@ from harness.loadgen.part import Part
 from harness.loadgen.sessions import Session
 from harness.spec.load import ThinkTime
 from harness.workloads.schedule import Conversation, Request
-from harness.workloads.spilled_sessions import SpilledSessions, SpilledTurns
+from harness.workloads.spilled_sessions import PackedTurns, SpilledSessions, SpilledTurns
 
 FRESH, DONE, BUSY = 0, -1, -2
 
@@ -58,9 +58,10 @@ class KnownTurns(Sequence[Request]):
 
 
 def cached(conv: Conversation) -> Conversation:
-    """A spilled conversation whose turns, once read, stay read (a session held in RAM reads each once)."""
+    """A spilled conversation whose questions, once read, stay read, packed (a session held in RAM for the
+    whole run reads each once)."""
     if isinstance(conv.turns, SpilledTurns):
-        conv.turns = KnownTurns([], conv.turns)
+        conv.turns = PackedTurns(conv.turns.owner, conv.turns.session)
     return conv
 
 

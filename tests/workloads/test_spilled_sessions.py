@@ -12,7 +12,7 @@ from harness.spec import parse_spec
 from harness.workloads import build_schedule
 from harness.workloads.schedule import Request
 from harness.workloads.spill import FLUSH_AT, SpillFile
-from harness.workloads.spilled_sessions import BLOCK, STRIDE, PromptStore, SpilledSessions
+from harness.workloads.spilled_sessions import BLOCK, STRIDE, PackedTurns, PromptStore, SpilledSessions
 from harness.workloads.traffic import classed
 
 
@@ -95,3 +95,15 @@ def test_classes_are_drawn_per_session_as_for_any_schedule(tmp_path: Path) -> No
     want = [r for c in plain.conversations for r in classed(c, spec.priorities, 5).turns]
     got: list[Request] = [r for c in sch.conversations for r in c.turns]
     assert got == want and {r.priority_class for r in got} == {"high", "low"}
+
+
+@pytest.mark.parametrize("tokenizer", ["word", "server"])
+def test_packed_turns_read_back_as_the_spilled_ones(tmp_path: Path, tokenizer: str) -> None:
+    api = "sglang-generate" if tokenizer == "server" else "openai-chat"
+    sch = build_schedule(_spec(tmp_path, tokenizer=tokenizer, api=api), None, 0)
+    convs = sch.conversations
+    assert isinstance(convs, SpilledSessions)
+    for s in (0, 4):
+        packed = PackedTurns(convs, s)
+        assert packed[1] == convs[s].turns[1]  # read out of order: earlier turns read on the way
+        assert list(packed) == list(convs[s].turns) and len(packed) == 3 and packed[-1] == packed[2]
