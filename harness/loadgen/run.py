@@ -2,9 +2,11 @@
 
 `concurrency` workers share one connection pool and take requests from a DueQueue. Closed loop (no
 request rate): a worker takes the ready request with the lowest schedule index; TTFT starts when it
-is taken. With `request_rate`, conversations (a shared-prefix request, or a multi-turn session) start
-by the arrival process (poisson, constant or gamma; seeded, on absolute times from the run start, so
-nothing drifts), and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
+is taken; a multi-turn schedule is then fed in index order, a session in RAM only while a turn of it
+is queued or in flight (harness.loadgen.turn_feed). With `request_rate`, conversations (a shared-prefix
+request, or a multi-turn session: first turns fed lazily in arrival order) start by the arrival
+process (poisson, constant or gamma; seeded, on absolute times from the run start, so nothing drifts),
+and TTFT starts at that due time, so queueing behind the cap is measured, not hidden.
 A later turn of a session is due when the previous answer ended plus the think time (`think_time_s`);
 with a rate, its TTFT starts there too. A replayed trace with `timestamps: honor` sends each request at
 its own time (Request.arrival after the start), not before its previous turn ended; TTFT from there. A
@@ -22,12 +24,10 @@ engine="aiohttp" (env HARNESS_HTTP_ENGINE=aiohttp), uses one shared aiohttp sess
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
-from collections import Counter, deque
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,11 +36,13 @@ from harness.capture.records import RequestRecord
 from harness.client import get_dialect, stream_request
 from harness.client.dialects import normalize_base_url, with_priority
 from harness.client.http1 import H1Pool
-from harness.errors import HarnessError
 from harness.loadgen.due import DueQueue
+from harness.loadgen.engine import pick_engine as _pick_engine
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session, trace_due
+from harness.loadgen.tally import LoadResult, RunIds
+from harness.loadgen.turn_feed import TurnFeed, cached
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
 from harness.spec import Timeouts
@@ -48,43 +50,14 @@ from harness.spec.load import LoadSettings
 from harness.workloads import PromptBuilder, Schedule
 from harness.workloads.arrivals import iter_arrival_offsets
 from harness.workloads.schedule import Conversation, Request
+from harness.workloads.spilled_sessions import SpilledSessions
 
 if TYPE_CHECKING:
     import aiohttp
 
 _mono = time.monotonic
+__all__ = ["LoadResult", "RunIds", "run_schedule"]
 FEED_WINDOW = 64  # a trace's conversations queued ahead of the workers (at least 2 x concurrency)
-
-
-@dataclass
-class RunIds:
-    """Identity fields copied into every record."""
-
-    experiment: str
-    server: str
-    point: str
-    seed: int
-
-
-@dataclass
-class LoadResult:
-    """The run's tally: scheduled = ok + failed + skipped + not_sent once it ended (not interrupted)."""
-
-    scheduled: int
-    sent: int = 0
-    ok: int = 0
-    failed: int = 0
-    skipped: int = 0  # turns after a failed turn of their session
-    not_sent: int = 0  # left when duration_s ran out
-    errors: Counter = field(default_factory=Counter)
-    max_in_flight: int = 0
-    start_mono: float = 0.0
-    end_mono: float = 0.0
-    start_wall: float = 0.0
-    end_wall: float = 0.0
-    interrupted: bool = False
-    time_limited: bool = False
-    client_cpu_s: float = 0.0  # this process's CPU time over the run (summed over the workers of a split run)
 
 
 def _first(c: Conversation) -> int:
@@ -185,16 +158,25 @@ class _Run:
         self.dialect = get_dialect(api)
         self.builder = PromptBuilder(schedule, api)
         # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
-        # run's memory does not grow with the trace; other schedules are queued whole at the start
-        self.lazy = schedule.total is not None
+        # run's memory does not grow with the trace; multi-turn: below; the rest are queued whole at the start
+        convs = schedule.conversations
+        spilled = isinstance(convs, SpilledSessions)  # a multi-turn schedule (its prompts in a file)
+        think = load.think_time
+        # closed loop, no think time: fed in index order, idle sessions spilled (harness.loadgen.turn_feed)
+        fed = spilled and not request_rate and (think is None or think.mean_s <= 0)
+        self.turns = TurnFeed(convs, self.part, think) if fed and isinstance(convs, SpilledSessions) else None
+        # open loop: a multi-turn schedule's first turns are fed like a trace's (in arrival order)
+        self.lazy = schedule.total is not None or (spilled and bool(request_rate))
+        self.firsts = 0 if spilled and self.lazy else None  # open loop, multi-turn: first turns waiting
         self._feed = self.part.feed(schedule) if self.lazy else None
         self.unfed = len(schedule) if self.lazy else 0  # requests of conversations not yet queued
         self.window = FEED_WINDOW
         self.timed = False  # a trace's own send times (timestamps: honor) make this an open loop
         mine = self.part.mine
         # every conversation in first-turn order (open loop: each one draws its arrival time, whoever sends it)
-        self._firsts = [] if self.lazy else sorted((c for c in schedule.conversations if c.turns), key=_first)
-        self.sessions = {c.id: Session(c) for c in self._firsts if mine(c)}
+        eager = not (self.lazy or self.turns)
+        self._firsts = sorted((c for c in schedule.conversations if c.turns), key=_first) if eager else []
+        self.sessions = {c.id: Session(cached(c)) for c in self._firsts if mine(c)}
         self.res = LoadResult(scheduled=self.part.count(schedule))
         self.client_timeout: aiohttp.ClientTimeout | None = None  # the aiohttp engine's (set when it is used)
         self.recent_ttft: deque[float] = deque(maxlen=512)
@@ -225,7 +207,7 @@ class _Run:
                 self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
             )
             self.next_offset = next(self.offsets)
-        if self.lazy:
+        if self.lazy or self.turns:
             self.window = max(FEED_WINDOW, 2 * self.concurrency)
             self._top_up()
         n = len(self._firsts)
@@ -248,12 +230,17 @@ class _Run:
     def stop(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
+        if self.turns is not None:
+            self.turns.close()
 
     def _time_is_up(self) -> None:
         """duration_s reached: nothing more is sent; what is queued is recorded as not sent."""
         self.time_up = self.res.time_limited = True
+        why = f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
         for s in self.queue.drain():
-            self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+            self._not_sent(s, "time-limit", why)
+        for reqs in self.turns.unsent() if self.turns else ():  # idle sessions the feed has not reached
+            self._unsent(reqs, "time-limit", why)
         for conv in self._feed or ():  # a trace's conversations not yet read
             self.unfed -= len(conv.turns)
             if not self.part.mine(conv):
@@ -265,9 +252,17 @@ class _Run:
 
     def _top_up(self) -> None:
         """Queue a trace's next conversations until `window` wait untaken (or the file is done)."""
+        if self.turns is not None:
+            while not self.time_up and self.queue.waiting() < self.window:
+                got = self.turns.next()
+                if got is None:
+                    return
+                self.sessions[got[0].conv.id] = got[0]
+                self.queue.put(got[0], got[1], None)
+            return
         if self._feed is None or self.time_up:
             return
-        while self.queue.waiting() < self.window:
+        while (self.queue.waiting() if self.firsts is None else self.firsts) < self.window:
             conv = next(self._feed, None)
             if conv is None:
                 self._feed = None
@@ -281,8 +276,10 @@ class _Run:
                 offset, nxt = self._draw(last=self.unfed <= 0)
             if not self.part.mine(conv):
                 continue  # another worker's (its arrival time drawn all the same: one clock for all)
-            s = Session(conv)
+            s = Session(cached(conv))
             self.sessions[conv.id] = s
+            if self.firsts is not None:
+                self.firsts += 1
             if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
                 self.timed = True
                 s.due = trace_due(first, self.t0, None, None)
@@ -299,9 +296,13 @@ class _Run:
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""
+        if self.turns is not None and not self.time_up and self.turns.ahead(s):  # off the heap till fed
+            self.turns.park(s)
+            del self.sessions[s.conv.id]
+            return
         req = s.next_turn()
         if req is None:
-            del self.sessions[s.conv.id]  # its answers are on disk: memory stays flat in run length
+            self._over(s)  # its answers are on disk: memory stays flat in run length
             return
         if self.time_up:
             self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
@@ -325,6 +326,8 @@ class _Run:
             s, idle = await queue.get()
             if s is None:
                 return
+            if self.firsts is not None and not s.history:
+                self.firsts -= 1
             self._top_up()
             await self._send(session, s, idle)
 
@@ -384,7 +387,7 @@ class _Run:
             kind = rec.error_kind or "failed"
             self._not_sent(s, "skipped", f"not sent: turn {req.turn} of this session failed ({kind})")
         else:
-            del self.sessions[s.conv.id]
+            self._over(s)
         self._settle()
 
     def _hint(self, s: Session, req: Request) -> ClientHint:
@@ -396,13 +399,15 @@ class _Run:
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
-        after = s.conv.turns[len(s.history) + 1 :][:1]  # a session trace's gap: not sent at once either
-        think = think or any((t.gap or 0.0) > 0 for t in after)
+        if self.schedule.total is not None:  # a session trace's gap: not sent at once either
+            think = think or any((t.gap or 0.0) > 0 for t in s.conv.turns[len(s.history) + 1 :][:1])
         return ClientHint(
             concurrency=self.concurrency,
             seq=self.seq,
             # a trace's conversations not yet read are ready too in a closed loop
-            ready=self.queue.ready_count() + (self.unfed if not (self.rate or self.timed) else 0),
+            ready=self.queue.ready_count()
+            + (self.unfed if not (self.rate or self.timed) else 0)
+            + (self.turns.ready_unfed if self.turns else 0),
             followed=self.followed,
             follow=len(s.history) + 1 < len(s.conv.turns) and not think,  # a think time: not at once
             index=req.index,
@@ -439,11 +444,20 @@ class _Run:
 
     def _not_sent(self, s: Session, why: str, text: str) -> None:
         """Record every remaining turn of s as not sent; the session is done."""
-        for req in s.remaining():
+        self._unsent(s.remaining(), why, text)
+        self._over(s)
+
+    def _unsent(self, reqs: Sequence[Request], why: str, text: str) -> None:
+        for req in reqs:
             rec = self._record(req, scheduled=0.0)
             rec.not_sent, rec.error = why, text
             self._write(rec)
+
+    def _over(self, s: Session) -> None:
+        """s has no turn left to send."""
         self.sessions.pop(s.conv.id, None)
+        if self.turns is not None:
+            self.turns.done(s.conv.id)
 
     def _write(self, rec: RequestRecord) -> None:
         res = self.res
@@ -482,19 +496,3 @@ async def _drive(session, run: _Run, concurrency: int, progress: Progress | None
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
             progress.finish(res, run.recent_ttft)
-
-
-def _pick_engine(engine: str, url: str, headers: dict[str, str]) -> str:
-    """http1 for plain http:// unless asked otherwise (or a header it cannot send); aiohttp for the rest."""
-    engine = os.environ.get("HARNESS_HTTP_ENGINE", engine) if engine == "auto" else engine
-    if engine not in ("auto", "http1", "aiohttp"):
-        raise HarnessError(
-            f"HTTP engine: unknown value {engine!r} (expected auto, http1 or aiohttp; env HARNESS_HTTP_ENGINE)"
-        )
-    if engine == "aiohttp" or not url.startswith("http://"):
-        return "aiohttp"
-    try:
-        H1Pool(url, headers)
-    except ValueError:
-        return "aiohttp"
-    return "http1"

@@ -15,8 +15,8 @@ from harness.errors import SpecError
 from harness.spec import LogNormal, MultiTurnWorkload, SharedPrefixWorkload, ShareGPT
 from harness.tokenizer import VOCAB
 from harness.workloads.lazy import LazySharedPrefix
-from harness.workloads.schedule import Conversation, Prompt, Schedule
-from harness.workloads.session_turns import SessionTurns
+from harness.workloads.schedule import Prompt, Schedule
+from harness.workloads.spilled_sessions import PromptStore, SpilledSessions
 from harness.workloads.tokenizers import PromptMaker
 
 V = len(VOCAB)
@@ -93,25 +93,32 @@ def shared_prefix(wl: SharedPrefixWorkload, seed: int, maker: PromptMaker, spec_
 
 
 def multi_turn(wl: MultiTurnWorkload, seed: int, maker: PromptMaker, spec_file: str) -> Schedule:
-    """N sessions x T turns, round-robin: every session's turn t before any session's turn t+1."""
+    """N sessions x T turns, round-robin: every session's turn t before any session's turn t+1.
+
+    Every system prompt, then every question in request order (t x N + s), from one seeded stream,
+    each written to a spill file as it is drawn (harness.workloads.spilled_sessions): nothing per
+    request stays in memory.
+    """
     rng = random.Random(f"multi-turn:{seed}")
     qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
-    convs = []
-    packed: list[SessionTurns] = []  # each session's turns, packed: every session is open at once
+    store = PromptStore(ids=maker.kind == "server")
+    no_system = bytearray(
+        wl.sessions
+    )  # sessions whose system prompt is empty: their first question is tagged
     for s in range(wl.sessions):
-        tags = seed_tags(seed, s)
-        system, sys_n = maker.make(rng, wl.system_prompt_tokens, tags)
-        packed.append(SessionTurns(s, wl.sessions, wl.answer_tokens))
-        convs.append(Conversation(id=s, system=system, system_tokens=sys_n, turns=packed[s], session=s))
+        system, sys_n = maker.make(rng, wl.system_prompt_tokens, seed_tags(seed, s))
+        store.add(system, sys_n)
+        no_system[s] = sys_n == 0
     for t in range(wl.turns):
-        for s, conv in enumerate(convs):
-            q, q_n = qsrc.make(rng, seed_tags(seed, s) + [t] if conv.system_tokens == 0 and t == 0 else [])
-            packed[s].append(q, q_n)
+        for s in range(wl.sessions):
+            q, q_n = qsrc.make(rng, seed_tags(seed, s) + [t] if no_system[s] and t == 0 else [])
+            store.add(q, q_n)
+    store.spill.flush()
     return Schedule(
         kind=wl.kind,
         seed=seed,
         tokenizer=maker.kind,
-        conversations=convs,
+        conversations=SpilledSessions(wl.sessions, wl.turns, wl.answer_tokens, store),
         history=wl.history,
         ids=maker.kind == "server",
     )

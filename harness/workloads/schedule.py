@@ -62,7 +62,7 @@ class Conversation:
     id: int
     system: Prompt
     system_tokens: int
-    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: session_turns.SessionTurns
+    turns: Sequence[Request] = field(default_factory=list)  # multi-turn: spilled_sessions.SpilledTurns
     group: int | None = None
     session: int | None = None
 
@@ -85,6 +85,9 @@ class Schedule:
         """Every request in nominal send order."""
         if self.total is not None:  # a trace's conversations already come in send order, turns in a row
             return (r for c in self.conversations for r in c.turns)
+        in_order = getattr(self.conversations, "requests_in_order", None)
+        if in_order is not None:  # a spilled multi-turn schedule reads them in index order
+            return in_order()
         reqs = [r for c in self.conversations for r in c.turns]
         reqs.sort(key=lambda r: r.index)
         return iter(reqs)
@@ -92,10 +95,16 @@ class Schedule:
     def __len__(self) -> int:
         if self.total is not None:
             return self.total
+        counted = getattr(self.conversations, "request_count", None)
+        if counted is not None:  # a spilled multi-turn schedule: sessions x turns
+            return counted
         return sum(len(c.turns) for c in self.conversations)
 
     def head(self, n: int) -> Schedule:
         """The first n requests in send order (a session keeps its turns up to there), e.g. a warm-up."""
+        head = getattr(self.conversations, "head", None)
+        if head is not None:  # a spilled multi-turn schedule: its first n requests without reading the rest
+            return dataclasses.replace(self, conversations=head(n), total=None)
         keep = {r.index for r in itertools.islice(self.requests(), n)}
         last = max(keep, default=-1)
         convs = []

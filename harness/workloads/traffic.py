@@ -72,6 +72,10 @@ def apply_traffic(
         convs: Any = schedule.conversations
         if isinstance(convs, list):
             convs = [classed(c, classes, seed) for c in convs]
+        elif hasattr(
+            convs, "with_classes"
+        ):  # a spilled multi-turn schedule: classed as its requests are made
+            convs = convs.with_classes(classes, seed)
         else:
             convs = _Classed(convs, classes, seed)
         schedule = dataclasses.replace(schedule, conversations=convs)
