@@ -181,6 +181,10 @@ def _counter() -> Callable[[], None]:
     return tick
 
 
+# any GET (not counted): a JSON object with no state, as SGLang's /server_info would answer without one
+INFO_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
 async def _serve(shape: Shape) -> None:
     respond = _responder(shape)
     tick = _counter()
@@ -204,6 +208,9 @@ async def _serve(shape: Shape) -> None:
                 if len(buf) < i + 4 + n:
                     break
                 buf = buf[i + 4 + n :]
+                if h.startswith(b"get "):  # SGLang's bench_serving asks GET /server_info after its run
+                    self.t.write(INFO_RESPONSE)
+                    continue
                 for part in respond():
                     self.t.write(part)
                 tick()
