@@ -181,8 +181,9 @@ def _counter() -> Callable[[], None]:
     return tick
 
 
-# any GET (not counted): a JSON object with no state, as SGLang's /server_info would answer without one
-INFO_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+# GET /server_info (not counted): SGLang's bench_serving asks it after its run and reads a 200 as JSON (it takes
+# any other status as "no info"); a 404 leaves `harness run`, which asks it too, as it was (no info either)
+INFO_RESPONSE = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
 
 async def _serve(shape: Shape) -> None:
@@ -208,7 +209,7 @@ async def _serve(shape: Shape) -> None:
                 if len(buf) < i + 4 + n:
                     break
                 buf = buf[i + 4 + n :]
-                if h.startswith(b"get "):  # SGLang's bench_serving asks GET /server_info after its run
+                if h.startswith(b"get /server_info "):
                     self.t.write(INFO_RESPONSE)
                     continue
                 for part in respond():

@@ -220,12 +220,15 @@ class SGLangBench(Client):
 
 
 class VllmBench(SGLangBench):
-    """vLLM's `vllm bench serve` (the same flag names for these)."""
+    """vLLM's `vllm bench serve`: the same flag names, its `random` dataset (fixed lengths at range ratio 0,
+    where SGLang's are at 1) and its openai-chat backend."""
 
     def command(self, url: str, n: int, c: int, work: Path) -> list[str]:
         cmd = super().command(url, n, c, work)
         cmd[1:3] = ["-m", "vllm.entrypoints.cli.main", "bench", "serve"]
         cmd[cmd.index("sglang-oai-chat")] = "openai-chat"
+        cmd[cmd.index("random-ids")] = "random"
+        cmd[cmd.index("--random-range-ratio") + 1] = "0"
         cmd[cmd.index("--output-file") : cmd.index("--output-file") + 2] = [
             "--save-result",
             "--result-dir",
