@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -397,6 +398,7 @@ def main() -> int:
             clients.append(VllmBench(a.vllm_python, "", "vLLM bench serve", a.tokenizer))
         else:
             notes.append("vLLM bench serve: skipped (no vLLM CPU venv under ~/.cache/harness)")
+    load0 = "/".join(f"{x:.1f}" for x in os.getloadavg())
     count = tempfile.NamedTemporaryFile(prefix="side-count-", delete=False)  # noqa: SIM115
     count.write(bytes(8))
     count.close()
@@ -422,19 +424,27 @@ def main() -> int:
     if a.json:
         print(json.dumps({"rows": [r.__dict__ for r in rows], "notes": notes}, indent=2))
         return 0
-    load = os.getloadavg()
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         "Server: scripts/bench_client.py --serve sglang, zero latency, "
         + (f"pinned to core {srv_cpu}; clients pinned to core {cli_cpu}." if pin else "no pinning.")
     )
     print(
         f"{PROMPT_TOKENS}-token prompts, {OUTPUT_TOKENS} output tokens, {a.reps} short ({a.short:,}) + long"
-        f" runs per row, medians; load average at the end {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}."
+        f" runs per row, medians; load average (1/5/15 min) at the start {load0}, at the end {load}."
     )
     print()
     print(table(rows))
     for n in dict.fromkeys(notes):  # once each (a failing client fails at every level)
         print(f"\n- {n}")
+    print("\nThe commands (long run, first level; WORK: the run's temporary folder):")
+    with tempfile.TemporaryDirectory(prefix="side-") as tmp:
+        for cl in clients:
+            cmd = cl.command(url, a.requests, int(a.concurrency.split(",")[0]), Path(tmp))
+            env = cl.env()
+            keys = ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE", "HARNESS_HTTP_ENGINE")
+            pre = "".join(f"{k}={env[k]} " for k in keys if k in env and env[k] != os.environ.get(k))
+            print(f"- {cl.name}: `{pre}{shlex.join(cmd).replace(tmp, 'WORK')}`")
     return 0
 
 
