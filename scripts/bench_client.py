@@ -181,6 +181,11 @@ def _counter() -> Callable[[], None]:
     return tick
 
 
+# GET /server_info (not counted): SGLang's bench_serving asks it after its run and reads a 200 as JSON (it takes
+# any other status as "no info"); a 404 leaves `harness run`, which asks it too, as it was (no info either)
+INFO_RESPONSE = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+
+
 async def _serve(shape: Shape) -> None:
     respond = _responder(shape)
     tick = _counter()
@@ -204,6 +209,9 @@ async def _serve(shape: Shape) -> None:
                 if len(buf) < i + 4 + n:
                     break
                 buf = buf[i + 4 + n :]
+                if h.startswith(b"get /server_info "):
+                    self.t.write(INFO_RESPONSE)
+                    continue
                 for part in respond():
                     self.t.write(part)
                 tick()

