@@ -11,6 +11,10 @@ from typing import Any, Literal
 
 PointStatus = Literal["ok", "partial", "failed", "interrupted", "running"]
 
+# a point's flush_note when the harness made it cold with a fresh server on an empty L3 directory instead
+# of a flush (harness.sweep.cold_start); here, not in harness.verdicts.cold, so a run never imports verdicts
+STORAGE_COLD_NOTE = "fresh server and an empty storage directory (a flush leaves L3 warm)"
+
 
 @dataclass
 class RequestRecord:

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.capture.records import STORAGE_COLD_NOTE
 from harness.servers.process import ServerProcess, startup_error
-from harness.verdicts.cold import STORAGE_COLD_NOTE
 
 STORAGE_FLAG = "--hicache-storage-backend"
 STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"

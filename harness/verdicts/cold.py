@@ -17,6 +17,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# what a point records when the harness made it cold with a fresh server on an empty L3 directory instead
+# of a flush (harness.sweep.cold_start); defined with the capture's records, re-exported for readers
+from harness.capture.records import STORAGE_COLD_NOTE as STORAGE_COLD_NOTE
+
 HEAD_SLACK = 16  # tokens any two prompts of a run may share: template head + seed tags
 STATES = ("cold", "cache-not-cold", "warm-start")  # worst last
 
@@ -82,11 +86,6 @@ def first_requests(rows: Iterable[dict[str, Any]], block_tokens: int | None = No
     res.checked = len(least)
     res.over = [v for _, v in sorted(least.items(), key=lambda kv: str(kv[0])) if v["cached"] > allowance]
     return res
-
-
-# what a point records when the harness made it cold with a fresh server on an empty L3 directory
-# instead of a flush (harness.sweep.cold_start)
-STORAGE_COLD_NOTE = "fresh server and an empty storage directory (a flush leaves L3 warm)"
 
 
 def reset_state(point: dict[str, Any] | None) -> tuple[bool, str | None]:

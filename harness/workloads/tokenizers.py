@@ -132,6 +132,21 @@ def load_tokenizer(path: str) -> LocalTokenizer:
     raise HarnessError(f"tokenizer: {path}: expected a tokenizer.json file or a tokenizer folder")
 
 
+def safe_words(hf: LocalTokenizer, least: int = 256) -> list[int]:
+    """Token ids that are one whole word with its leading space (` word`) and encode back to themselves:
+    text made of them splits at the spaces into exactly those tokens, so a block's text round-trips
+    through the tokenizer. Fewer than `least` of them (a tokenizer without such words): every id, and
+    prompts that do not round-trip show up as prompt_check mismatches."""
+    ids = list(getattr(hf, "_ids", None) or range(ID_BASE, ID_BASE + ID_SPAN))
+    safe = []
+    for i in ids:
+        text = hf.decode([i])
+        word = text[1:]
+        if text[:1] == " " and word.isalpha() and word.isascii() and hf.encode(text) == [i]:
+            safe.append(i)
+    return safe if len(safe) >= least else ids
+
+
 class PromptMaker:
     """Exact-length prompt text (or ids) for one tokenizer; `tag` words make seeds disjoint."""
 

@@ -17,11 +17,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
+import numpy as np  # its PCG64 draws make the blocks (their sha1s are pinned): only a trace imports this module
 
 from harness.tokenizer import VOCAB, render_chat
 from harness.workloads.schedule import BuiltPrompt
-from harness.workloads.tokenizers import ID_BASE, ID_SPAN, LocalTokenizer
+from harness.workloads.tokenizers import ID_BASE, ID_SPAN, LocalTokenizer, safe_words
 
 HEAD_SPAN = 30_000  # head ids ID_BASE .. ID_BASE + 29,999: inside any vocabulary of 31k tokens or more
 BLOCK_CACHE = 4096  # blocks kept; a block of 512 ids is ~4 KiB as an array
@@ -85,21 +85,6 @@ class BlockMaker:
             return ids
         assert self.hf is not None
         return self.hf.decode(ids)
-
-
-def safe_words(hf: LocalTokenizer, least: int = 256) -> list[int]:
-    """Token ids that are one whole word with its leading space (` word`) and encode back to themselves:
-    text made of them splits at the spaces into exactly those tokens, so a block's text round-trips
-    through the tokenizer. Fewer than `least` of them (a tokenizer without such words): every id, and
-    prompts that do not round-trip show up as prompt_check mismatches."""
-    ids = list(getattr(hf, "_ids", None) or range(ID_BASE, ID_BASE + ID_SPAN))
-    safe = []
-    for i in ids:
-        text = hf.decode([i])
-        word = text[1:]
-        if text[:1] == " " and word.isalpha() and word.isascii() and hf.encode(text) == [i]:
-            safe.append(i)
-    return safe if len(safe) >= least else ids
 
 
 @dataclass(frozen=True)

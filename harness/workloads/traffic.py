@@ -17,8 +17,7 @@ from typing import Any
 
 from harness.spec.traffic import PriorityClass
 from harness.workloads.schedule import BuiltPrompt, Conversation, Schedule
-from harness.workloads.tokenizers import ID_BASE, ID_SPAN, PromptMaker
-from harness.workloads.trace_prompts import safe_words
+from harness.workloads.tokenizers import ID_BASE, ID_SPAN, PromptMaker, safe_words
 
 
 def draw_class(classes: Sequence[PriorityClass], seed: int, unit: int) -> PriorityClass:

@@ -220,3 +220,32 @@ def test_sigint_leaves_valid_requests_jsonl(fake_server_factory, tmp_path):
     assert any(r["error_kind"] == "cancelled" for r in rows)
     point = json.loads((pdir / "point.json").read_text())
     assert point["status"] == "interrupted" and point["requests_ok"] + point["requests_failed"] == len(rows)
+
+
+# a run's end writes point.json and records, never a summary: these load only for summarize/report or a trace
+NOT_FOR_A_RUN = ("pydantic", "numpy", "harness.summary", "harness.verdicts")
+
+
+@pytest.mark.slow
+def test_a_run_over_http_imports_no_summary_types_and_no_numpy(tmp_path):
+    """pydantic (the summary's types) and numpy cost a run ~20 MB of RSS and ~0.3 s of CPU at start."""
+    from tests.helpers.procs import SimProc
+
+    sim = SimProc(tmp_path)
+    try:
+        spec = spec_file(tmp_path)
+        argv = ["run", str(spec), "--server-url", sim.url, "--capture", str(tmp_path / "cap"), "--quiet"]
+        code = (
+            "import atexit, sys\n"
+            f"atexit.register(lambda: print(sorted(m for m in {NOT_FOR_A_RUN!r} if m in sys.modules)))\n"
+            "from harness.cli import main\n"
+            f"sys.exit(main({argv!r}))\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_TEST_TOKEN": "t"}
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        )
+    finally:
+        sim.stop()
+    assert out.returncode == 0, out.stderr
+    assert "4/4 points ok" in out.stdout and out.stdout.strip().splitlines()[-1] == "[]", out.stdout
