@@ -6,7 +6,7 @@ import itertools
 
 from harness.spec import parse_spec
 from harness.workloads import build_schedule, load_prompt_maker
-from harness.workloads.lazy import Permutation
+from harness.workloads.lazy import Permutation, group_counts
 
 
 def _spec(groups: int, per_group: int, shuffle: bool = True):
@@ -89,3 +89,16 @@ def test_a_workers_part_makes_only_its_own_prompts_and_keeps_every_index():
                 assert (a.system, a.turns[0].question) == (b.system, b.turns[0].question)
             else:  # another worker's: a stub, no prompt made
                 assert b.system == "" and b.turns[0].question == ""
+
+
+def test_positions_count_past_a_byte_and_the_counts_take_a_byte_a_group():
+    """A group's positions run 0..P-1 in send order whatever P (the per-group counts widen past 255), and
+    the counts kept while iterating are one byte a group when P fits in a byte."""
+    for per_group in (2, 300):
+        s = build_schedule(_spec(2, per_group), None, 0)
+        seen = {0: [], 1: []}
+        for c in s.conversations:
+            seen[c.group].append(c.turns[0].position)
+        assert seen == {0: list(range(per_group)), 1: list(range(per_group))}
+    assert len(group_counts(62_500, 16).tobytes()) == 62_500
+    assert group_counts(3, 300).itemsize == 2 and group_counts(3, 70_000).itemsize == 4
