@@ -3,16 +3,18 @@
 Request i of the schedule is computed when asked for, never stored: a seeded keyed permutation (a
 Feistel network with cycle walking, O(1) memory) says which (group, prompt) it is, and per-item seeds
 give its system prompt and question, so any worker process can produce any slice of the same
-schedule. Only two things are remembered while iterating: the position of each group that has not
-yet sent all its prompts (nothing with one prompt per group), and the most recent groups' system
-prompts, up to a fixed token budget (a shuffled group's prompts are spread over the whole run: with
-a cache of a few groups nearly every request re-made its system prompt, ~10 % of a run's CPU).
-Each item reseeds one Random per iteration rather than constructing one: the same state, less work.
+schedule. Only two things are remembered while iterating: each group's prompts made so far, one byte a
+group up to 255 prompts a group (a shuffled run has nearly every group open at once; nothing with one
+prompt per group), and the most recent groups' system prompts, up to a fixed token budget (a shuffled
+group's prompts are spread over the whole run: with a cache of a few groups nearly every request re-made
+its system prompt, ~10 % of a run's CPU). Each item reseeds one Random per iteration rather than
+constructing one: the same state, less work.
 """
 
 from __future__ import annotations
 
 import random
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -109,7 +111,7 @@ class LazySharedPrefix:
         cheaply, without prompts, when start > 0 and a group has several prompts). wanted(group): False
         makes a stub without prompts."""
         wl, P = self.wl, self.wl.prompts_per_group
-        seen: dict[int, int] = {}
+        seen = group_counts(wl.groups if P > 1 else 0, P)
         rng = random.Random()  # reseeded per item: the state Random(seed) would have
         base = self.seed * 1_000_003
         for i in range(stop):
@@ -117,11 +119,8 @@ class LazySharedPrefix:
             g, p = divmod(j, P)
             pos = 0
             if P > 1:
-                pos = seen.get(g, 0)
-                if pos + 1 == P:
-                    seen.pop(g, None)  # the group's last prompt: forget it (memory flat in run length)
-                else:
-                    seen[g] = pos + 1
+                pos = seen[g]
+                seen[g] = pos + 1
             if i < start:
                 continue
             if wanted is not None and not wanted(g):
@@ -161,3 +160,10 @@ class LazySharedPrefix:
         while len(cache) > SYSTEM_CACHE or (self._system_tokens > SYSTEM_CACHE_TOKENS and len(cache) > 1):
             self._system_tokens -= cache.popitem(last=False)[1][1]
         return made
+
+
+def group_counts(groups: int, most: int) -> array:
+    """Prompts sent so far per group, in the narrowest unsigned array that holds `most`: a shuffled run has
+    nearly every group open at once, and a dict of them cost ~70 bytes a group (4.5 MB at 62,500 groups)."""
+    code = next(c for c in ("B", "H", "I", "Q") if most < 1 << (8 * array(c).itemsize))
+    return array(code, bytes(groups * array(code).itemsize))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -101,17 +102,39 @@ class Schedule:
         return sum(len(c.turns) for c in self.conversations)
 
     def head(self, n: int) -> Schedule:
-        """The first n requests in send order (a session keeps its turns up to there), e.g. a warm-up."""
+        """The first n requests in send order (a session keeps its turns up to there), e.g. a warm-up.
+
+        Reads only what it keeps, plus (a list of conversations) each conversation's next turn: a long
+        schedule's warm-up head never builds, sorts or reads the rest of it."""
         head = getattr(self.conversations, "head", None)
         if head is not None:  # a spilled multi-turn schedule: its first n requests without reading the rest
             return dataclasses.replace(self, conversations=head(n), total=None)
-        keep = {r.index for r in itertools.islice(self.requests(), n)}
-        last = max(keep, default=-1)
-        convs = []
-        for c in self.conversations:
-            turns = [r for r in c.turns if r.index in keep]
-            if turns:
-                convs.append(dataclasses.replace(c, turns=turns))
-            elif self.total is not None and c.turns and c.turns[0].index > last:
-                break  # a lazy schedule (a trace, shared-prefix) comes in send order: the rest is not needed
+        if self.total is not None:  # a trace or shared-prefix: conversations in send order, turns in a row
+            convs = []
+            left = n
+            for c in self.conversations if left > 0 else ():
+                turns = list(itertools.islice(c.turns, left))
+                if turns:
+                    convs.append(dataclasses.replace(c, turns=turns))
+                    left -= len(turns)
+                if left <= 0:
+                    break  # the next conversation is never made
+            return dataclasses.replace(self, conversations=convs, total=None)
+        listed = list(self.conversations)
+        # the conversations' turns merged by index: each conversation's next turn competes once the
+        # previous one is taken (the order the run sends them in); count how many each one gives
+        taken = [0] * len(listed)
+        streams = [_tagged(c.turns, k) for k, c in enumerate(listed)]
+        for _, k in itertools.islice(heapq.merge(*streams), n):
+            taken[k] += 1
+        convs = [
+            dataclasses.replace(c, turns=list(itertools.islice(c.turns, m)))
+            for c, m in zip(listed, taken, strict=True)
+            if m
+        ]
         return dataclasses.replace(self, conversations=convs, total=None)
+
+
+def _tagged(turns: Iterable[Request], k: int) -> Iterator[tuple[int, int]]:
+    """(index, k) of each turn, read one at a time."""
+    return ((r.index, k) for r in turns)

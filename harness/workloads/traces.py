@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.errors import SpecError
 from harness.spec import TraceWorkload
 from harness.workloads.block_trie import block_positions
+from harness.workloads.heap import release_free_heap
 from harness.workloads.schedule import Conversation, Request, Schedule
 from harness.workloads.tokenizers import PromptMaker
 from harness.workloads.trace_files import (
@@ -90,6 +91,7 @@ def _mooncake(wl: TraceWorkload, maker: PromptMaker, spec_file: str, api: str):
             yield line.hash_ids
 
     positions = block_positions(checked())
+    release_free_heap()  # the tree walked above is freed: its pages must not stay resident for the run
     if not positions:
         raise SpecError(spec_file, "workload.start", f"{path}: no requests from request {wl.start} on")
     blocks = BlockMaker(maker.kind, wl.block_tokens, maker.hf)

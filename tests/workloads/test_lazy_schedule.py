@@ -10,7 +10,7 @@ import pytest
 
 from harness.spec import parse_spec
 from harness.workloads import build_schedule, load_prompt_maker
-from harness.workloads.lazy import Permutation
+from harness.workloads.lazy import Permutation, group_counts
 from tests.helpers import specs
 from tests.helpers.prompt_digest import bodies_digest
 
@@ -144,3 +144,16 @@ def test_shared_prefix_bodies_unchanged(
 ) -> None:
     """Every request body of these schedules, pinned before issue 29's CPU work on prompt making."""
     assert bodies_digest(tmp_path, workload, api, tokenizer=tokenizer) == digest
+
+
+def test_positions_count_past_a_byte_and_the_counts_take_a_byte_a_group():
+    """A group's positions run 0..P-1 in send order whatever P (the per-group counts widen past 255), and
+    the counts kept while iterating are one byte a group when P fits in a byte."""
+    for per_group in (2, 300):
+        s = build_schedule(_spec(2, per_group), None, 0)
+        seen = {0: [], 1: []}
+        for c in s.conversations:
+            seen[c.group].append(c.turns[0].position)
+        assert seen == {0: list(range(per_group)), 1: list(range(per_group))}
+    assert len(group_counts(62_500, 16).tobytes()) == 62_500
+    assert group_counts(3, 300).itemsize == 2 and group_counts(3, 70_000).itemsize == 4
