@@ -73,11 +73,33 @@ class EventSink:
         if rec.first_byte_mono is None:
             rec.first_byte_mono = now
             self.first_bytes = chunk[:120]
+        return self._apply(self.feed(chunk), now)
+
+    def events(self, events: list[bytes], now: float) -> bool | None:
+        """The data of whole events whose body bytes were exactly `data: X` + a blank line each (see
+        harness.client.h1wire.whole_events); None (nothing taken) unless a 200 whose parser is idle."""
+        if self.status != 200 or not self.parser.idle():
+            return None
+        rec = self.rec
+        if rec.first_byte_mono is None:
+            rec.first_byte_mono = now
+            first = []  # the body's first 120 bytes, as body() keeps them
+            size = 0
+            for e in events:
+                first.append(b"data: %s\n\n" % e)
+                size += len(e) + 8
+                if size >= 120:
+                    break
+            self.first_bytes = b"".join(first)[:120]
+        return self._apply(events, now)
+
+    def _apply(self, events: list[bytes], now: float) -> bool:
+        """Apply the data of completed SSE events: stream state, per-token stamps, fast paths."""
+        rec = self.rec
         st = self.st
         tpl = self.tpl
         if tpl is not None:
             prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
-        events = self.feed(chunk)
         end = len(events)
         bulk = end > 2  # a run of events of the current plain shape is taken at once (_take_run)
         i = 0
