@@ -154,6 +154,21 @@ class EventSink:
                     if rec.first_token_mono is None:
                         self._first(now)
                     continue
+            finals = self.dialect.finals
+            if finals:  # the last text event, with its finish reason, of a shape this run has proven
+                text = None
+                for t in finals:
+                    text = t.match(data)
+                    if text:
+                        st.pieces.append(text)
+                        st.finish = t.finish
+                        self.tokens.append(now)
+                        if rec.first_token_mono is None:
+                            self._first(now)
+                        break
+                if text:
+                    continue
+            fin0 = st.finish
             try:
                 obj = parse_json(data)
             except ValueError:
@@ -181,9 +196,20 @@ class EventSink:
                         remember(self.dialect, new)
                         self.tpl = tpl = new
                         prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
+                elif fin0 is None and st.finish is not None and len(st.pieces) == n + 1:
+                    self._learn_final(data, st.pieces[-1], st.finish)
                 if rec.first_token_mono is None:
                     self._first(now)
         return True
+
+    def _learn_final(self, data: bytes, text: str, finish: str) -> None:
+        """Learn a final template from this event (its text and finish reason), while tries are left."""
+        d = self.dialect
+        if d.text_key and d.final_tries > 0:
+            d.final_tries -= 1
+            new = learn(d, data, text, parse_json, d.finals, finish)
+            if new is not None:
+                remember(d, new)
 
     def _take_run(self, run: list[bytes], lp: int, ls: int, now: float) -> bool:
         """Events of the current plain template, in a row: their texts taken together when every one
