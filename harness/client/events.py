@@ -154,20 +154,8 @@ class EventSink:
                     if rec.first_token_mono is None:
                         self._first(now)
                     continue
-            finals = self.dialect.finals
-            if finals:  # the last text event, with its finish reason, of a shape this run has proven
-                text = None
-                for t in finals:
-                    text = t.match(data)
-                    if text:
-                        st.pieces.append(text)
-                        st.finish = t.finish
-                        self.tokens.append(now)
-                        if rec.first_token_mono is None:
-                            self._first(now)
-                        break
-                if text:
-                    continue
+            if self.dialect.finals and self._final(data, now):
+                continue
             fin0 = st.finish
             try:
                 obj = parse_json(data)
@@ -201,6 +189,20 @@ class EventSink:
                 if rec.first_token_mono is None:
                     self._first(now)
         return True
+
+    def _final(self, data: bytes, now: float) -> bool:
+        """The last text event, with its finish reason, of a shape this run has proven: taken, True."""
+        for t in self.dialect.finals:
+            text = t.match(data)
+            if text:
+                st = self.st
+                st.pieces.append(text)
+                st.finish = t.finish
+                self.tokens.append(now)
+                if self.rec.first_token_mono is None:
+                    self._first(now)
+                return True
+        return False
 
     def _learn_final(self, data: bytes, text: str, finish: str) -> None:
         """Learn a final template from this event (its text and finish reason), while tries are left."""
