@@ -48,6 +48,9 @@ class StreamState:
         return text
 
 
+FINAL_TRIES = 16  # attempts per run to learn a final template (a finish event that never proves stops there)
+
+
 class Dialect:
     name = ""
     path = ""
@@ -59,6 +62,8 @@ class Dialect:
 
     def __init__(self) -> None:
         self.templates: list = []  # fast-path templates proven on this run's streams (harness.client.fastpath)
+        self.finals: list = []  # final templates (text + finish reason), kept apart from the text ones
+        self.final_tries = FINAL_TRIES  # attempts left to learn one
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
         raise NotImplementedError

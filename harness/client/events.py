@@ -73,11 +73,33 @@ class EventSink:
         if rec.first_byte_mono is None:
             rec.first_byte_mono = now
             self.first_bytes = chunk[:120]
+        return self._apply(self.feed(chunk), now)
+
+    def events(self, events: list[bytes], now: float) -> bool | None:
+        """The data of whole events whose body bytes were exactly `data: X` + a blank line each (see
+        harness.client.h1wire.whole_events); None (nothing taken) unless a 200 whose parser is idle."""
+        if self.status != 200 or not self.parser.idle():
+            return None
+        rec = self.rec
+        if rec.first_byte_mono is None:
+            rec.first_byte_mono = now
+            first = []  # the body's first 120 bytes, as body() keeps them
+            size = 0
+            for e in events:
+                first.append(b"data: %s\n\n" % e)
+                size += len(e) + 8
+                if size >= 120:
+                    break
+            self.first_bytes = b"".join(first)[:120]
+        return self._apply(events, now)
+
+    def _apply(self, events: list[bytes], now: float) -> bool:
+        """Apply the data of completed SSE events: stream state, per-token stamps, fast paths."""
+        rec = self.rec
         st = self.st
         tpl = self.tpl
         if tpl is not None:
             prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
-        events = self.feed(chunk)
         end = len(events)
         bulk = end > 2  # a run of events of the current plain shape is taken at once (_take_run)
         i = 0
@@ -132,6 +154,9 @@ class EventSink:
                     if rec.first_token_mono is None:
                         self._first(now)
                     continue
+            if self.dialect.finals and self._final(data, now):
+                continue
+            fin0 = st.finish
             try:
                 obj = parse_json(data)
             except ValueError:
@@ -159,9 +184,34 @@ class EventSink:
                         remember(self.dialect, new)
                         self.tpl = tpl = new
                         prefix, suffix, lp, ls, rx = tpl.prefix, tpl.suffix, tpl.lp, tpl.ls, tpl.rx
+                elif fin0 is None and st.finish is not None and len(st.pieces) == n + 1:
+                    self._learn_final(data, st.pieces[-1], st.finish)
                 if rec.first_token_mono is None:
                     self._first(now)
         return True
+
+    def _final(self, data: bytes, now: float) -> bool:
+        """The last text event, with its finish reason, of a shape this run has proven: taken, True."""
+        for t in self.dialect.finals:
+            text = t.match(data)
+            if text:
+                st = self.st
+                st.pieces.append(text)
+                st.finish = t.finish
+                self.tokens.append(now)
+                if self.rec.first_token_mono is None:
+                    self._first(now)
+                return True
+        return False
+
+    def _learn_final(self, data: bytes, text: str, finish: str) -> None:
+        """Learn a final template from this event (its text and finish reason), while tries are left."""
+        d = self.dialect
+        if d.text_key and d.final_tries > 0:
+            d.final_tries -= 1
+            new = learn(d, data, text, parse_json, d.finals, finish)
+            if new is not None:
+                remember(d, new)
 
     def _take_run(self, run: list[bytes], lp: int, ls: int, now: float) -> bool:
         """Events of the current plain template, in a row: their texts taken together when every one

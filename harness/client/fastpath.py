@@ -16,6 +16,11 @@ and every stream starts with them: a role on the first text event, or an id per 
 parse per shape per run, not per stream. A holed template that matches a stream's event is pinned
 to that event's hole values once per stream (a plain template, exact for events with those values):
 an id per request then costs one regex match per stream, not one per event.
+
+The last text event of a stream also carries the finish reason (`"finish_reason":"length"`): it is
+learnt the same way as a final template (`TextTemplate.finish`, kept apart in `Dialect.finals`),
+proven by a probe from which the dialect takes the probe string and that finish reason, and nothing
+else; a later final event of that shape gives its text and finish reason without a parse.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from harness.client.dialects import Dialect, StreamState
 
 _PROBE = "zq1probe1qz"
 KEEP = 4  # templates a dialect keeps across streams (role-first event, plain text event, ...)
+KEEP_FINALS = 2  # final templates (text + finish reason) a dialect keeps
 _NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _STR = rb'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'  # printable ASCII, no quote, no backslash: no escapes
 _TEXT = rb'([^"\\]+)'
@@ -42,10 +48,18 @@ _WS = " \t\n\r"
 class TextTemplate:
     """A proven shape of one kind of text event: plain (prefix, suffix) or holed (rx)."""
 
-    __slots__ = ("prefix", "suffix", "lp", "ls", "rx", "skeleton")
+    __slots__ = ("prefix", "suffix", "lp", "ls", "rx", "skeleton", "finish")
 
-    def __init__(self, prefix: bytes, suffix: bytes, skeleton: bytes, rx: re.Pattern[bytes] | None = None):
+    def __init__(
+        self,
+        prefix: bytes,
+        suffix: bytes,
+        skeleton: bytes,
+        rx: re.Pattern[bytes] | None = None,
+        finish: str | None = None,
+    ):
         self.prefix, self.suffix, self.skeleton = prefix, suffix, skeleton
+        self.finish = finish  # a final template: the finish reason its events carry
         self.lp, self.ls = len(prefix), len(suffix)
         self.rx = rx.fullmatch if rx is not None else None
 
@@ -78,8 +92,10 @@ def learn(
     text: str,
     parse: Callable[[bytes], object],
     known: list[TextTemplate] | tuple[TextTemplate, ...] = (),
+    finish: str | None = None,
 ) -> TextTemplate | None:
     """A template from a text event (data) whose text was `text`, or None when it cannot be proven.
+    With `finish`, a final template: the event also carried that finish reason (and nothing else).
 
     Holed when one of `known` has the same skeleton (the two events differ only in top-level fields
     the dialect does not read), else plain. Proof: a probe built from the template parses, and the
@@ -99,19 +115,21 @@ def learn(
     text_span = (len(prefix), len(data) - len(suffix))
     holes = _holes(data, dialect.read_keys, text_span)
     skeleton = _skeleton(data, holes, text_span)
-    if not _proves(dialect, prefix + _PROBE.encode() + suffix, parse):
+    if not _proves(dialect, prefix + _PROBE.encode() + suffix, parse, finish):
         return None
     same = [t for t in known if t.skeleton == skeleton]
     if any(t.match(data) is not None for t in same):
         return None  # already proven (learnt by another stream meanwhile)
     if holes and same:
-        if not _proves(dialect, _refill(data, holes, text_span), parse):
+        if not _proves(dialect, _refill(data, holes, text_span), parse, finish):
             return None
-        return TextTemplate(prefix, suffix, skeleton, _regex(data, holes, text_span))
-    return TextTemplate(prefix, suffix, skeleton)
+        return TextTemplate(prefix, suffix, skeleton, _regex(data, holes, text_span), finish)
+    return TextTemplate(prefix, suffix, skeleton, None, finish)
 
 
-def _proves(dialect: Dialect, probe_bytes: bytes, parse: Callable[[bytes], object]) -> bool:
+def _proves(
+    dialect: Dialect, probe_bytes: bytes, parse: Callable[[bytes], object], finish: str | None = None
+) -> bool:
     try:
         probe = parse(probe_bytes)
     except ValueError:
@@ -124,7 +142,9 @@ def _proves(dialect: Dialect, probe_bytes: bytes, parse: Callable[[bytes], objec
             return False
     except (AttributeError, TypeError, KeyError, IndexError, ValueError):
         return False
-    return not (ps.reasoning or ps.finish or ps.usage or ps.timings or ps.error or ps.done or ps.cum_text)
+    return ps.finish == finish and not (
+        ps.reasoning or ps.usage or ps.timings or ps.error or ps.done or ps.cum_text
+    )
 
 
 def _holes(
@@ -226,6 +246,10 @@ def _refill(data: bytes, holes: list[tuple[int, int, bytes]], text_span: tuple[i
 
 
 def remember(dialect: Dialect, tpl: TextTemplate) -> None:
-    """Keep tpl for the dialect's later streams: it replaces a template of its skeleton, else the oldest."""
+    """Keep tpl for the dialect's later streams: it replaces a template of its skeleton, else the oldest
+    (final templates are kept apart, in dialect.finals)."""
+    if tpl.finish is not None:
+        dialect.finals = [tpl, *[t for t in dialect.finals if t.skeleton != tpl.skeleton]][:KEEP_FINALS]
+        return
     kept = [t for t in dialect.templates if t.skeleton != tpl.skeleton]
     dialect.templates = [tpl, *kept][:KEEP]

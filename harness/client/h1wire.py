@@ -1,10 +1,11 @@
 """HTTP/1.1 response bytes read without state: the head (parsed once per distinct head), where it ends,
-and a read of whole chunks. Pure functions of bytes, apart from harness.client.http1's connection state.
+a read of whole chunks, and a read of whole chunks that are whole SSE events. Pure functions of bytes, apart from harness.client.http1's connection state.
 """
 
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 
 class H1Error(Exception):
@@ -100,3 +101,45 @@ def whole_chunks(data: bytes) -> tuple[bytes, bool] | None:
 
 
 _SIXTEENS = (16,) * 4096
+
+
+_PAYLOAD = itemgetter(slice(6, None))  # what follows `data: `
+_HEAD6 = itemgetter(slice(0, 6))
+
+
+def whole_events(data: bytes) -> tuple[list[bytes], bool] | None:
+    """Fast path for reads of whole chunks that each hold one whole single-line SSE event, `data: X` and
+    a blank line (what SGLang and vLLM send): the events' data and whether the last chunk has arrived.
+
+    What whole_chunks then SSEParser.feed (from an idle parser) give, in one split on LF, a one-byte
+    separator (memchr: several times cheaper than a split on CRLF here). Per chunk the split gives
+    `SIZE\r`, `data: X`, `` and `\r`; with SIZE = len(`data: X`) + 2 the framing and the events are
+    exactly these, and X holds no CR or LF. None: anything else (use the other paths).
+    """
+    parts = data.split(b"\n")
+    if parts[-1]:
+        return None
+    n = len(parts) - 1
+    finished = parts[n - 2 : n] == [b"0\r", b"\r"]
+    if finished:
+        n -= 2
+    if n % 4:
+        return None
+    k = n // 4
+    if parts[2:n:4].count(b"") != k or parts[3:n:4].count(b"\r") != k:
+        return None
+    sizes, lines = parts[0:n:4], parts[1:n:4]
+    # every size line ends in CR (LF-free parts: each CRLF in the join closes one of them)
+    if (b"\n".join(sizes) + b"\n").count(b"\r\n") != k:
+        return None
+    try:
+        if list(map(int, sizes, _SIXTEENS[:k])) != [len(x) + 2 for x in lines]:
+            return None
+    except ValueError:
+        return None
+    if list(map(_HEAD6, lines)).count(b"data: ") != k:
+        return None
+    events = list(map(_PAYLOAD, lines))
+    if b"\r" in b"".join(events):
+        return None
+    return events, finished

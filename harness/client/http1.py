@@ -14,7 +14,7 @@ import time
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from harness.client.h1wire import H1Error, head_end, read_head, whole_chunks
+from harness.client.h1wire import H1Error, head_end, read_head, whole_chunks, whole_events
 
 _mono = time.monotonic
 MAX_HEAD = 64 * 1024
@@ -46,6 +46,11 @@ class Sink(Protocol):
 
     def body(self, data: bytes, now: float) -> bool:
         """Take body bytes; False stops the response (the connection is then closed)."""
+        ...
+
+    def events(self, events: list[bytes], now: float) -> bool | None:
+        """Take the data of whole SSE events (the body was exactly `data: X` + blank line each); None:
+        this sink cannot now (nothing taken: hand it the body bytes instead), else as body()."""
         ...
 
     def end(self, now: float) -> None: ...
@@ -120,6 +125,17 @@ class H1Conn(asyncio.Protocol):
             if not sink.body(data, now):
                 self._stop()
         elif state == CHUNKED:
+            if self.chunk_state == 0 and not self.buf and data.endswith(b"\n"):
+                got = whole_events(data)  # chunks of one SSE event each: framing and SSE in one split
+                if got is not None:
+                    took = sink.events(got[0], now)
+                    if took is not None:
+                        if not took:
+                            self._stop()
+                        elif got[1]:
+                            self.chunk_state = 3
+                            self._complete(now)
+                        return
             try:
                 body, finished = self._dechunk(data)
             except H1Error as e:

@@ -21,6 +21,10 @@ class SSEParser:
         self._data: list[bytes] = []
         self.comments = 0  # keep-alive comments seen (`: ping`); they are bytes, never tokens
 
+    def idle(self) -> bool:
+        """Nothing pending: the next bytes start a new line of a new event."""
+        return not (self._tail or self._held or self._data)
+
     def feed(self, chunk: bytes) -> list[bytes]:
         if self._tail:
             if b"\n" not in chunk:  # the pending line is still arriving: nothing to parse yet

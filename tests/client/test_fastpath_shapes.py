@@ -77,9 +77,11 @@ def test_per_event_timestamp_and_role_first_stay_on_the_fast_path():
         assert st_.pieces == [f" w{i}" for i in range(8)] and st_.finish == "length" and rec.ok
         assert rec.first_token_mono == 2.0 and len(rec.token_mono) == 8
         parses.append(n)
-    # the first streams learn (each learn adds a probe parse); later ones parse only finish + usage
-    assert parses[-1] == 2 and parses[0] > parses[-1]
+    # the first streams learn (each learn adds a probe parse); later ones parse only the usage event
+    # (the finish event, an id per request, takes a holed final template)
+    assert parses[-1] == 1 and parses[0] > parses[-1]
     assert any(t.rx is not None for t in d.templates)  # the holed template exists
+    assert [t.finish for t in d.finals] == ["length"] and d.finals[0].rx is not None
 
 
 def test_a_new_id_per_request_reuses_the_run_template_from_the_first_token():
@@ -143,3 +145,38 @@ def test_fast_path_is_exact_for_any_per_event_fields(evs, cut, streams):
         for e in raw:
             d.event(want, json.loads(e))
         assert st_.pieces == want.pieces
+
+
+_finishes = st.sampled_from(["length", "stop", "", None, "length\\u0000", 'a"b'])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(_texts, _created, st.text(max_size=4), _finishes), min_size=1, max_size=6),
+    st.integers(0, 9),
+    st.integers(2, 4),
+)
+def test_final_templates_give_what_a_parse_gives(evs, cut, streams):
+    """Text events that may carry any finish reason (the last one of a stream, or several): the final
+    templates learnt on earlier streams take them as a JSON parse of each would."""
+    d = get_dialect("openai-chat")
+    for _ in range(streams):
+        raw = [_event(t, rid=i, created=c, fin=f) for t, c, i, f in evs]
+        rec, st_, _ = _stream(d, raw, cut=cut)
+        want = StreamState()
+        tokens = sum(bool(d.event(want, json.loads(e))) for e in raw)
+        assert (st_.pieces, st_.finish, len(rec.token_mono)) == (want.pieces, want.finish, tokens)
+
+
+def test_a_final_template_is_learnt_and_used():
+    d = get_dialect("openai-chat")
+    runs = []
+    for _ in range(3):
+        evs = [_event(f" t{i}", rid="c", fin="length" if i == 5 else None) for i in range(6)] + [_usage()]
+        rec, st_, n = _stream(d, evs)
+        assert st_.pieces == [f" t{i}" for i in range(6)] and st_.finish == "length" and rec.ok
+        runs.append(n)
+    assert runs[-1] == 1 and [t.finish for t in d.finals] == ["length"]  # only the usage event is parsed
+    odd = [_event(" a", rid="c", fin="stop")]  # another finish reason: its own parse, its own value
+    _, st_, n = _stream(d, odd)
+    assert st_.finish == "stop" and n >= 1
