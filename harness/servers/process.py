@@ -401,13 +401,21 @@ atexit.register(stop_all)
 
 
 def install_signal_handlers() -> None:
-    """Turn SIGTERM/SIGHUP into KeyboardInterrupt so `with` blocks unwind, flush and stop servers."""
+    """Turn SIGTERM/SIGHUP into KeyboardInterrupt so `with` blocks unwind, flush and stop servers.
+
+    A SIGINT ignored since exec (a `cmd &` in a script or CI job: the shell sets it so) is made
+    KeyboardInterrupt again: ignored, Ctrl-C / kill -INT was silently lost and the run went on to exit 0.
+    A SIGHUP ignored on purpose (nohup) stays ignored."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # asyncio.run then leaves it ignored too
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         for sig in (signal.SIGTERM, signal.SIGHUP):
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             signal.signal(sig, handler)
 
 

@@ -170,7 +170,12 @@ def test_partial_and_failed_status(fake_server_factory, tmp_path, free_port, mon
 
 
 @pytest.mark.slow
-def test_sigint_leaves_valid_requests_jsonl(fake_server_factory, tmp_path):
+@pytest.mark.parametrize(
+    "inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"]
+)
+def test_sigint_leaves_valid_requests_jsonl(fake_server_factory, tmp_path, inherited):
+    # sigint-ignored: started as `harness run … &` from a script or CI job is (the shell ignores SIGINT
+    # for it); a Ctrl-C / kill -INT was then lost and the run went on to exit 0 with every request sent
     srv = fake_server_factory("--ttft-ms", "20", "--itl-ms", "150")
     spec = spec_file(
         tmp_path,
@@ -207,6 +212,7 @@ def test_sigint_leaves_valid_requests_jsonl(fake_server_factory, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),  # what exec hands the child
     )
     pdir = cap / "n" / "exp" / "attached" / "groups=1,seed=0"
     wait_lines(pdir / "requests.jsonl", 3)  # some records on disk

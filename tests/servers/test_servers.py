@@ -17,7 +17,7 @@ import pytest
 from harness.capture.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
 from harness.errors import SpecError
 from harness.servers.adapters import Launch, launch_argv
-from harness.servers.process import ServerError, ServerProcess, live_servers
+from harness.servers.process import ServerError, ServerProcess, install_signal_handlers, live_servers
 from harness.spec.servers import parse_servers
 
 FAKE = str(Path(__file__).parents[1] / "helpers" / "servers_stub.py")
@@ -400,3 +400,26 @@ def test_server_dies_with_a_harness_killed_by_sigkill(tmp_path: Path) -> None:
     finally:
         if harness.poll() is None:
             harness.kill()
+
+
+def test_signal_handlers_restore_an_ignored_sigint_and_keep_nohups_sighup() -> None:
+    """`cmd &` in a script starts the harness with SIGINT ignored: Ctrl-C must still stop it (exit 130);
+    nohup's ignored SIGHUP is the user's wish and stays."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved = {s: signal.getsignal(s) for s in sigs}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        install_signal_handlers()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        install_signal_handlers()  # not ignored: a hang-up stops the run like Ctrl-C
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGHUP)
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
