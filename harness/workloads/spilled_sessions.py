@@ -205,21 +205,24 @@ class SpilledTurns(Sequence[Request]):
             i += n
         if not 0 <= i < n:
             raise IndexError(i)
+        return self._turn(i)
+
+    def _turn(self, i: int) -> Request:
         return self.owner.request(i, self.session, *self.owner.question(i, self.session))
 
     def __iter__(self) -> Iterator[Request]:
         return (self[t] for t in range(self.owner.turns))
 
 
-class PackedTurns(Sequence[Request]):
+class PackedTurns(SpilledTurns):
     """Session s's turns for a session held in RAM for a whole run (open loop, think time): each question
     read from the store once, on first access, and kept packed (one str or int64 array, end offsets,
     token counts: a Request object per turn held would cost ~200 bytes more); Requests made on read."""
 
-    __slots__ = ("owner", "session", "text", "ids", "ends", "counts")
+    __slots__ = ("text", "ids", "ends", "counts")
 
     def __init__(self, owner: SpilledSessions, session: int) -> None:
-        self.owner, self.session = owner, session
+        super().__init__(owner, session)
         self.text = ""
         self.ids: array | None = None
         self.ends = array("I")
@@ -238,27 +241,10 @@ class PackedTurns(Sequence[Request]):
                 self.ends.append(len(self.text))
             self.counts.append(n)
 
-    def __len__(self) -> int:
-        return self.owner.turns
-
-    @overload
-    def __getitem__(self, i: int) -> Request: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Request]: ...
-    def __getitem__(self, i: int | slice) -> Request | list[Request]:
-        n = self.owner.turns
-        if isinstance(i, slice):
-            return [self[t] for t in range(*i.indices(n))]
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
+    def _turn(self, i: int) -> Request:
         self._read(i)
         start = self.ends[i - 1] if i else 0
         q: Prompt = (
             tuple(self.ids[start : self.ends[i]]) if self.ids is not None else self.text[start : self.ends[i]]
         )
         return self.owner.request(i, self.session, q, self.counts[i])
-
-    def __iter__(self) -> Iterator[Request]:
-        return (self[t] for t in range(self.owner.turns))

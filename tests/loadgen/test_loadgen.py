@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from harness.spec import Timeouts, parse_spec
 from harness.workloads import build_schedule
 from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Conversation, Request, Schedule
+from tests.helpers.loadrun import run_sync as run
 
 
 def spec(api="openai-chat", **wl):
@@ -27,21 +27,6 @@ def spec(api="openai-chat", **wl):
         **wl,
     }
     return parse_spec({"name": "t", "model": "m", "api": api, "workload": w})
-
-
-def run(schedule, url, out: Path, concurrency=4, api="openai-chat", **kw):
-    return asyncio.run(
-        run_schedule(
-            schedule,
-            base_url=url,
-            api=api,
-            model="m",
-            concurrency=concurrency,
-            out_path=out,
-            ids=RunIds("t", "fake", "p", 0),
-            **kw,
-        )
-    )
 
 
 def overlap_max(rows) -> int:

@@ -4,36 +4,19 @@ duration_s, and the client's lateness on every record."""
 
 from __future__ import annotations
 
-import asyncio
 import statistics
-from pathlib import Path
 
 import pytest
 
 from harness.capture import read_jsonl
-from harness.loadgen.run import RunIds, run_schedule
 from harness.spec import parse_spec
 from harness.spec.load import LoadSettings, ThinkTime
 from harness.workloads import build_schedule
 from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Conversation, Request, Schedule
+from tests.helpers.loadrun import run_sync as run
 
 pytestmark = pytest.mark.slow
-
-
-def run(schedule, url, out: Path, concurrency=4, **kw):
-    return asyncio.run(
-        run_schedule(
-            schedule,
-            base_url=url,
-            api="openai-chat",
-            model="m",
-            concurrency=concurrency,
-            out_path=out,
-            ids=RunIds("t", "fake", "p", 0),
-            **kw,
-        )
-    )
 
 
 def multi_turn(sessions=3, turns=4):

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-
 import pytest
 
 from harness.capture import read_jsonl
 from harness.loadgen.history_spill import HistorySpill
-from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.turn_feed import BUSY, TurnFeed
 from harness.spec import parse_spec
 from harness.spec.load import LoadSettings
@@ -17,6 +13,7 @@ from harness.workloads import build_schedule
 from harness.workloads.prompts import Turnout
 from harness.workloads.schedule import Schedule
 from harness.workloads.spilled_sessions import PromptStore, SpilledSessions
+from tests.helpers.loadrun import run_sync as _run
 
 
 def test_a_history_chain_reads_back_as_it_was_saved() -> None:
@@ -50,21 +47,6 @@ def _schedule(sessions: int, turns: int):
         "answer_tokens": 3,
     }
     return build_schedule(parse_spec({"name": "t", "model": "m", "workload": wl}), None, 0)
-
-
-def _run(schedule, url: str, out: Path, concurrency: int, **kw):
-    return asyncio.run(
-        run_schedule(
-            schedule,
-            base_url=url,
-            api="openai-chat",
-            model="m",
-            concurrency=concurrency,
-            out_path=out,
-            ids=RunIds("t", "fake", "p", 0),
-            **kw,
-        )
-    )
 
 
 @pytest.mark.slow
