@@ -115,10 +115,12 @@ def agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: di
 
 
 def agree_within_spread(
-    server: RunningSglang, args: list[str], tmp: Path, cases: dict, repeats: int = 2
+    server: RunningSglang, args: list[str], tmp: Path, cases: dict, repeats: int = 3
 ) -> None:
     """At concurrency > 1 what reaches SGLang's scheduler together depends on how fast it runs: the sim's
-    median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times."""
+    median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times. Three:
+    with two, one CI run saw shared c=4 seed 1 at 0.473 and 0.589 on SGLang, where other runs reach the
+    sim's 0.707 (the spread was under-sampled, the sim unchanged)."""
     rows = []
     for name, (wl, conc) in cases.items():
         spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1])
