@@ -20,7 +20,6 @@ by a module whose every name raises if called; no random-ids run calls one). SGL
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -28,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from harness.paths import cache_root  # noqa: E402
 from harness.servers.sglang_cpu import SHIM_MARK  # noqa: E402
 from harness.servers.sglang_cpu.flags import cpu_env  # noqa: E402
+from harness.servers.sglang_cpu.venv import build_lock  # noqa: E402
 
 LOCK = Path(__file__).with_name("sglang_bench_extras.lock")
 INSTALL_TIMEOUT_S = 1200
@@ -80,15 +80,6 @@ def bench_env(site: Path, environ: dict[str, str]) -> dict[str, str]:
     return {**base, **cpu_env({"PYTHONPATH": str(site)}, base)}
 
 
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    """One builder at a time; a second waits, then finds the overlay built."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with (folder.parent / f"{folder.name}.lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
 def _check(python: Path, site: Path) -> tuple[str, bool]:
     """(datasets' version, whether torchvision is the stand-in) as bench_serving would import them."""
     r = subprocess.run(
@@ -112,7 +103,7 @@ def ensure_extras(python: Path, venv_root: Path, say: Callable[[str], None] = pr
     now (~1 min, ~260 MB)."""
     folder = overlay_dir(venv_root)
     site = folder / "site"
-    with _locked(folder):
+    with build_lock(folder):
         with contextlib.suppress(OSError, ValueError, KeyError):
             return Extras(site, bool(json.loads((folder / "built.json").read_text())["torchvision_stand_in"]))
         say(

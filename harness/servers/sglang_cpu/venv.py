@@ -87,8 +87,8 @@ def cached_env() -> SglangEnv | None:
 
 
 @contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """One builder per lock file: a second waits, then finds the venv built."""
+def build_lock(root: Path) -> Iterator[None]:
+    """One builder per lock file: a second waits, then finds the folder built (the venv; the bench overlay)."""
     root.parent.mkdir(parents=True, exist_ok=True)
     with (root.parent / f"{root.name}.lock").open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -123,7 +123,7 @@ def ensure_sglang(log: Log | None = print) -> SglangEnv:
         )
         return found
     root = venv_dir()
-    with _locked(root):
+    with build_lock(root):
         found = cached_env()
         if found is not None:
             return found
