@@ -21,7 +21,10 @@ from tests.real_sglang.agreement import MULTI_8X4, agree_at_c1, agree_within_spr
 from tests.real_sglang.conftest import REPO, RunningSglang, start_sglang
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.timeout(1200)]
-ARGS = ["--max-total-tokens", "1200", "--enable-cache-report", "--enable-metrics"]
+# --sleep-on-idle: an idle scheduler sleeps on its sockets and wakes on a burst's first request, as a quiet
+# GPU host's spinning one sees it; on two loaded cores a spinning scheduler loses its core for whole time
+# slices and finds a burst's requests together (tests/real_sglang/agreement.py, FORWARD_SLEEP_S)
+ARGS = ["--max-total-tokens", "1200", "--enable-cache-report", "--enable-metrics", "--sleep-on-idle"]
 
 
 @pytest.fixture(scope="module")

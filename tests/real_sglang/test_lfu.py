@@ -20,6 +20,7 @@ ARGS = [
     "900",
     "--enable-cache-report",
     "--enable-metrics",
+    "--sleep-on-idle",  # an idle scheduler wakes on a burst's first request (agreement.py, FORWARD_SLEEP_S)
 ]
 
 
