@@ -135,10 +135,12 @@ class Client:
 class Harness(Client):
     name = "harness run"
 
-    def __init__(self, engine: str = "auto", root: Path = ROOT, label: str = "") -> None:
-        self.engine, self.root = engine, root
+    def __init__(self, engine: str = "auto", root: Path = ROOT, label: str = "", loop: str = "") -> None:
+        self.engine, self.root, self.loop = engine, root, loop
         if engine != "auto":
             self.name = f"harness run ({engine})"
+        if loop:
+            self.name = f"{self.name} [{loop} loop]"
         if label:
             self.name = f"{self.name}, {label}"
 
@@ -160,6 +162,8 @@ class Harness(Client):
         env = {**os.environ, "PYTHONPATH": str(self.root)}
         if self.engine != "auto":
             env["HARNESS_HTTP_ENGINE"] = self.engine
+        if self.loop:
+            env["HARNESS_LOOP"] = self.loop
         return env
 
     def figures(self, work: Path) -> Figures:
@@ -382,6 +386,11 @@ def main() -> int:
         type=Path,
         help="also run harness run from this source tree, e.g. `git archive COMMIT | tar -x -C DIR` (before/after)",
     )
+    ap.add_argument(
+        "--harness-loops",
+        default="uvloop,asyncio",
+        help="one harness run row per event loop (HARNESS_LOOP; empty: the default loop only)",
+    )
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and clients to separate cores")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     a = ap.parse_args()
@@ -391,7 +400,8 @@ def main() -> int:
     clients: list[Client] = []
     notes: list[str] = []
     if "harness" in want:
-        clients.append(Harness())
+        loops = [x for x in a.harness_loops.split(",") if x]
+        clients += [Harness(loop=x) for x in loops] if loops else [Harness()]
         if a.base is not None:
             clients.append(Harness(root=a.base.resolve(), label=f"source {a.base.name}"))
     for key, name in (("rust", "SGLang Rust client"), ("python", "SGLang bench_serving (Python)")):

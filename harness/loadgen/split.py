@@ -14,7 +14,6 @@ point partial, so a resumed sweep runs it again.
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 import os
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.loadgen.loop import run as run_loop
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.run import LoadResult, run_schedule
@@ -127,7 +127,7 @@ def _worker(
     delay = start - time.monotonic()
     if delay > 0:
         time.sleep(delay)
-    res = asyncio.run(
+    res = run_loop(
         run_schedule(
             schedule, concurrency=cap, out_path=path, part=part, start_mono=start, quiet=True, **load_args
         )

@@ -6,7 +6,6 @@ metrics-after.prom -> point.json (atomic, last, also on Ctrl-C).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import time
@@ -18,6 +17,7 @@ from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, poin
 from harness.capture.files import write_json_atomic
 from harness.capture.points import count_requests, move_aside
 from harness.capture.records import PointRecord
+from harness.loadgen.loop import run as run_loop
 from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
@@ -79,7 +79,7 @@ def run_point(
     if spec.load.warmup_requests:  # before the point's window and its flush: in no figure or hit rate
         warm = build_schedule(spec, point.workload, seed + WARMUP_SEED_OFFSET, prompt_maker)
         no_limit = dataclasses.replace(spec.load, duration_s=None)  # all N warm-up requests are sent
-        asyncio.run(
+        run_loop(
             run_schedule(
                 warm.head(spec.load.warmup_requests),
                 **{**_load_args(spec, point, base_url, pdir, ids, headers), "load": no_limit},
@@ -111,7 +111,7 @@ def run_point(
                     label=f"{server_name} {pname}",
                 )
             else:
-                res = asyncio.run(
+                res = run_loop(
                     run_schedule(
                         schedule,
                         **_load_args(spec, point, base_url, pdir, ids, headers),
