@@ -153,7 +153,8 @@ def agree_within_spread(
 ) -> None:
     """At concurrency > 1 what reaches SGLang's scheduler together depends on how fast it runs: the sim's
     median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times, SGLang
-    paced as on a GPU (gpu_paced) and its modules' servers started with --sleep-on-idle. Unpaced, on two
+    paced as on a GPU (gpu_paced); the GPU-only and lfu servers also run with --sleep-on-idle (HiCache's
+    not: a scheduler asleep for up to a second would hold back its host-tier events). Unpaced, on two
     busy cores, shared c=4 seed 1 came out 0.357, 0.590 or 0.707 from one server; paced, it is the sim's
     request for request."""
     rows = []
