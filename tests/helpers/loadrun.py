@@ -26,3 +26,20 @@ def run_sync(
             **kw,
         )
     )
+
+
+# what one request's record says of its answer, whatever engine or event loop carried it
+ANSWER_FACTS = (
+    "ok",
+    "answer",
+    "prompt_sha",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "finish_reason",
+)
+
+
+def answer_facts(rows: list[dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
+    """index -> the ANSWER_FACTS of its record and how many token stamps it has."""
+    return {r["index"]: tuple(r[k] for k in ANSWER_FACTS) + (len(r["token_mono"]),) for r in rows}

@@ -13,6 +13,7 @@ from harness.spec import Timeouts, parse_spec
 from harness.workloads import build_schedule
 from harness.workloads.arrivals import arrival_offsets
 from harness.workloads.schedule import Conversation, Request, Schedule
+from tests.helpers.loadrun import answer_facts
 from tests.helpers.loadrun import run_sync as run
 
 
@@ -202,16 +203,7 @@ def test_both_engines_record_the_same_facts(fake_server_factory, tmp_path):
         res = run(s, srv.url, tmp_path / f"{engine}.jsonl", concurrency=1, engine=engine)
         rows, bad = read_jsonl(tmp_path / f"{engine}.jsonl")
         assert res.ok == 6 and bad == 0
-        keys = (
-            "ok",
-            "answer",
-            "prompt_sha",
-            "prompt_tokens",
-            "completion_tokens",
-            "cached_tokens",
-            "finish_reason",
-        )
-        got[engine] = {r["index"]: tuple(r[k] for k in keys) + (len(r["token_mono"]),) for r in rows}
+        got[engine] = answer_facts(rows)
         assert all(r["first_byte_mono"] <= r["first_token_mono"] <= r["done_mono"] for r in rows)
     assert got["http1"] == got["aiohttp"]
 

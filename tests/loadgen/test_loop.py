@@ -14,6 +14,7 @@ from harness.loadgen import loop
 from harness.loadgen.run import RunIds, run_schedule
 from harness.spec import parse_spec
 from harness.workloads import build_schedule
+from tests.helpers.loadrun import answer_facts
 
 
 async def _loop_type() -> str:
@@ -57,15 +58,6 @@ def test_both_loops_record_the_same_facts(fake_server_factory, tmp_path, monkeyp
     wl = {"kind": "shared-prefix", "groups": 3, "prompts_per_group": 3, "system_prompt_tokens": 20,
           "question_tokens": 4, "output_tokens": 4}  # fmt: skip
     schedule = build_schedule(parse_spec({"name": "t", "model": "m", "workload": wl}), None, 3)
-    keys = (
-        "ok",
-        "answer",
-        "prompt_sha",
-        "prompt_tokens",
-        "completion_tokens",
-        "cached_tokens",
-        "finish_reason",
-    )
     got = {}
     for name in ("uvloop", "asyncio"):  # a fresh server each, one request at a time: the same answers
         monkeypatch.setenv(loop.ENV, name)
@@ -81,5 +73,5 @@ def test_both_loops_record_the_same_facts(fake_server_factory, tmp_path, monkeyp
             r["sent_mono"] <= r["first_byte_mono"] <= r["first_token_mono"] <= r["done_mono"] for r in rows
         )
         assert all(len(r["token_mono"]) == r["completion_tokens"] == 4 for r in rows)
-        got[name] = {r["index"]: tuple(r[k] for k in keys) for r in rows}
+        got[name] = answer_facts(rows)
     assert got["uvloop"] == got["asyncio"]
