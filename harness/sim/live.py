@@ -121,6 +121,7 @@ class LiveEngine:
         manager once the clock reaches its arrival, and the scheduler receives it between forwards)."""
         now = self.model_now()
         if hint is not None and self.hold_wait_s > 0:
+            self._rebase(hint, now)
             req.arrival = self.lockstep.arrive(hint, now)
             req.order = hint.index if hint.index is not None else req.order
             self._tracked[req.rid] = (hint.run, hint.follow)
@@ -131,6 +132,18 @@ class LiveEngine:
         self._orders += 1
         self._pending.append(_Arrival(req, seq, self._orders))
         self.wake.set()
+
+    def _rebase(self, hint: ClientHint, now: float) -> None:
+        """Sends that raced: this open-loop request was scheduled before the one that began its run. While
+        every request of the run is still held here (none went on to the tokenizer manager), the run's
+        offset 0 moves to this one and their stamps move with it."""
+        mine = [a for a in self._pending if self._tracked.get(a.req.rid, ("",))[0] == hint.run]
+        held = sum(1 for run, _ in self._tracked.values() if run == hint.run)
+        if len(mine) != held:
+            return
+        shift = self.lockstep.rebase(hint, now)
+        for a in mine:
+            a.req.arrival += shift
 
     def abort(self, req: SimRequest) -> None:
         """The client went away: drop the request (still queued here, or in the engine)."""

@@ -34,6 +34,7 @@ class _Loop:
         self.in_flight = 0
         self.received = 0  # requests of this loop that arrived (seq - received are still on the wire)
         self.anchor = now - (hint.offset or 0.0)  # virtual time of the run's offset 0 (open loop)
+        self.began = now  # when its first request landed: nothing of the run arrives before that
         self.next_due: float | None = None
         self.free_at: list[float] = [self.anchor] * hint.concurrency  # open loop: when slots freed (a heap)
         self.gave_up = False
@@ -52,6 +53,20 @@ class _Loop:
         # open loop: sent once due and a slot was free (the load generator's worker claims the next
         # arrival when it frees), whichever came later, however late it landed here
         return max(slot, self.anchor + hint.offset)
+
+    def rebase(self, hint: ClientHint, now: float) -> float:
+        """An open-loop request that lands while the clock still stands where the run began, scheduled
+        before the run's first arrival: the first one to land overtook it on the way (the sends raced),
+        so the run's offset 0 moves to put this one at the run's start. Returns the shift (0: none)."""
+        if hint.offset is None or now != self.began:
+            return 0.0
+        shift = self.began - (self.anchor + hint.offset)
+        if shift <= 0:
+            return 0.0
+        self.anchor += shift
+        self.free_at = [t + shift for t in self.free_at]  # no slot freed yet: the clock has not moved
+        self.next_due = None if self.next_due is None else self.next_due + shift
+        return shift
 
     def finish(self, follow: bool, at: float) -> None:
         self.in_flight = max(0, self.in_flight - 1)
@@ -107,6 +122,13 @@ class Lockstep:
                 del self.loops[run]  # finished or abandoned loops
             lp = self.loops[hint.run] = _Loop(hint.run, hint, now)
         return lp.arrive(hint, now)
+
+    def rebase(self, hint: ClientHint, now: float) -> float:
+        """Before `arrive`: move the run's offset 0 when this request was scheduled before the run's first
+        arrival and the clock has not moved since (_Loop.rebase); the caller moves the run's requests it
+        stamped and still holds by the returned shift."""
+        lp = self.loops.get(hint.run)
+        return 0.0 if lp is None else lp.rebase(hint, now)
 
     def finish(self, run: str, follow: bool, at: float) -> None:
         """A request of loop `run` finished at virtual time `at`: a slot is free, and its session's next

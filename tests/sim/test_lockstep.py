@@ -216,6 +216,7 @@ async def _live_in_process(
     jitter_s: float,
     hold_wait_s: float,
     wall_per_s: float = 0.0,
+    first_late_s: float = 0.0,
 ) -> dict[int, dict]:
     rng = random.Random(7)
     live = LiveEngine(
@@ -229,6 +230,8 @@ async def _live_in_process(
 
     async def send(r: TraceRequest, hint: ClientHint) -> dict:
         await asyncio.sleep(rng.uniform(0, jitter_s))  # the client's own wall-clock work before sending
+        if r.index == 0:
+            await asyncio.sleep(first_late_s)  # the run's first send, overtaken by the next ones
         req = SimRequest(rid=str(r.index), input_ids=list(r.key), output_ids=list(r.output_key))
         done = asyncio.Event()
         req.on_event = lambda q: done.set() if q.finished else None
@@ -270,6 +273,32 @@ def test_open_loop_arrivals_land_at_their_scheduled_virtual_time(tmp_path: Path)
         _live_in_process(trace, cfg, "tiny-test", 4, jitter_s=0.002, hold_wait_s=5.0, wall_per_s=0.02)
     )
     assert _close(got, want) == []
+
+
+def test_an_overtaken_first_send_still_starts_the_run(tmp_path: Path) -> None:
+    """The run's first request lands after the next three (its send lost the race to a connect): the
+    run still starts at its offset 0, the others at theirs, as in the virtual-time replay (the first to
+    land once anchored the run, and every stamp sat one arrival gap early)."""
+    import dataclasses
+
+    trace = dataclasses.replace(read_spec(_spec(tmp_path, "shared-prefix", 4)), request_rate=40.0)
+    cfg = Config("lru", 500)
+    want = virtual(trace, cfg, "tiny-test")
+    got = asyncio.run(
+        _live_in_process(trace, cfg, "tiny-test", 4, jitter_s=0.0, hold_wait_s=5.0, first_late_s=0.005)
+    )
+    assert min(got, key=lambda i: got[i]["arrival"]) == 0 and got[0]["arrival"] == want[0]["arrival"]
+    assert _close(got, want) == []
+
+
+def test_lockstep_rebases_a_run_whose_first_send_was_overtaken() -> None:
+    ls = Lockstep()
+    assert ls.arrive(ClientHint(4, 2, 9, offset=0.5, next=0.7, run="r"), 10.0) == 10.0  # seq 2 landed first
+    assert ls.rebase(ClientHint(4, 1, 9, offset=0.0, next=0.5, run="r"), 10.0) == 0.5
+    assert ls.arrive(ClientHint(4, 1, 9, offset=0.0, next=0.5, run="r"), 10.0) == 10.0
+    assert ls.arrive(ClientHint(4, 3, 8, offset=0.7, next=0.9, run="r"), 10.0) == 10.7
+    assert ls.rebase(ClientHint(4, 4, 7, offset=0.9, next=1.0, run="r"), 10.0) == 0.0  # in order: nothing
+    assert ls.rebase(ClientHint(4, 5, 7, offset=0.0, run="r"), 10.2) == 0.0  # the clock moved: too late
 
 
 def test_without_lockstep_jitter_leaks_into_virtual_time(tmp_path: Path) -> None:
