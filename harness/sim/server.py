@@ -215,14 +215,17 @@ class SimServer:
                 await stream.event.wait()
                 stream.event.clear()
                 if req.generated > sent or req.finished:
-                    mid = req.generated >= max(1, len(req.output_ids) // 2)
-                    if faults.stall and mid and not stalled and not req.finished:
+                    half = max(1, len(req.output_ids) // 2)
+                    if faults.stall and req.generated >= half and not stalled and not req.finished:
                         stalled = True
+                        if half - 1 > sent:  # a handler woken late: the tokens before the half-way one go
+                            sent = half - 1  # out first, so the stall is mid-answer whatever the wakeups
+                            yield sent, False
                         await asyncio.sleep(self.faults.stall_s)
-                    sent = req.generated
-                    yield sent, req.finished
-                    if req.finished:
-                        return
+                    sent, finished = req.generated, req.finished
+                    yield sent, finished
+                    if finished:  # as yielded: a request that finished while the chunk was written has more
+                        return  # tokens to send (the loop comes round again: the event is set)
         finally:
             if not req.finished:
                 self.live.abort(req)
