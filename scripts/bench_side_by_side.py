@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
@@ -388,8 +389,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--harness-loops",
-        default="uvloop,asyncio",
-        help="one harness run row per event loop (HARNESS_LOOP; empty: the default loop only)",
+        default="uvloop,asyncio" if importlib.util.find_spec("uvloop") else "",
+        help="one harness run row per event loop (HARNESS_LOOP; default: both where uvloop is installed;"
+        " empty: the default loop only)",
     )
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and clients to separate cores")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
