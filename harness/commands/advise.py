@@ -134,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     )
     profile = check(args.inputs, opts)
     check_confirm(args.inputs, launch)
+    if args.confirm:  # it launches servers: SIGTERM/SIGHUP unwind as Ctrl-C does, stopping them
+        from harness.servers.process import install_signal_handlers
+
+        install_signal_handlers()
     traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
     failed = 0

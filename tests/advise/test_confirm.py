@@ -68,6 +68,28 @@ def test_a_candidate_whose_run_failed_reads_as_failed_not_as_zero():
     assert confirmed_row({**row, "measured_hit_rate": 0.49})[2:] == ["50.0%", "49.0%", "-1.00 pt"]
 
 
+def test_confirm_turns_sigterm_into_an_unwind_before_it_launches_anything(tmp_path, monkeypatch):
+    import harness.advise.confirm as confirm_mod
+    import harness.servers.process as process
+
+    calls: list[str] = []
+    monkeypatch.setattr(process, "install_signal_handlers", lambda: calls.append("handlers"))
+
+    def fake_confirm(*a, **kw):  # where the servers would start
+        calls.append("confirm")
+        return []
+
+    monkeypatch.setattr(confirm_mod, "confirm", fake_confirm)
+    wl = shared_prefix(
+        groups=4, prompts_per_group=2, system_prompt_tokens=64, question_tokens=8, output_tokens=4
+    )
+    spec = write_spec(tmp_path, "sig", wl, tokenizer="word", concurrency=1, seeds=[0], timeouts=TIMEOUTS)
+    args = ["advise", str(spec), "--card", "l4", "--pool", "3000", "--workers", "1", "--quiet"]
+    assert main([*args, "-o", str(tmp_path / "a")]) == 0 and calls == []  # no --confirm: nothing launched
+    assert main([*args, "--confirm", "1", "-o", str(tmp_path / "b")]) == 0
+    assert calls == ["handlers", "confirm"]
+
+
 @pytest.mark.slow  # starts three sim servers
 def test_confirm_two_measures_within_two_points(tmp_path, capsys):
     wl = shared_prefix(
