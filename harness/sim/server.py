@@ -14,6 +14,7 @@ import os
 import time
 import traceback
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,7 @@ from harness.sim.logfmt import FLUSH_OK_LINE, READY_LINE, SimLogger, flush_refus
 from harness.sim.metrics import E2E_BUCKETS, TTFT_BUCKETS, Histogram, Snapshot, render
 from harness.sim.priority import PriorityError, request_priority
 from harness.sim.responses import OpenAIShape, meta_info, storage_class, usage
+from harness.sim.token_chunks import token_chunks
 from harness.tokenizer import WordTokenizer, drop_reasoning, render_chat
 
 __all__ = ["VERSION", "SimServer"]
@@ -44,16 +46,6 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 class BadRequest(Exception):
     """A client error answered as SGLang's OpenAI-style error body with HTTP 400."""
-
-
-class _Stream:
-    """A request's view for its handler: an Event set whenever the engine produced something."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def __call__(self, _req: SimRequest) -> None:
-        self.event.set()
 
 
 class SimServer:
@@ -201,34 +193,11 @@ class SimServer:
         end = req.finish_time if req.finish_time is not None else self.model_now()
         return max(0.0, end - req.arrival)
 
-    async def _generate_events(
+    def _generate_events(
         self, request: web.Request, req: SimRequest, faults: RequestFaults, hint: ClientHint | None = None
-    ):
-        """Yield (new token count, finished) as the engine produces tokens; abort the request if cancelled."""
-        stream = _Stream()
-        req.on_event = stream
-        self.live.submit(req, hint)
-        sent = 0
-        stalled = False
-        try:
-            while True:
-                await stream.event.wait()
-                stream.event.clear()
-                if req.generated > sent or req.finished:
-                    half = max(1, len(req.output_ids) // 2)
-                    if faults.stall and req.generated >= half and not stalled and not req.finished:
-                        stalled = True
-                        if half - 1 > sent:  # a handler woken late: the tokens before the half-way one go
-                            sent = half - 1  # out first, so the stall is mid-answer whatever the wakeups
-                            yield sent, False
-                        await asyncio.sleep(self.faults.stall_s)
-                    sent, finished = req.generated, req.finished
-                    yield sent, finished
-                    if finished:  # as yielded: a request that finished while the chunk was written has more
-                        return  # tokens to send (the loop comes round again: the event is set)
-        finally:
-            if not req.finished:
-                self.live.abort(req)
+    ) -> AsyncIterator[tuple[int, bool]]:
+        """Yield (token count so far, finished) as the engine produces tokens (token_chunks)."""
+        return token_chunks(self.live, req, faults, self.faults.stall_s, hint)
 
     # --- handlers: control -----------------------------------------------------------------
     async def health(self, request: web.Request) -> web.StreamResponse:
@@ -243,12 +212,8 @@ class SimServer:
             await asyncio.sleep(3600)
         if not self._ready():
             return web.Response(status=503)
-        req = self._make_request([0], 1, True, 1)
-        req.on_event = stream = _Stream()
-        self.live.submit(req, None)
-        while not req.finished:
-            await stream.event.wait()
-            stream.event.clear()
+        async for _ in token_chunks(self.live, self._make_request([0], 1, True, 1), RequestFaults(), 0.0):
+            pass  # one token generated, as SGLang's /health_generate does
         return web.Response(status=200)
 
     async def get_server_info(self, request: web.Request) -> web.StreamResponse:

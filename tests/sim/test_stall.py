@@ -1,5 +1,6 @@
-"""A stream's chunks whatever the handler's wakeups (in process, the engine run ahead of it): --fault-stall
-stalls mid-answer, and an answer that ends while a chunk is written still sends its last tokens."""
+"""A stream's chunks whatever the handler's wakeups (harness.sim.token_chunks, in process, the engine run
+ahead of it): --fault-stall stalls mid-answer, and an answer that ends while a chunk is written still sends
+its last tokens."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 
 from harness.sim.faults import RequestFaults
 from harness.sim.sched_records import SimRequest
-from harness.sim.server import SimServer
+from harness.sim.token_chunks import token_chunks
 
 
 def _chunks(ahead: int, total: int, stall: bool = True) -> list[tuple[int, bool]]:
@@ -21,13 +22,11 @@ def _chunks(ahead: int, total: int, stall: bool = True) -> list[tuple[int, bool]
         assert r.on_event is not None
         r.on_event(r)
 
-    fake = SimpleNamespace(
-        live=SimpleNamespace(submit=submit, abort=lambda r: None), faults=SimpleNamespace(stall_s=0.0)
-    )
+    live = SimpleNamespace(submit=submit, abort=lambda r: None)
 
     async def collect() -> list[tuple[int, bool]]:
         out: list[tuple[int, bool]] = []
-        async for n, fin in SimServer._generate_events(fake, None, req, RequestFaults(stall=stall)):  # type: ignore[arg-type]
+        async for n, fin in token_chunks(live, req, RequestFaults(stall=stall), 0.0):  # type: ignore[arg-type]
             out.append((n, fin))
             if n == ahead:  # the rest of the answer, and its end
                 req.generated, req.finish_time = total, 1.0
