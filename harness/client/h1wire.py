@@ -1,5 +1,6 @@
 """HTTP/1.1 response bytes read without state: the head (parsed once per distinct head), where it ends,
-a read of whole chunks, and a read of whole chunks that are whole SSE events. Pure functions of bytes, apart from harness.client.http1's connection state.
+a read of whole chunks, and of whole chunks that are whole SSE events. Pure functions of bytes, apart
+from harness.client.http1's connection state.
 """
 
 from __future__ import annotations

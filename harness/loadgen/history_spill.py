@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import marshal
 import struct
-from array import array
 from typing import Any
 
 from harness.workloads.prompts import Turnout
 from harness.workloads.schedule import Prompt
 from harness.workloads.session_turns import Answers
-from harness.workloads.spill import SpillFile
+from harness.workloads.spill import SpillFile, pack_ids, unpack_ids
 
 _LEN = struct.Struct("<I")
 _GUESS = 512  # bytes read at once: one read for most records (a second for longer ones)
@@ -33,9 +32,9 @@ class HistorySpill:
         self, prev: int, system: tuple[Prompt, int] | None, question: Prompt, q_tokens: int, out: Turnout
     ) -> int:
         """One turn's record after `prev` (-1: the session's first, which carries its system prompt)."""
-        ids = array("q", out.answer_ids).tobytes() if out.answer_ids is not None else None
+        ids = pack_ids(out.answer_ids) if out.answer_ids is not None else None
         if isinstance(question, tuple):
-            question = array("q", question).tobytes()  # type: ignore[assignment]
+            question = pack_ids(question)  # type: ignore[assignment]
         data = marshal.dumps((prev, system, question, q_tokens, out.answer, ids, out.completion_tokens))
         return self.file.append(_LEN.pack(len(data)) + data)
 
@@ -60,15 +59,9 @@ class HistorySpill:
         questions: list[tuple[Prompt, int]] = []
         history = Answers()
         for _, _, q, q_n, answer, ids, comp in chain:
-            questions.append((_ids(q) if isinstance(q, bytes) else q, q_n))
-            history.append(Turnout(answer, _ids(ids) if ids is not None else None, comp))
+            questions.append((unpack_ids(q) if isinstance(q, bytes) else q, q_n))
+            history.append(Turnout(answer, unpack_ids(ids) if ids is not None else None, comp))
         return system, questions, history
 
     def close(self) -> None:
         self.file.close()
-
-
-def _ids(data: bytes) -> tuple[int, ...]:
-    a = array("q")
-    a.frombytes(data)
-    return tuple(a)

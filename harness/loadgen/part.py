@@ -19,8 +19,11 @@ class Part:
     def mine(self, c: Conversation) -> bool:
         if self.n == 1:
             return True
-        key = c.group if c.group is not None else c.session if c.session is not None else c.id
-        return key % self.n == self.i
+        return self.has(c.group if c.group is not None else c.session if c.session is not None else c.id)
+
+    def has(self, key: int) -> bool:
+        """This worker sends the conversations of `key` (a group, session or id)."""
+        return self.n == 1 or key % self.n == self.i
 
     def count(self, schedule: Schedule) -> int:
         """Requests of this part (a lazy shared-prefix schedule counts them without making any)."""

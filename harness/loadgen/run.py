@@ -163,8 +163,10 @@ class _Run:
         spilled = isinstance(convs, SpilledSessions)  # a multi-turn schedule (its prompts in a file)
         think = load.think_time
         # closed loop, no think time: fed in index order, idle sessions spilled (harness.loadgen.turn_feed)
-        fed = spilled and not request_rate and (think is None or think.mean_s <= 0)
-        self.turns = TurnFeed(convs, self.part, think) if fed and isinstance(convs, SpilledSessions) else None
+        closed = not request_rate and (think is None or think.mean_s <= 0)
+        self.turns = (
+            TurnFeed(convs, self.part, think) if closed and isinstance(convs, SpilledSessions) else None
+        )
         # open loop: a multi-turn schedule's first turns are fed like a trace's (in arrival order)
         self.lazy = schedule.total is not None or (spilled and bool(request_rate))
         self.firsts = 0 if spilled and self.lazy else None  # open loop, multi-turn: first turns waiting

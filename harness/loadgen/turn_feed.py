@@ -88,10 +88,7 @@ class TurnFeed:
         self.spill = HistorySpill()
         self._systems = convs.store.scan(0, S)
         self._questions = convs.store.scan(S, S + self.total)
-        self.ready_unfed = sum(1 for s in range(S) if self.mine(s)) if convs.turns else 0
-
-    def mine(self, s: int) -> bool:
-        return self.part.n == 1 or s % self.part.n == self.part.i
+        self.ready_unfed = sum(1 for s in range(S) if self.part.has(s)) if convs.turns else 0
 
     def next(self) -> tuple[FedSession, int] | None:
         """The next request whose session is idle, as a Session ready to send it (and its index)."""
@@ -102,7 +99,7 @@ class TurnFeed:
             t, s = divmod(k, S)
             q, q_n = next(self._questions)
             system = next(self._systems) if t == 0 else None
-            if not self.mine(s) or state[s] in (DONE, BUSY):
+            if not self.part.has(s) or state[s] in (DONE, BUSY):
                 continue  # another worker's, or done, or its previous turn's end will queue it
             sess = self._load(t, s, state[s], self.convs.request(t, s, q, q_n), system)
             state[s] = BUSY
@@ -123,9 +120,8 @@ class TurnFeed:
         sess = FedSession(Conversation(s, sys_p, sys_n, KnownTurns(known, rest), session=s))
         sess.history = history
         sess.head, sess.saved = st - 1, len(history)
-        sess.think_s = (
-            None if self.think is None else 0.0
-        )  # what Session.think gave it at its last turn's end
+        # what Session.think gave it at its last turn's end
+        sess.think_s = None if self.think is None else 0.0
         return sess
 
     def ahead(self, sess: Session) -> bool:
@@ -155,7 +151,7 @@ class TurnFeed:
         S, state, convs = self.sessions, self.state, self.convs
         for k in range(self.cursor, min(self.cursor + S, self.total)):
             t, s = divmod(k, S)
-            if not self.mine(s) or state[s] in (DONE, BUSY):
+            if not self.part.has(s) or state[s] in (DONE, BUSY):
                 continue
             state[s] = DONE
             self.ready_unfed -= 1

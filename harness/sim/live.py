@@ -136,13 +136,16 @@ class LiveEngine:
     def _rebase(self, hint: ClientHint, now: float) -> None:
         """Sends that raced: this open-loop request was scheduled before the one that began its run. While
         every request of the run is still held here (none went on to the tokenizer manager), the run's
-        offset 0 moves to this one and their stamps move with it."""
-        mine = [a for a in self._pending if self._tracked.get(a.req.rid, ("",))[0] == hint.run]
-        held = sum(1 for run, _ in self._tracked.values() if run == hint.run)
-        if len(mine) != held:
-            return
-        shift = self.lockstep.rebase(hint, now)
-        for a in mine:
+        offset 0 moves to this one and their stamps move with it. The scan of what is held runs only for
+        such a request, not for every arrival."""
+        mine: list[_Arrival] = []
+
+        def all_held() -> bool:
+            mine.extend(a for a in self._pending if self._tracked.get(a.req.rid, ("",))[0] == hint.run)
+            return len(mine) == sum(1 for run, _ in self._tracked.values() if run == hint.run)
+
+        shift = self.lockstep.rebase(hint, now, all_held)
+        for a in mine if shift else ():
             a.req.arrival += shift
 
     def abort(self, req: SimRequest) -> None:

@@ -16,6 +16,7 @@ outlasts `wait_s` of wall time gives up (counted and logged): the clock then run
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from harness.protocol.lockstep import ClientHint
 
@@ -54,14 +55,15 @@ class _Loop:
         # arrival when it frees), whichever came later, however late it landed here
         return max(slot, self.anchor + hint.offset)
 
-    def rebase(self, hint: ClientHint, now: float) -> float:
+    def rebase(self, hint: ClientHint, now: float, allowed: Callable[[], bool]) -> float:
         """An open-loop request that lands while the clock still stands where the run began, scheduled
         before the run's first arrival: the first one to land overtook it on the way (the sends raced),
-        so the run's offset 0 moves to put this one at the run's start. Returns the shift (0: none)."""
+        so the run's offset 0 moves to put this one at the run's start, if `allowed()` (asked only then).
+        Returns the shift (0: none)."""
         if hint.offset is None or now != self.began:
             return 0.0
         shift = self.began - (self.anchor + hint.offset)
-        if shift <= 0:
+        if shift <= 0 or not allowed():
             return 0.0
         self.anchor += shift
         self.free_at = [t + shift for t in self.free_at]  # no slot freed yet: the clock has not moved
@@ -123,12 +125,12 @@ class Lockstep:
             lp = self.loops[hint.run] = _Loop(hint.run, hint, now)
         return lp.arrive(hint, now)
 
-    def rebase(self, hint: ClientHint, now: float) -> float:
+    def rebase(self, hint: ClientHint, now: float, allowed: Callable[[], bool] = lambda: True) -> float:
         """Before `arrive`: move the run's offset 0 when this request was scheduled before the run's first
         arrival and the clock has not moved since (_Loop.rebase); the caller moves the run's requests it
         stamped and still holds by the returned shift."""
         lp = self.loops.get(hint.run)
-        return 0.0 if lp is None else lp.rebase(hint, now)
+        return 0.0 if lp is None else lp.rebase(hint, now, allowed)
 
     def finish(self, run: str, follow: bool, at: float) -> None:
         """A request of loop `run` finished at virtual time `at`: a slot is free, and its session's next

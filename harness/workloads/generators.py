@@ -102,9 +102,8 @@ def multi_turn(wl: MultiTurnWorkload, seed: int, maker: PromptMaker, spec_file: 
     rng = random.Random(f"multi-turn:{seed}")
     qsrc = QuestionSource(wl.question_tokens, maker, spec_file, "workload.question_tokens")
     store = PromptStore(ids=maker.kind == "server")
-    no_system = bytearray(
-        wl.sessions
-    )  # sessions whose system prompt is empty: their first question is tagged
+    # sessions whose system prompt is empty: their first question is tagged
+    no_system = bytearray(wl.sessions)
     for s in range(wl.sessions):
         system, sys_n = maker.make(rng, wl.system_prompt_tokens, seed_tags(seed, s))
         store.add(system, sys_n)

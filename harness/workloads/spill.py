@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from array import array
 
 from harness.errors import HarnessError
 
@@ -68,3 +69,15 @@ class SpillFile:
     def close(self) -> None:
         self._buf.clear()
         self._file.close()
+
+
+def pack_ids(ids: tuple[int, ...] | list[int]) -> bytes:
+    """Token ids as spilled bytes (int64, native order)."""
+    return array("q", ids).tobytes()
+
+
+def unpack_ids(data: bytes | bytearray) -> tuple[int, ...]:
+    """pack_ids's bytes back as token ids."""
+    a = array("q")
+    a.frombytes(data)
+    return tuple(a)

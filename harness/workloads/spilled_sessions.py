@@ -17,7 +17,7 @@ from typing import overload
 
 from harness.spec.traffic import PriorityClass
 from harness.workloads.schedule import Conversation, Prompt, Request
-from harness.workloads.spill import SpillFile
+from harness.workloads.spill import SpillFile, pack_ids, unpack_ids
 from harness.workloads.traffic import draw_class
 
 ENTRY = struct.Struct("<II")  # payload bytes, token count
@@ -38,16 +38,12 @@ class PromptStore:
     def add(self, prompt: Prompt, tokens: int) -> None:
         if self.count % STRIDE == 0:
             self.marks.append(self.spill.size)
-        data = array("q", prompt).tobytes() if isinstance(prompt, tuple) else prompt.encode()
+        data = pack_ids(prompt) if isinstance(prompt, tuple) else prompt.encode()
         self.spill.append(ENTRY.pack(len(data), tokens) + data)
         self.count += 1
 
     def _decode(self, data: bytes | bytearray) -> Prompt:
-        if self.ids:
-            a = array("q")
-            a.frombytes(data)
-            return tuple(a)
-        return data.decode()
+        return unpack_ids(data) if self.ids else data.decode()
 
     def get(self, k: int) -> tuple[Prompt, int]:
         """Entry k: one read of its group of STRIDE entries (kept for the next call), then a walk."""
@@ -169,7 +165,7 @@ class SpilledSessions(Sequence[Conversation]):
         out = []
         for s in range(min(n, self.sessions)):
             conv = self[s]
-            conv.turns = [r for r in conv.turns[: len(range(s, n, self.sessions))]]
+            conv.turns = conv.turns[: len(range(s, n, self.sessions))]
             out.append(conv)
         return out
 

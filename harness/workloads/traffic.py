@@ -71,9 +71,7 @@ def apply_traffic(
         convs: Any = schedule.conversations
         if isinstance(convs, list):
             convs = [classed(c, classes, seed) for c in convs]
-        elif hasattr(
-            convs, "with_classes"
-        ):  # a spilled multi-turn schedule: classed as its requests are made
+        elif hasattr(convs, "with_classes"):  # a spilled multi-turn schedule: classed as requests are made
             convs = convs.with_classes(classes, seed)
         else:
             convs = _Classed(convs, classes, seed)
