@@ -99,6 +99,7 @@ class LiveEngine:
     _pending: list[_Arrival] = field(default_factory=list)  # arrived, not yet taken by the tokenizer manager
     ingest: Ingest = field(default_factory=Ingest)  # ... taken, not yet received by the scheduler
     _tracked: dict[str, tuple[str, bool]] = field(default_factory=dict)  # rid -> (run, follow), lockstep
+    _held: set[str] = field(default_factory=set)  # rids whose finish reaches the client late (delivered())
     _inflight: tuple[Batch, float] | None = None  # the forward being paced and its wall start
     _orders: int = 0
     _idle_since: float = 0.0  # when the last forward ended (an idle scheduler's spins start then)
@@ -116,15 +117,19 @@ class LiveEngine:
         return batch.start + min(batch.duration, (time.monotonic() - wall0) / self.time_scale)
 
     # --- requests ------------------------------------------------------------------------------
-    def submit(self, req: SimRequest, hint: ClientHint | None) -> None:
+    def submit(self, req: SimRequest, hint: ClientHint | None, held: bool = False) -> None:
         """Stamp a request's virtual arrival and queue it for the engine (it goes through the tokenizer
-        manager once the clock reaches its arrival, and the scheduler receives it between forwards)."""
+        manager once the clock reaches its arrival, and the scheduler receives it between forwards).
+        `held`: its answer will be held back on the way (a stall fault), so the client learns of its
+        finish only when the handler says so (delivered())."""
         now = self.model_now()
         if hint is not None and self.hold_wait_s > 0:
             self._rebase(hint, now)
             req.arrival = self.lockstep.arrive(hint, now)
             req.order = hint.index if hint.index is not None else req.order
             self._tracked[req.rid] = (hint.run, hint.follow)
+            if held:
+                self._held.add(req.rid)
             seq: float = hint.seq
         else:
             req.arrival = now
@@ -169,12 +174,25 @@ class LiveEngine:
         self.wake.set()
 
     def _finished(self, req: SimRequest) -> None:
-        tracked = self._tracked.pop(req.rid, None)
+        tracked = None if req.rid in self._held else self._tracked.pop(req.rid, None)
         if tracked is not None:  # an aborted request's session stops: the load generator skips its next turns
             run, follow = tracked
             at = req.finish_time if req.finish_time is not None else self.vnow
             self.lockstep.finish(run, follow and req.finish_reason != "abort", at)
         self.log_info(request_line(req))
+
+    def delivered(self, req: SimRequest, whole: bool) -> None:
+        """A held request's handler is done: its answer reached the client (`whole`) or the client went
+        away. Only now is its slot free on the client's side; until now the clock did not wait for a
+        follow-up the client could not send yet (it would have stood still for the whole stall)."""
+        if req.rid not in self._held:
+            return
+        self._held.discard(req.rid)
+        tracked = self._tracked.pop(req.rid, None)
+        if tracked is not None:
+            run, follow = tracked
+            self.lockstep.finish(run, follow and whole and req.finish_reason != "abort", self.model_now())
+            self.wake.set()
 
     def _admit(self) -> None:
         """Move arrivals on as `simulate` does: those the clock reached go through the tokenizer manager (by

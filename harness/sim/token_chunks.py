@@ -18,9 +18,11 @@ from harness.sim.sched_records import SimRequest
 class Engine(Protocol):
     """What the chunks need of the live engine (harness.sim.live.LiveEngine)."""
 
-    def submit(self, req: SimRequest, hint: ClientHint | None) -> None: ...
+    def submit(self, req: SimRequest, hint: ClientHint | None, held: bool = False) -> None: ...
 
     def abort(self, req: SimRequest) -> None: ...
+
+    def delivered(self, req: SimRequest, whole: bool) -> None: ...
 
 
 class _Wake:
@@ -40,9 +42,10 @@ async def token_chunks(
     the handler goes away first."""
     wake = _Wake()
     req.on_event = wake
-    live.submit(req, hint)
+    live.submit(req, hint, held=faults.stall)
     sent = 0
     stalled = False
+    whole = False
     try:
         while True:
             await wake.event.wait()
@@ -56,9 +59,11 @@ async def token_chunks(
                         yield sent, False
                     await asyncio.sleep(stall_s)
                 sent, finished = req.generated, req.finished
+                whole = finished  # the last chunk is the handler's to write
                 yield sent, finished
                 if finished:  # as yielded: a request that finished while the chunk was written has more
                     return  # tokens to send (the loop comes round again: the event is set)
     finally:
         if not req.finished:
             live.abort(req)
+        live.delivered(req, whole)
