@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from harness import __version__
+from harness import __version__, signals
 from harness.errors import HarnessError
 
 # name -> (module exposing build_parser(prog) -> ArgumentParser and run(args) -> int, one-line help)
@@ -50,10 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     ns = top.parse_args(argv)
-    module = importlib.import_module(COMMANDS[ns.command][0])
-    parser: argparse.ArgumentParser = module.build_parser(f"harness {ns.command}")
-    args = parser.parse_args(ns.args)
-    try:
+    try:  # the import too: a Ctrl-C while a command's modules load is a stop like any other
+        module = importlib.import_module(COMMANDS[ns.command][0])
+        parser: argparse.ArgumentParser = module.build_parser(f"harness {ns.command}")
+        args = parser.parse_args(ns.args)
         return int(module.run(args) or 0)
     except HarnessError as e:
         print(f"harness {ns.command}: error: {e}", file=sys.stderr)
@@ -65,5 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def entry() -> None:
+    """The process's entry point (`harness`, `python -m harness`): a stop signal stops any command as
+    Ctrl-C does (exit 130, records kept), also one that lands while the process exits."""
+    signals.install()
+    rc = main()
+    signals.finishing()
+    if rc == 130:  # interrupted: records and point.json are written, servers stop in the exit handlers
+        signals.exit_now(rc)
+    raise SystemExit(rc)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

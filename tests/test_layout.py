@@ -23,6 +23,7 @@ KNOWN_LONG: set[str] = set()  # to split, or to say why not
 LAYERS: tuple[str, ...] = (
     "harness",  # __init__: the version
     "errors",
+    "signals",  # a stop signal becomes a stop: one rule for every command
     "paths",
     "metrics",
     "tokenizer",

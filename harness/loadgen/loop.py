@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from harness.errors import HarnessError
+from harness.signals import within_loop
 
 T = TypeVar("T")
 ENV = "HARNESS_LOOP"
@@ -42,11 +43,12 @@ def loop_name() -> str:
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run(main) on the chosen loop (Ctrl-C cancels main, as asyncio.run does)."""
+    """asyncio.run(main) on the chosen loop; a stop signal cancels main (harness.signals.within_loop) and
+    leaves as KeyboardInterrupt."""
     try:
         factory = loop_factory()
     except HarnessError:
         main.close()  # never started: no "coroutine was never awaited" warning on top of the error
         raise
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
+    with asyncio.Runner(loop_factory=factory) as runner, within_loop(runner.get_loop()) as stop:
+        return runner.run(stop.wrap(main))

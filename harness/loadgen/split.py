@@ -127,11 +127,14 @@ def _worker(
     delay = start - time.monotonic()
     if delay > 0:
         time.sleep(delay)
-    res = run_loop(
-        run_schedule(
-            schedule, concurrency=cap, out_path=path, part=part, start_mono=start, quiet=True, **load_args
+    try:
+        res = run_loop(
+            run_schedule(
+                schedule, concurrency=cap, out_path=path, part=part, start_mono=start, quiet=True, **load_args
+            )
         )
-    )
+    except KeyboardInterrupt:  # the parent's terminate() or the terminal's Ctrl-C: records are on disk
+        return
     results.put((part.i, res))
 
 

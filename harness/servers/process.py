@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
@@ -401,22 +402,8 @@ atexit.register(stop_all)
 
 
 def install_signal_handlers() -> None:
-    """Turn SIGTERM/SIGHUP into KeyboardInterrupt so `with` blocks unwind, flush and stop servers.
-
-    A SIGINT ignored since exec (a `cmd &` in a script or CI job: the shell sets it so) is made
-    KeyboardInterrupt again: ignored, Ctrl-C / kill -INT was silently lost and the run went on to exit 0.
-    A SIGHUP ignored on purpose (nohup) stays ignored."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    if threading.current_thread() is threading.main_thread():
-        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # asyncio.run then leaves it ignored too
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                continue
-            signal.signal(sig, handler)
+    """SIGTERM/SIGHUP unwind `with` blocks as Ctrl-C does, flushing and stopping servers (harness.signals)."""
+    signals.install()
 
 
 def server_fingerprint(proc: ServerProcess) -> str:

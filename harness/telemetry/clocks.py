@@ -16,26 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from harness import signals
 from harness.errors import HarnessError
 from harness.telemetry import nvml
 from harness.telemetry.gpus import Gpu, ResolveError, resolve
-
-
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextmanager
-def _reset_shielded() -> Iterator[None]:
-    """Ignore SIGINT while clocks are being reset (main thread only; elsewhere signals cannot land here)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 @contextmanager
@@ -57,7 +41,7 @@ def locked_clocks(mhz: int, gpus: list[str] | None = None) -> Iterator[dict[str,
     record: dict[str, Any] = {"sm_clock_mhz": mhz, "method": "nvmlDeviceSetGpuLockedClocks", "gpus": []}
     old_term = None
     if threading.current_thread() is threading.main_thread():
-        old_term = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        old_term = signal.signal(signal.SIGTERM, signals.interrupt)
     try:
         try:
             targets = resolve(nv, gpus)
@@ -82,7 +66,7 @@ def locked_clocks(mhz: int, gpus: list[str] | None = None) -> Iterator[dict[str,
         record["locked_at_wall"] = time.time()
         yield record
     finally:
-        with _reset_shielded():
+        with signals.shielded(signal.SIGINT):  # a second Ctrl-C never leaves the card locked
             record["reset"] = _reset(nv, locked)
             nvml.shutdown(nv)
         if old_term is not None:
