@@ -387,6 +387,32 @@ def unwritable(tmp: Path) -> Row:
     return row
 
 
+def signal_moments(kind: str, loop: str, moments: int = 20) -> Callable[[Path], Row]:
+    """Issue 39: SIGINT and SIGTERM at random moments of one command on one loop (scripts/signal_stress.py)."""
+
+    def scenario(tmp: Path) -> Row:
+        from signal_stress import stress
+
+        row = Row(f"SIGINT/SIGTERM at {moments} random moments of `harness {kind}` on {loop}, each resumed",
+                  "exit 130, no traceback, in-flight recorded, point.json interrupted, no server left")  # fmt: skip
+        t0 = time.monotonic()
+        took, trials = stress(kind, loop, moments, 0, tmp)
+        hit = [t for t in trials if not t.missed]
+        row.scheduled = sum(t.received for t in trials)  # requests the server took in before the signal
+        row.ok = sum(t.ok for t in trials)
+        row.error = sum(t.records - t.ok for t in trials)
+        row.lost = sum(max(t.received - t.records, 0) for t in trials)
+        row.recovery = f"{sum(t.resumed.startswith('ok') for t in trials)}/{len(trials)} resumed ok"
+        exits = sorted({str(t.exit) for t in hit})
+        mid = sum(t.point == "interrupted" for t in hit)
+        row.note = (f"{len(hit)} of {len(trials)} landed before the command ended ({mid} mid-point), exits "
+                    f"{', '.join(exits)}; an unperturbed run {took:.1f}s; {time.monotonic() - t0:.0f}s in all")  # fmt: skip
+        row.problems = [f"{t.sig} at {t.at_s}s: {p}" for t in trials for p in t.problems]
+        return row
+
+    return scenario
+
+
 SCENARIOS: dict[str, Callable[[Path], Row]] = {
     "crash": crash_restart,
     "http-errors": point_under_fault(
@@ -438,6 +464,11 @@ SCENARIOS: dict[str, Callable[[Path], Row]] = {
     "sigterm": lambda tmp: interrupt(tmp, signal.SIGTERM),
     "kill9": lambda tmp: interrupt(tmp, signal.SIGKILL),
     "unwritable": unwritable,
+    **{
+        f"signals-{kind}-{loop}": signal_moments(kind, loop)
+        for kind in ("run", "bench")
+        for loop in ("uvloop", "asyncio")
+    },
 }
 
 

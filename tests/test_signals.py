@@ -1,0 +1,145 @@
+"""harness.signals: a stop signal inside a running load cancels it through the loop (never raised inside a
+transport callback); a second one stops at once; handlers are put back as they were. The stress test at
+the end drives the real commands (scripts/signal_stress.py) with signals at random moments."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import signals
+from harness.loadgen import loop as loadgen_loop
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOPS = ["asyncio"] + (["uvloop"] if loadgen_loop.loop_name() == "uvloop" else [])
+
+
+@pytest.fixture(params=LOOPS)
+def loop_choice(request, monkeypatch):
+    monkeypatch.setenv(loadgen_loop.ENV, request.param)
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _handlers_back():
+    before = {s: signal.getsignal(s) for s in signals.STOP_SIGNALS}
+    yield
+    for s, h in before.items():
+        signal.signal(s, h)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_in_a_running_load_cancels_its_task_and_leaves_as_keyboard_interrupt(loop_choice, sig):
+    signals.install()
+    seen: list[str] = []
+
+    async def load() -> None:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), sig)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")  # the run unwinds by cancellation: in-flight records are written here
+            raise
+
+    with pytest.raises(KeyboardInterrupt, match=sig.name):
+        loadgen_loop.run(load())
+    assert seen == ["cancelled"]
+    assert signal.getsignal(signal.SIGTERM) is signals.interrupt  # the Python-level rule is back
+
+
+def test_a_run_that_swallows_its_cancellation_is_still_a_stop(loop_choice):
+    async def load() -> str:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            return "returned"
+        return "slept"
+
+    with pytest.raises(KeyboardInterrupt):
+        loadgen_loop.run(load())
+
+
+def test_a_second_signal_while_the_first_unwinds_stops_at_once(loop_choice):
+    unwound: list[str] = []
+
+    async def load() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            loop.call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(10)  # a slow unwind: the second signal must not wait for it
+            unwound.append("finished the slow unwind")
+            raise
+
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        loadgen_loop.run(load())
+    assert unwound == []
+
+
+def test_nohups_ignored_sighup_stays_ignored_in_and_after_a_load(loop_choice):
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signals.install()
+
+    async def load() -> int:
+        os.kill(os.getpid(), signal.SIGHUP)
+        await asyncio.sleep(0.05)
+        return 7
+
+    assert loadgen_loop.run(load()) == 7
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+
+
+def test_a_load_that_ends_puts_every_handler_back(loop_choice):
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, mine)
+
+    async def load() -> int:
+        return 3
+
+    assert loadgen_loop.run(load()) == 3
+    assert signal.getsignal(signal.SIGTERM) is mine
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_shielded_ignores_then_restores():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with signals.shielded(signal.SIGINT):
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: no KeyboardInterrupt here
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.slow
+def test_signals_at_random_moments_of_run_and_bench_on_both_loops(tmp_path):
+    """Issue 39: SIGINT/SIGTERM at 20 moments of `harness run` and of `harness bench` (a launched sim), on
+    each loop: exit 130, no traceback, every request the server ended recorded, point.json interrupted,
+    no server left behind, and a resume that completes."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import signal_stress
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    landed = 0
+    for kind in ("run", "bench"):
+        for choice in LOOPS:
+            _, trials = signal_stress.stress(kind, choice, 20, 0, tmp_path / f"{kind}-{choice}")
+            broken = [t for t in trials if t.problems]
+            assert not broken, "\n".join(
+                f"{t.command} {t.loop} {t.sig} at {t.at_s}s: {t.problems}" for t in broken
+            )
+            hit = [t for t in trials if not t.missed]
+            assert len(hit) >= 12, f"{kind} on {choice}: only {len(hit)} of 20 signals landed mid-command"
+            assert any(t.point == "interrupted" for t in hit), (
+                f"{kind} on {choice}: no signal landed mid-point"
+            )
+            landed += len(hit)
+    assert landed >= 12 * 2 * len(LOOPS)
