@@ -25,8 +25,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "inputs", nargs="+", type=Path, metavar="INPUT", help="Mooncake .jsonl, spec .yaml or capture"
     )
     p.add_argument("--card", default="l4", help="card (or card-model alias) the physics models (default l4)")
+    from harness.sim.models import DEFAULT_MODEL, builtin_names
+
     p.add_argument(
-        "--model", default=None, help="built-in model name or a folder with config.json (default 8B)"
+        "--model",
+        default=None,
+        help=f"a built-in model ({', '.join(builtin_names())}) or a folder with config.json "
+        f"(default {DEFAULT_MODEL})",
     )
     p.add_argument(
         "--pool",
