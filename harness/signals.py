@@ -101,6 +101,30 @@ def _ignore_stops() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold a stop signal until the block ends, then raise it: for the short bookkeeping that must not be
+    cut in half (a point's counters and point.json after its load). A second signal stops at once."""
+    if not _main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if got:
+            interrupt(signum)
+        got.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if got:
+        interrupt(got[0])
+
+
 class LoopStop:
     """The stop signals of one running loop: the first cancels the main task, a second raises at once."""
 

@@ -357,7 +357,9 @@ def interrupt(tmp: Path, sig: signal.Signals) -> Row:
                     f"final attempt {point.get('attempt')} {point.get('status')}")  # fmt: skip
         if not kill and interrupted.get("status") != "interrupted":
             row.problems.append("no interrupted point.json")
-        if not kill and len(rows) != received:
+        if not kill and received > len(
+            rows
+        ):  # a request cancelled on its way out has a record the server never saw
             row.problems.append(f"{received - len(rows)} requests sent without a record")
         if bad or unrecorded > 0 or in_flight > 4 or "Traceback" in err:
             row.problems.append(

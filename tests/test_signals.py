@@ -143,3 +143,18 @@ def test_signals_at_random_moments_of_run_and_bench_on_both_loops(tmp_path):
             )
             landed += len(hit)
     assert landed >= 12 * 2 * len(LOOPS)
+
+
+def test_deferred_holds_a_stop_until_the_block_ends_and_a_second_stops_at_once():
+    signals.install()
+    done: list[str] = []
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"), signals.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        done.append("the block ran to its end")
+    assert done == ["the block ran to its end"]
+    assert signal.getsignal(signal.SIGTERM) is signals.interrupt
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"), signals.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        done.append("not reached")
+    assert done == ["the block ran to its end"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
 from harness.capture.files import write_json_atomic
 from harness.capture.points import count_requests, move_aside
@@ -129,39 +130,40 @@ def run_point(
     except KeyboardInterrupt:
         # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
-    if res is not None:
-        if settle_s > 0:  # the server's periodic stats line that covers the point's end (vLLM)
-            time.sleep(settle_s)
-        fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
-    telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
-    counts = count_requests(pdir)
-    rec = PointRecord(
-        experiment=spec.name,
-        server=pdir.parent.name,
-        point=pname,
-        seed=seed,
-        sweep=dict(point.sweep),
-        status=status,  # type: ignore[arg-type]
-        requests_scheduled=len(schedule),
-        requests_ok=counts.ok,
-        requests_failed=counts.failed,
-        errors=counts.errors,
-        start_mono=start_mono,
-        end_mono=time.monotonic(),
-        start_wall=start_wall,
-        end_wall=time.time(),
-        flushed=flushed,
-        flush_note=note,
-        attempt=attempt,
-        failure=failure,
-        telemetry_status=telemetry_status,
-        fresh_server=fresh_server and not spec.load.warmup_requests,  # warm-up requests came first
-        requests_skipped=counts.skipped,
-        requests_not_sent=counts.not_sent,
-        requests_warmup=counts.warmup,
-        time_limited=bool(res is not None and res.time_limited),
-    )
-    write_json_atomic(pdir / POINT, rec.to_dict())
+    with signals.deferred():  # the point's counters and point.json, never cut in half by a stop signal
+        if res is not None:
+            if settle_s > 0:  # the server's periodic stats line that covers the point's end (vLLM)
+                time.sleep(settle_s)
+            fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
+        telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
+        counts = count_requests(pdir)
+        rec = PointRecord(
+            experiment=spec.name,
+            server=pdir.parent.name,
+            point=pname,
+            seed=seed,
+            sweep=dict(point.sweep),
+            status=status,  # type: ignore[arg-type]
+            requests_scheduled=len(schedule),
+            requests_ok=counts.ok,
+            requests_failed=counts.failed,
+            errors=counts.errors,
+            start_mono=start_mono,
+            end_mono=time.monotonic(),
+            start_wall=start_wall,
+            end_wall=time.time(),
+            flushed=flushed,
+            flush_note=note,
+            attempt=attempt,
+            failure=failure,
+            telemetry_status=telemetry_status,
+            fresh_server=fresh_server and not spec.load.warmup_requests,  # warm-up requests came first
+            requests_skipped=counts.skipped,
+            requests_not_sent=counts.not_sent,
+            requests_warmup=counts.warmup,
+            time_limited=bool(res is not None and res.time_limited),
+        )
+        write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
         raise KeyboardInterrupt
     return rec
