@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.capture import read_jsonl
 from harness.servers import control
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,14 +126,8 @@ def _point_dir(kind: str, cap: Path, name: str) -> Path:
 
 
 def _rows(path: Path) -> tuple[list[dict], int]:
-    rows, bad = [], 0
-    if path.exists():
-        for line in path.read_bytes().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                bad += 1
-    return rows, bad
+    """The records of a requests file (none before the point began) and its unreadable lines."""
+    return read_jsonl(path) if path.exists() else ([], 0)
 
 
 def _left_behind(marker: str) -> list[int]:
