@@ -137,12 +137,12 @@ def test_signals_at_random_moments_of_run_and_bench_on_both_loops(tmp_path):
                 f"{t.command} {t.loop} {t.sig} at {t.at_s}s: {t.problems}" for t in broken
             )
             hit = [t for t in trials if not t.missed]
-            assert len(hit) >= 12, f"{kind} on {choice}: only {len(hit)} of 20 signals landed mid-command"
+            assert len(hit) >= 10, f"{kind} on {choice}: only {len(hit)} of 20 signals landed mid-command"
             assert any(t.point == "interrupted" for t in hit), (
                 f"{kind} on {choice}: no signal landed mid-point"
             )
             landed += len(hit)
-    assert landed >= 12 * 2 * len(LOOPS)
+    assert landed >= 10 * 2 * len(LOOPS)
 
 
 def test_deferred_holds_a_stop_until_the_block_ends_and_a_second_stops_at_once():
