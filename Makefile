@@ -13,7 +13,7 @@ SERVER_KIND ?= auto
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,real,fleet,fast]'
+	$(PY) -m pip install -q -e '.[dev,real,fleet,fast,router]'
 	touch $(STAMP)
 
 # the full suite, as CI runs it

@@ -76,6 +76,8 @@ class RequestRecord:
     not_sent: str | None = None  # None: sent; "skipped" (an earlier turn failed) | "time-limit" (duration_s)
     think_s: float | None = None  # multi-turn: the think time drawn before this turn (spec `think_time_s`)
     priority_class: str | None = None  # the spec's `priorities:` class this request's session was drawn
+    # behind a gateway: the worker that served it, as smg's x-smg-routed-worker-id response header names it
+    worker: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +112,8 @@ class PointRecord:
     requests_not_sent: int = 0  # not sent because duration_s ran out (the point is then time_limited)
     requests_warmup: int = 0
     time_limited: bool = False
+    # behind a gateway: worker name -> the URL the gateway names it by (the records' `worker`)
+    workers: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -60,8 +60,10 @@ class EventSink:
         self.last_usage: object = None
         self.pinned = False  # a holed template was pinned to this stream's values (a plain one) once
 
-    def head(self, status: int, now: float) -> None:
+    def head(self, status: int, now: float, routed: str | None = None) -> None:
         self.rec.http_status = self.status = status
+        if routed is not None:
+            self.rec.worker = routed
 
     def body(self, chunk: bytes, now: float) -> bool:
         """Apply received bytes; False when the stream is unusable (the failure is already recorded)."""

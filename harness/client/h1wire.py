@@ -18,10 +18,12 @@ class H1Error(Exception):
 # heads parsed so far, by their bytes: a server sends the same head for every response (a Date header
 # changes it once a second), so a head is parsed once, not per response
 HEADS_KEPT, HEAD_KEPT_MAX = 256, 1024  # at most 256 KB kept
-_HEADS: dict[bytes, tuple[int, int | None, bool, bool]] = {}
+_HEADS: dict[bytes, tuple[int, int | None, bool, bool, str | None]] = {}
+# the gateway's answer to "which worker served this": smg sets it on every routed response
+ROUTED_WORKER_HEADER = b"x-smg-routed-worker-id"
 
 
-def read_head(head: bytes) -> tuple[int, int | None, bool, bool]:
+def read_head(head: bytes) -> tuple[int, int | None, bool, bool, str | None]:
     """parse_head, kept by the head's bytes (256 heads of at most 1 KB: a server's heads repeat)."""
     parsed = _HEADS.get(head)
     if parsed is None:
@@ -33,14 +35,16 @@ def read_head(head: bytes) -> tuple[int, int | None, bool, bool]:
     return parsed
 
 
-def parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
-    """(status, Content-Length or None, chunked, keep-alive) of a response head; H1Error when unreadable."""
+def parse_head(head: bytes) -> tuple[int, int | None, bool, bool, str | None]:
+    """(status, Content-Length or None, chunked, keep-alive, the gateway's routed worker or None) of a
+    response head; H1Error when unreadable."""
     lines = head.split(b"\n")  # a CR before the LF is whitespace that strip() drops below
     parts = lines[0].split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise H1Error(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
     length = None
     chunked = False
+    routed = None
     keep = parts[0] == b"HTTP/1.1"
     for line in lines[1:]:
         name, _, value = line.partition(b":")
@@ -58,7 +62,9 @@ def parse_head(head: bytes) -> tuple[int, int | None, bool, bool]:
                 keep = False
             elif v == b"keep-alive":
                 keep = True
-    return int(parts[1]), length, chunked, keep
+        elif name == ROUTED_WORKER_HEADER:
+            routed = value.strip().decode("latin-1") or None
+    return int(parts[1]), length, chunked, keep, routed
 
 
 _BLANK_LINE = re.compile(rb"\n\r?\n")

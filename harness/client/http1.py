@@ -42,7 +42,7 @@ class H1ConnectError(Exception):
 
 
 class Sink(Protocol):
-    def head(self, status: int, now: float) -> None: ...
+    def head(self, status: int, now: float, routed: str | None = None) -> None: ...
 
     def body(self, data: bytes, now: float) -> bool:
         """Take body bytes; False stops the response (the connection is then closed)."""
@@ -198,7 +198,7 @@ class H1Conn(asyncio.Protocol):
                 return None
             head, buf = buf[:i], buf[j:]
             try:
-                status, length, chunked, keep = read_head(head)
+                status, length, chunked, keep, routed = read_head(head)
             except H1Error as e:
                 self._fail(e)
                 return None
@@ -207,7 +207,7 @@ class H1Conn(asyncio.Protocol):
         self.buf = b""
         self.keep = self.keep and keep
         assert self.sink is not None
-        self.sink.head(status, now)
+        self.sink.head(status, now, routed)
         if chunked:
             self.state, self.chunk_state, self.remaining = CHUNKED, 0, 0
         elif status in (204, 304):

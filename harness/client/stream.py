@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from harness.capture.records import RequestRecord
 from harness.client.dialects import Dialect, StreamState
 from harness.client.events import EventSink, loop_time_at
+from harness.client.h1wire import ROUTED_WORKER_HEADER
 from harness.client.http1 import H1ConnectError, H1Disconnect, H1Error, H1Pool
 from harness.client.verdict import ERROR_TEXT_MAX, classify, derive, fail, judge, take_usage
 
@@ -152,6 +153,9 @@ async def _via_aiohttp(
         sink = EventSink(rec, dialect, st, tmo, total_at)
         async with aio.post(session, url, body, headers, timeout) as resp:
             rec.http_status = resp.status
+            routed = resp.headers.get(ROUTED_WORKER_HEADER.decode())
+            if routed:
+                rec.worker = routed
             if resp.status != 200:
                 text = await resp.text(errors="replace")
                 rec.done_mono = _mono()

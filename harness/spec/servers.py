@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from harness.errors import SpecError
 from harness.paths import expand_path, fill_cache
+from harness.spec.replicas import RouterSpec, check_filled, fill_router, parse_replicas
 from harness.spec.tlru import check_tlru
 
 LAUNCH_KINDS = ("sglang", "sim", "vllm", "command", "attach")
@@ -43,6 +44,9 @@ PROFILE_KEYS = {
     "ready_line",
     "ready_timeout_s",
     "python",
+    "replicas",
+    "router",
+    "storage",
 }
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
@@ -72,6 +76,11 @@ class ServerProfile:
     python: str | None = None  # launch: sglang only: the interpreter that has SGLang (default: the run's)
     matrix: dict[str, Any] = field(default_factory=dict)  # the combination this profile came from
     template: str = ""  # the name as written, before expansion
+    # N workers behind SGLang's gateway (harness.spec.replicas); None: one server, no gateway. A str only
+    # while a `{key}` placeholder waits for the matrix
+    replicas: int | str | None = None
+    router: RouterSpec | None = None
+    storage: str = "own"  # "shared": every worker's L3 file backend in one directory
 
     @property
     def engine_name(self) -> str:
@@ -147,6 +156,9 @@ def parse_servers(
                 )
             _check_url(prof.url, f, f"{key}.url")
             check_tlru(prof.args, f, key)
+            if prof.replicas is not None:
+                assert prof.router is not None
+                prof = dataclasses.replace(prof, replicas=check_filled(str(prof.replicas), prof.router, f, key))
             if prof.name in seen:
                 hint = f" (add {{{refs[0]}}} to the name)" if refs and "{" not in base.name else ""
                 raise SpecError(f, f"{key}.name", f"{prof.name!r} is already used by {seen[prof.name]}{hint}")
@@ -192,6 +204,7 @@ def _parse_one(item: Any, f: str, key: str, environ: dict[str, str]) -> ServerPr
         python=python,
         template=name,
         **_parse_readiness(item, f, key),
+        **parse_replicas(item, launch, f, key),
     )
     _check_env_refs(prof, environ, f, key)
     return prof
@@ -334,6 +347,10 @@ def _texts(p: ServerProfile, key: str) -> list[tuple[str, str]]:
     out += [
         (u, f"{key}.{n}") for n, u in (("url", p.url), ("ready_url", p.ready_url), ("model", p.model)) if u
     ]
+    if p.replicas is not None:
+        out.append((str(p.replicas), f"{key}.replicas"))
+    if p.router is not None:
+        out += [(t, f"{key}.{where}") for t, where in p.router.texts()]
     return out
 
 
@@ -378,6 +395,8 @@ def _fill(p: ServerProfile, values: dict[str, Any]) -> ServerProfile:
         ready_url=sub(p.ready_url) if p.ready_url else None,
         model=sub(p.model) if p.model else None,
         matrix=dict(values),
+        replicas=sub(str(p.replicas)) if p.replicas is not None else None,
+        router=fill_router(p.router, sub) if p.router is not None else None,
     )
 
 

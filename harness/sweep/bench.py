@@ -27,10 +27,11 @@ from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
 from harness.capture.redact import Redactor, spec_redactor
 from harness.errors import HarnessError
-from harness.servers.control import RESET_PATHS
-from harness.servers.process import ServerError, ServerProcess, server_fingerprint
+from harness.servers.process import ServerError, ServerProcess
+from harness.servers.replicas import ReplicaGroup, fingerprint_of
 from harness.spec import ExperimentSpec, Point
 from harness.spec.servers import ServerProfile
+from harness.sweep.attached import Attached, save_attached_info
 from harness.sweep.cold_start import cold_storage_point, flush_killed
 from harness.sweep.plan import (
     DEFAULT_CARD,
@@ -39,6 +40,7 @@ from harness.sweep.plan import (
     ServerPlan,
     check_capture_matches,
     check_model,
+    check_router,
     check_traces,
     check_writable,
     plan_points,
@@ -70,28 +72,6 @@ class Outcome:
 
 
 @dataclass
-class _Attached:
-    """A server someone else started (`harness run`): always taken to be up, never restarted."""
-
-    base_url: str
-    returncode: int | None = None
-
-    def alive(self) -> bool:
-        return True
-
-    def restart(self) -> None:
-        raise ServerError(f"{self.base_url}: an attached server is not restarted by the harness")
-
-    def quoted_tail(self) -> str:
-        return "(the attached server's log is not ours)"
-
-    fresh = False  # someone else's server: what it holds is not known
-    settle_s = 0.0
-    reset_paths = RESET_PATHS  # SGLang's, then vLLM's
-    points_run = 0
-
-
-@dataclass
 class _Sweep:
     """What every point of one server shares."""
 
@@ -108,10 +88,13 @@ class _Sweep:
 # ------------------------------------------------------------------ the loop
 
 
-def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, outcome: Outcome) -> None:
+Server = ServerProcess | ReplicaGroup | Attached
+
+
+def sweep_server(sw: _Sweep, sp: ServerPlan, server: Server, outcome: Outcome) -> None:
     """Every planned point of one server in sweep order: skip the done, run the rest with retries."""
     name = sp.profile.name
-    attached = isinstance(server, _Attached)
+    attached = isinstance(server, Attached)
     if sw.spec.search is not None:  # a capacity search: the points are chosen as it goes
         _search_server(sw, name, server, outcome)
         return
@@ -127,7 +110,7 @@ def sweep_server(sw: _Sweep, sp: ServerPlan, server: ServerProcess | _Attached, 
         point_done()
 
 
-def _search_server(sw: _Sweep, name: str, server: ServerProcess | _Attached, outcome: Outcome) -> None:
+def _search_server(sw: _Sweep, name: str, server: Server, outcome: Outcome) -> None:
     """A capacity search's probes on one server, each an ordinary point run with retries (sweep.search)."""
     from harness.sweep.search import run_search
 
@@ -147,7 +130,7 @@ def _run_with_retries(
     point: Point,
     seed: int,
     pname: str,
-    server: ServerProcess | _Attached,
+    server: Server,
     outcome: Outcome,
 ) -> tuple[str, PointRecord]:
     """One point, retried while attempts are left: a dead server is restarted, a failed point re-run."""
@@ -161,7 +144,7 @@ def _run_with_retries(
             server.restart()
             outcome.restarts += 1
         cold = cold_storage_point(server)  # L3 servers: a fresh server on an empty directory, no flush
-        log_at = server.log_size() if isinstance(server, ServerProcess) else 0
+        log_at = 0 if isinstance(server, Attached) else server.log_size()
         rec = run_point(
             spec,
             point,
@@ -178,6 +161,7 @@ def _run_with_retries(
             fresh_server=server.fresh,
             settle_s=server.settle_s,
             cold_note=cold,
+            group=server if isinstance(server, ReplicaGroup) else None,
         )
         server.points_run += 1
         status = rec.status
@@ -187,18 +171,15 @@ def _run_with_retries(
             mark_failed(pdir, failure)
             sw.log(f"{key}: failed (attempt {attempt}): {failure}")
             return "failed", rec
-        if status != "ok" and isinstance(server, ServerProcess):
+        if status != "ok" and not isinstance(server, Attached):
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
-            failure = flush_killed(server, rec, log_at) or (
-                f"server exited with code {server.returncode} during the point; "
-                f"log tail: {server.quoted_tail()}"
-            )
+            failure = flush_killed(server, rec, log_at) or _death(server)
             mark_failed(pdir, failure)
             status = "failed"
             more = tries < sw.retries
             sw.log(
-                f"{key}: failed (attempt {attempt}): server exited with code {server.returncode}"
+                f"{key}: failed (attempt {attempt}): {_death(server, tail=False)}"
                 + ("; restarting and retrying" if more else "; no retries left")
             )
             if more:
@@ -207,7 +188,7 @@ def _run_with_retries(
                 attempt += 1
                 continue
             break
-        if isinstance(server, ServerProcess):
+        if not isinstance(server, Attached):
             sw.log(
                 f"{key}: {status} (attempt {attempt}, {rec.requests_ok}/{rec.requests_scheduled} ok"
                 + (f", {rec.failure}" if rec.failure else "")
@@ -222,9 +203,17 @@ def _run_with_retries(
     return status, rec
 
 
-def _replaced_kernel_calls(server: ServerProcess | _Attached, offset: int) -> list[str]:
+def _death(server: Server, tail: bool = True) -> str:
+    """Why the point failed when its server went down: a group names the worker (or the gateway)."""
+    if isinstance(server, ReplicaGroup):
+        return f"{server.death(tail)} during the point"
+    said = f"server exited with code {server.returncode}"
+    return f"{said} during the point; log tail: {server.quoted_tail()}" if tail else said
+
+
+def _replaced_kernel_calls(server: Server, offset: int) -> list[str]:
     """Lines a CPU stand-in printed during the point (harness.servers.sglang_cpu): each is a failed point."""
-    if not isinstance(server, ServerProcess):
+    if isinstance(server, Attached):
         return []
     from harness.servers.sglang_cpu import SHIM_MARK
 
@@ -238,7 +227,7 @@ def _as_record(old: dict[str, Any] | None) -> PointRecord | dict[str, Any]:
         return old or {}
 
 
-def _wait_exit(proc: ServerProcess, within_s: float) -> None:
+def _wait_exit(proc: ServerProcess | ReplicaGroup, within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while proc.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -247,11 +236,13 @@ def _wait_exit(proc: ServerProcess, within_s: float) -> None:
 # ------------------------------------------------------------------ launch path (`harness bench`)
 
 
-def _telemetry_factory(profile: ServerProfile) -> Telemetry:
-    # a command that runs the sim (engine: sim) has no GPU either
+def _telemetry_factory(profile: ServerProfile, split: list[str | None] | None = None) -> Telemetry:
+    # a command that runs the sim (engine: sim) has no GPU either; a replicas profile samples its workers' GPUs
     gpus, reason = sampling_plan(
         "sim" if profile.engine_name == "sim" else profile.launch, profile.env, profile.args
     )
+    if split and any(split):
+        gpus = [g for part in split if part for g in part.split(",")]
     return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
 
 
@@ -272,7 +263,8 @@ def write_bench_manifest(
             "env": sp.profile.env,
             "matrix": sp.profile.matrix,
             "template": sp.profile.template,
-            "fingerprint": server_fingerprint(proc),
+            "fingerprint": fingerprint_of(proc),
+            **(proc.manifest_fields() if isinstance(proc, ReplicaGroup) else {}),
         }
     fields = {
         **host_facts(),
@@ -311,7 +303,9 @@ def run_server_points(
         version = (proc.info or {}).get("version")
         record_server(plan.edir, name, server_version=version, last_pid=proc.pid)
         log(f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid})")
-        sweep_server(dataclasses.replace(sw, telemetry=_telemetry_factory(sp.profile)), sp, proc, outcome)
+        sweep_server(
+            dataclasses.replace(sw, telemetry=_telemetry_factory(sp.profile, sp.gpus)), sp, proc, outcome
+        )
     except ServerError as e:
         outcome.server_failures.append(f"{spec.name}/{name}: {e}")
         log(f"{spec.name}/{name}: server could not be restarted; the rest of its points were not run: {e}")
@@ -325,6 +319,7 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
     check_writable(opts.capture, "capture", opts.min_free_mb)
     check_writable(opts.summaries, "summaries", opts.min_free_mb)
     check_model(plans)
+    check_router(plans)
     check_traces([p.spec for p in plans if not p.skipped])
     for plan in plans:
         if not plan.skipped:
@@ -366,7 +361,7 @@ def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | No
 def sweep_started(
     plan: ExperimentPlan,
     sp: ServerPlan,
-    server: ServerProcess,
+    server: ServerProcess | ReplicaGroup,
     opts: BenchOptions,
     log: Log,
     outcome: Outcome,
@@ -431,28 +426,10 @@ def run_points(
     )
     outcome = Outcome()
     if sp.todo:
-        _save_attached_info(spec, base_url, server_dir(Path(capture_root), node, spec.name, server_name))
+        save_attached_info(spec, base_url, server_dir(Path(capture_root), node, spec.name, server_name))
     with sweep_progress(len(sp.todo), quiet):
-        sweep_server(sw, sp, _Attached(base_url), outcome)
+        sweep_server(sw, sp, Attached(base_url), outcome)
     return outcome.records
-
-
-ATTACHED_INFO_PATHS = (
-    "/server_info",
-    "/get_server_info",
-)  # SGLang 0.5.23's name first; the old one logs a warning
-
-
-def _save_attached_info(spec: ExperimentSpec, base_url: str, sdir: Path) -> None:
-    """An attached SGLang's cache settings, saved as a launched server's are, so its points get predicted vs
-    measured; a server without the endpoint (vLLM, llama.cpp) simply has none."""
-    from harness.capture import SERVER_INFO, write_json_atomic
-    from harness.servers.control import fetch_server_info
-
-    info = fetch_server_info(base_url, ATTACHED_INFO_PATHS, spec.resolved_headers())
-    if info is not None:
-        sdir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(sdir / SERVER_INFO, spec_redactor([spec]).obj(info))
 
 
 def run_attached(

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.capture.records import STORAGE_COLD_NOTE
 from harness.servers.process import ServerProcess, startup_error
+from harness.servers.replicas import ReplicaGroup
 
 STORAGE_FLAG = "--hicache-storage-backend"
 STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
@@ -39,19 +40,40 @@ def storage_backend(args: list[str] | tuple[str, ...]) -> str | None:
 
 def cold_storage_point(server: Any) -> str | None:
     """Before a point on a launched server with L3: restart it on a new, empty storage directory; returns
-    the note the point records (None: not such a server, flush as usual)."""
+    the note the point records (None: not such a server, flush as usual). Replicas get one directory each,
+    or with `storage: shared` one for all of them."""
+    if isinstance(server, ReplicaGroup):
+        return _cold_group(server)
     if not isinstance(server, ServerProcess) or server.attached:
         return None
     if storage_backend(list(server.profile.args or server.profile.command or [])) is None:
         return None
-    old = server.extra_env.get(STORAGE_DIR_ENV)
-    new = tempfile.mkdtemp(prefix=f"harness-l3-{server.profile.name}-")  # outside the capture: not a point
-    atexit.register(shutil.rmtree, new, True)
-    server.extra_env[STORAGE_DIR_ENV] = new
+    _swap_dir(server.extra_env, server.profile.name)
     server.restart()
+    return COLD_NOTE
+
+
+def _cold_group(group: ReplicaGroup) -> str | None:
+    if storage_backend(list(group.profile.args or group.profile.command or [])) is None:
+        return None
+    if group.profile.storage == "shared":
+        _swap_dir(group.extra_env, group.profile.name)
+    else:
+        for i, env in enumerate(group.worker_env):
+            _swap_dir(env, f"{group.profile.name}-w{i}")
+    group.restart()
+    return COLD_NOTE
+
+
+def _swap_dir(env: dict[str, str], name: str) -> None:
+    """A new, empty storage directory in `env`, the previous one removed."""
+    old = env.get(STORAGE_DIR_ENV)
+    safe = name.replace("/", "-")
+    new = tempfile.mkdtemp(prefix=f"harness-l3-{safe}-")  # outside the capture: not a point
+    atexit.register(shutil.rmtree, new, True)
+    env[STORAGE_DIR_ENV] = new
     if old and Path(old).name.startswith("harness-l3-"):
         shutil.rmtree(old, ignore_errors=True)
-    return COLD_NOTE
 
 
 def flush_killed(server: Any, rec: Any, log_at: int) -> str | None:

@@ -23,7 +23,8 @@ from harness.capture.manifest import check_same_spec, load_manifest
 from harness.capture.points import is_done, read_point
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
-from harness.servers.process import ServerProcess, server_fingerprint
+from harness.servers.process import ServerProcess
+from harness.servers.replicas import ReplicaGroup, fingerprint_of, plan_gpus, smg_command
 from harness.spec import ExperimentSpec, Point, load_spec
 from harness.spec.servers import ServerProfile, SimSettings
 
@@ -71,6 +72,8 @@ class ServerPlan:
     # what the server loads, decided at plan time: the profile's model, else --model (SGLang, vLLM:
     # None when neither names one, which check_model refuses), else the spec's model (the sim's name)
     model: str | None = None
+    # a replicas profile: each worker's CUDA_VISIBLE_DEVICES (None entries: no GPU to split), else None
+    gpus: list[str | None] | None = None
 
     @property
     def todo(self) -> list[tuple[Point, int]]:
@@ -217,7 +220,8 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
                 resolved = dataclasses.replace(
                     resolved, args=(*resolved.args, "--served-model-name", spec.model)
                 )
-            plans.append(ServerPlan(resolved, planned, _model(resolved, spec, opts.model)))
+            gpus = plan_gpus(resolved) if resolved.replicas is not None else None
+            plans.append(ServerPlan(resolved, planned, _model(resolved, spec, opts.model), gpus))
     edir = experiment_dir(opts.capture, opts.node, spec.name)
     return ExperimentPlan(spec, plans, sim, skipped, edir)
 
@@ -239,8 +243,9 @@ def plan_all(specs: list[ExperimentSpec], opts: BenchOptions) -> list[Experiment
     return plans
 
 
-def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> ServerProcess:
-    """The (not yet started) process of a server plan: its model, capture folder, redactor and headers."""
+def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> ServerProcess | ReplicaGroup:
+    """The (not yet started) process of a server plan: its model, capture folder, redactor and headers;
+    a replicas profile's workers and gateway (harness.servers.replicas)."""
     spec = plan.spec
     # SGLang's and vLLM's model was checked before launch (check_model)
     model = sp.model if sp.model is not None else spec.model
@@ -249,6 +254,10 @@ def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> Ser
         headers = spec.resolved_headers()
     except HarnessError:
         headers = {}
+    if sp.profile.replicas is not None:
+        return ReplicaGroup(
+            sp.profile, sdir, model=model, redactor=redactor, headers=headers, gpus=sp.gpus or None
+        )
     return ServerProcess(sp.profile, sdir, model=model, redactor=redactor, headers=headers)
 
 
@@ -267,7 +276,10 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
                 how = f"attach {sp.profile.url}"
             else:
                 how = " ".join(_quote(a) for a in proc.display_argv(port="{port}"))
-            lines.append(f"  server {sp.profile.name} [{sp.profile.launch}]: {how}")
+            if isinstance(proc, ReplicaGroup):
+                lines += _describe_group(proc)
+            else:
+                lines.append(f"  server {sp.profile.name} [{sp.profile.launch}]: {how}")
             if sp.profile.env:
                 lines.append(
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"
@@ -285,6 +297,26 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
     done = sum(len(sp.done) for p in plans for sp in p.servers)
     lines.append(f"total: {total} points to run, {done} already ok; capture {opts.capture / opts.node}")
     return lines
+
+
+def _describe_group(group: ReplicaGroup) -> list[str]:
+    """A replicas profile's dry-run lines: each worker's launch, then the gateway's."""
+    p = group.profile
+    out = [
+        f"  server {p.name} [{p.launch}] x{len(group.workers)} behind smg ({group.policy}, storage {p.storage}):"
+    ]
+    for i, w in enumerate(group.workers):
+        gpus = w.profile.env.get("CUDA_VISIBLE_DEVICES")
+        line = " ".join(_quote(a) for a in w.display_argv(port=f"{{port{i}}}"))
+        out.append(f"    worker w{i}{f' (GPUs {gpus})' if gpus else ''}: {line}")
+    out.append(f"    gateway: {' '.join(_quote(a) for a in group.router_display_argv())}")
+    return out
+
+
+def check_router(plans: list[ExperimentPlan]) -> None:
+    """A replicas profile needs smg: refused in one line before any server starts."""
+    if any(sp.profile.replicas is not None for p in plans if not p.skipped for sp in p.servers):
+        smg_command()
 
 
 def _quote(a: str) -> str:
@@ -353,7 +385,7 @@ def check_capture_matches(plan: ExperimentPlan, redactor: Redactor) -> None:
     check_same_spec(plan.spec, edir, manifest)
     for sp in plan.servers:
         was = (manifest.get("servers") or {}).get(sp.profile.name) or {}
-        now = server_fingerprint(server_proc(plan, sp, redactor))
+        now = fingerprint_of(server_proc(plan, sp, redactor))
         if was.get("fingerprint") not in (None, now) and any((edir / sp.profile.name).glob(f"*/{POINT}")):
             raise HarnessError(
                 f"{edir / sp.profile.name}: was run with a different server launch ({' '.join(was.get('argv') or [])}); "

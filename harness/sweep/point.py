@@ -11,7 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import signals
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
@@ -24,6 +24,9 @@ from harness.loadgen.split import run_split
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
 from harness.workloads import PromptMaker, build_schedule
+
+if TYPE_CHECKING:
+    from harness.servers.replicas import ReplicaGroup
 
 # warm-up requests are drawn like the measured ones from a seed this far apart: other prompt text, so
 # they warm the server without caching a measured prefix
@@ -61,13 +64,15 @@ def run_point(
     fresh_server: bool = False,
     settle_s: float = 0.0,
     cold_note: str | None = None,
+    group: ReplicaGroup | None = None,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
     The cache is reset first through the server's reset endpoint (`reset_paths`, the first that exists);
     point.json records what happened (`flushed`, `flush_note`, `fresh_server`: a point on a server started
     for it is cold without a reset); whether the point began cold is judged by the summary
-    (harness.verdicts.cold), with the server's block size, not here."""
+    (harness.verdicts.cold), with the server's block size, not here. Behind a gateway (`group`) the
+    flush goes through it, and every worker's counters are read (harness.servers.replicas)."""
     pname = point_name(point.sweep, seed)
     pdir = point_dir(Path(capture_root), node, spec.name, server_name, pname)
     pdir.mkdir(parents=True, exist_ok=True)
@@ -93,8 +98,11 @@ def run_point(
     flushed: bool | None = None
     note: str | None = cold_note  # made cold another way (harness.sweep.cold_start): no flush
     if cold_note is None:
-        flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
-    fetch_metrics(base_url, pdir / METRICS_BEFORE, headers)
+        if group is not None:
+            flushed, note = group.flush(headers)
+        else:
+            flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
+    _scrape(group, base_url, pdir, "before", headers)
     status: str = "failed"
     failure: str | None = None
     res = tel = None
@@ -134,7 +142,7 @@ def run_point(
         if res is not None:
             if settle_s > 0:  # the server's periodic stats line that covers the point's end (vLLM)
                 time.sleep(settle_s)
-            fetch_metrics(base_url, pdir / METRICS_AFTER, headers)
+            _scrape(group, base_url, pdir, "after", headers)
         telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
         counts = count_requests(pdir)
         rec = PointRecord(
@@ -162,11 +170,22 @@ def run_point(
             requests_not_sent=counts.not_sent,
             requests_warmup=counts.warmup,
             time_limited=bool(res is not None and res.time_limited),
+            workers=group.worker_urls() if group is not None else None,
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
         raise KeyboardInterrupt
     return rec
+
+
+def _scrape(
+    group: ReplicaGroup | None, base_url: str, pdir: Path, when: str, headers: dict[str, str]
+) -> None:
+    """The server's /metrics, or behind a gateway every worker's and the gateway's."""
+    if group is not None:
+        group.scrape(pdir, when, headers)
+    else:
+        fetch_metrics(base_url, pdir / (METRICS_BEFORE if when == "before" else METRICS_AFTER), headers)
 
 
 def _load_args(
