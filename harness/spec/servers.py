@@ -158,7 +158,9 @@ def parse_servers(
             check_tlru(prof.args, f, key)
             if prof.replicas is not None:
                 assert prof.router is not None
-                prof = dataclasses.replace(prof, replicas=check_filled(str(prof.replicas), prof.router, f, key))
+                prof = dataclasses.replace(
+                    prof, replicas=check_filled(str(prof.replicas), prof.router, f, key)
+                )
             if prof.name in seen:
                 hint = f" (add {{{refs[0]}}} to the name)" if refs and "{" not in base.name else ""
                 raise SpecError(f, f"{key}.name", f"{prof.name!r} is already used by {seen[prof.name]}{hint}")
