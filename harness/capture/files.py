@@ -23,6 +23,12 @@ SERVER_LOG = "server.log"
 SERVER_INFO = "server_info.json"
 METRICS_BEFORE = "metrics-before.prom"
 METRICS_AFTER = "metrics-after.prom"
+# a replicas profile (harness.servers.replicas): replicas.json in the server folder; per worker a server folder
+# workers/w<i>/ and in each point <point>/workers/w<i>/metrics-*.prom; the gateway's router-metrics-*.prom
+REPLICAS = "replicas.json"
+WORKERS_DIR = "workers"
+ROUTER_METRICS_BEFORE = "router-" + METRICS_BEFORE
+ROUTER_METRICS_AFTER = "router-" + METRICS_AFTER
 
 
 def point_name(sweep: dict[str, Any], seed: int) -> str:

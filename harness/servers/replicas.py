@@ -18,7 +18,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.capture import METRICS_AFTER, METRICS_BEFORE, write_json_atomic
+from harness.capture import (
+    METRICS_AFTER,
+    METRICS_BEFORE,
+    REPLICAS,
+    ROUTER_METRICS_AFTER,
+    ROUTER_METRICS_BEFORE,
+    WORKERS_DIR,
+    write_json_atomic,
+)
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
@@ -28,10 +36,9 @@ from harness.spec.servers import ServerProfile
 from harness.telemetry.gpus import sampling_plan
 
 SMG_VERSION = "1.13.0"  # the gateway the `router` extra pins; its policies: harness.spec.replicas
-REPLICAS_FILE = "replicas.json"  # in the server folder: workers, their URLs per launch, the gateway's line
-WORKERS_DIR = "workers"  # per worker: server folder workers/w<i>/, point files <point>/workers/w<i>/
+REPLICAS_FILE = REPLICAS  # in the server folder: workers, their URLs per launch, the gateway's line
 ROUTER_DIR = "router"
-ROUTER_METRICS = {"before": "router-" + METRICS_BEFORE, "after": "router-" + METRICS_AFTER}
+ROUTER_METRICS = {"before": ROUTER_METRICS_BEFORE, "after": ROUTER_METRICS_AFTER}
 _TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
 
 

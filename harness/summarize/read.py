@@ -17,6 +17,8 @@ from harness import capture, metrics, serverlog
 from harness.capture.points import measured
 from harness.errors import HarnessError
 
+WORKER_LABEL = "harness_worker"  # the label the summed scrape gives each worker's series
+
 
 @dataclass
 class SeedCapture:
@@ -32,6 +34,12 @@ class SeedCapture:
     before: metrics.Scrape | None
     after: metrics.Scrape | None
     log: serverlog.ParsedLog | None = None  # the server log of the folder this point came from
+    # a replicas profile: each worker's scrapes before and after (before/after above: their union, each
+    # series labelled with its worker) and the gateway's
+    worker_scrapes: dict[str, tuple[metrics.Scrape | None, metrics.Scrape | None]] = field(
+        default_factory=dict
+    )
+    router_scrapes: tuple[metrics.Scrape | None, metrics.Scrape | None] = (None, None)
 
     @property
     def status(self) -> str:
@@ -39,12 +47,24 @@ class SeedCapture:
 
 
 @dataclass
-class ServerCapture:
+class WorkerCapture:
+    """One replica of a replicas profile: its folder, server_info and log."""
+
     name: str
     path: Path
     info: dict[str, Any] | None
     log: serverlog.ParsedLog | None
+
+
+@dataclass
+class ServerCapture:
+    name: str
+    path: Path
+    info: dict[str, Any] | None  # a replicas profile: its first worker's (every worker is launched alike)
+    log: serverlog.ParsedLog | None  # a replicas profile: its first worker's
     seeds: dict[str, SeedCapture] = field(default_factory=dict)  # point folder name -> capture
+    replicas: dict[str, Any] | None = None  # replicas.json (harness.servers.replicas), None for one server
+    workers: dict[str, WorkerCapture] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,25 +179,72 @@ def _is_point_dir(p: Path) -> bool:
     return p.is_dir() and any((p / n).exists() for n in (capture.POINT, capture.REQUESTS))
 
 
-def _read_server(path: Path, problems: Problems) -> ServerCapture:
-    info = _read_json(path / capture.SERVER_INFO, problems)
-    log = None
+def _read_log(path: Path, problems: Problems) -> serverlog.ParsedLog | None:
     log_path = path / capture.SERVER_LOG
-    if log_path.exists():
-        try:
-            log = serverlog.parse_file(log_path)
-        except OSError as e:
-            problems.add(log_path, f"unreadable ({e}); skipped")
-    else:
+    if not log_path.exists():
         problems.add(log_path, "missing; no log evidence for this server")
-    srv = ServerCapture(path.name, path, info if isinstance(info, dict) else None, log)
+        return None
+    try:
+        return serverlog.parse_file(log_path)
+    except OSError as e:
+        problems.add(log_path, f"unreadable ({e}); skipped")
+        return None
+
+
+def _read_server(path: Path, problems: Problems) -> ServerCapture:
+    replicas = _read_json(path / capture.REPLICAS, problems)
+    if isinstance(replicas, dict):
+        workers = {}
+        for wdir in sorted((path / capture.WORKERS_DIR).glob("w*"), key=lambda p: (len(p.name), p.name)):
+            winfo = _read_json(wdir / capture.SERVER_INFO, problems)
+            winfo = winfo if isinstance(winfo, dict) else None
+            workers[wdir.name] = WorkerCapture(wdir.name, wdir, winfo, _read_log(wdir, problems))
+        first = next(iter(workers.values()), None)
+        srv = ServerCapture(
+            path.name, path, first.info if first else None, first.log if first else None, replicas=replicas
+        )
+        srv.workers = workers
+    else:
+        info = _read_json(path / capture.SERVER_INFO, problems)
+        srv = ServerCapture(
+            path.name, path, info if isinstance(info, dict) else None, _read_log(path, problems)
+        )
     for sub in sorted(path.iterdir()):
         if _is_point_dir(sub):
             sc = _read_seed(sub, path.name, problems)
             if sc is not None:
-                sc.log = log
+                sc.log = srv.log
+                if srv.workers:
+                    _read_worker_scrapes(sc, list(srv.workers), problems)
                 srv.seeds[sub.name] = sc
     return srv
+
+
+def _read_worker_scrapes(sc: SeedCapture, names: list[str], problems: Problems) -> None:
+    """Each worker's scrapes of the point, and their union as the point's own (series labelled by worker,
+    so Scrape.get sums them): the counter hit rate of the replicas is the sum over the workers."""
+    for name in names:
+        d = sc.path / capture.WORKERS_DIR / name
+        sc.worker_scrapes[name] = (
+            _read_prom(d / capture.METRICS_BEFORE, problems),
+            _read_prom(d / capture.METRICS_AFTER, problems),
+        )
+    sc.router_scrapes = (
+        _read_prom(sc.path / capture.ROUTER_METRICS_BEFORE, problems),
+        _read_prom(sc.path / capture.ROUTER_METRICS_AFTER, problems),
+    )
+    for i, attr in enumerate(("before", "after")):
+        parts = [(n, pair[i]) for n, pair in sc.worker_scrapes.items()]
+        if any(s is None for _, s in parts):
+            setattr(sc, attr, None)  # a worker's scrape is missing: no sum to take
+            continue
+        merged = metrics.Scrape()
+        for n, scrape in parts:
+            assert scrape is not None
+            merged.types.update(scrape.types)
+            for (metric, labels), v in scrape.values.items():
+                merged.values[(metric, (*labels, (WORKER_LABEL, n)))] = v
+        setattr(sc, attr, merged)
 
 
 def _find_manifests(root: Path) -> list[Path]:

@@ -37,6 +37,7 @@ from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+from harness.summarize.replicas import merged_slices, replica_figures, worker_slices
 from harness.summarize.tiers import tier_figures
 from harness.summary import (
     SCHEMA_VERSION,
@@ -192,16 +193,19 @@ def summarize_experiment(
         if spec is not None and spec.search is not None:
             servers[sname].search = server_search(spec.search, srv.seeds.values())
         slices: dict[Path, tuple[Any, float]] = {}
+        per_worker = worker_slices(srv) if srv.workers else {}
         for log in {id(sc.log): sc.log for sc in srv.seeds.values() if sc.log is not None}.values():
             shift = tz_shift(log, srv.seeds.values())
             for path, sl in slice_log(log, srv.seeds.values(), shift).items():
                 slices[path] = (sl, shift)
+        if srv.workers:  # replicas: the log figures are sums over every worker's own slice
+            slices = merged_slices(per_worker)
         groups: dict[str, list[SeedCapture]] = {}
         for sc in srv.seeds.values():
             groups.setdefault(_point_key(sc.sweep), []).append(sc)
         for key, seeds in groups.items():
             ordered = sorted(seeds, key=lambda s: s.seed)
-            point = _summarize_point(exp, sname, key, ordered, slices, spec, th)
+            point = _summarize_point(exp, sname, key, ordered, slices, spec, th, per_worker)
             _add_cache_state(point, seeds, facts.block_size)
             if spec is not None and spec.salt:
                 flag_salted(point, seeds, facts.block_size)
@@ -218,6 +222,7 @@ def _summarize_point(
     slices: dict[Path, tuple[Any, float]],
     spec: ExperimentSpec | None,
     thresholds: Thresholds,
+    per_worker: dict[str, Any] | None = None,
 ) -> Point:
     per_seed: dict[str, Seed] = {}
     figs_ok: list[dict[str, Any]] = []
@@ -251,6 +256,9 @@ def _summarize_point(
         )
         fig.update(log_fig)
         fig.update(counter_figures(sc))
+        srv = exp.servers[server]
+        if srv.workers:
+            fig.update(replica_figures(sc, srv, per_worker or {}))
         hit_rate_agreement(fig)
         fig.update(tier_figures(fig, sc, exp.servers[server].info))
         if not evidence:
