@@ -117,13 +117,18 @@ def predict_seed(sc: SeedCapture, econf, info: dict[str, Any] | None = None) -> 
     return res.hit_rate, res.ideal_rate, res.requests
 
 
-def add_prediction(point: Point, seeds: list[SeedCapture], info: Any, workload: Workload | None) -> None:
-    """predicted_hit_rate, measured_hit_rate, their difference and flag; a trace point's ideal hit rate."""
+def add_prediction(
+    point: Point, seeds: list[SeedCapture], info: Any, workload: Workload | None, replicas: int = 1
+) -> None:
+    """predicted_hit_rate, measured_hit_rate, their difference and flag; a trace point's ideal hit rate.
+    Several replicas get none: the replay is of one instance, and where requests land decides the hits."""
     import statistics
 
     got, ideal, why = [], [], None
     econf = engine_from_info(info)
-    if isinstance(econf, str):
+    if replicas > 1:
+        why = f"{replicas} replicas behind a router: the what-if replays one instance, not the routing"
+    elif isinstance(econf, str):
         why = econf
     else:
         for sc in seeds:

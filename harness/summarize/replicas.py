@@ -54,7 +54,11 @@ def merged_slices(per_worker: dict[str, Slices]) -> dict[Path, tuple[Any, float]
             if path in sl:
                 recs += sl[path][0]
                 hows.append(sl[path][1])
-        how = f"each worker's log, {hows[0]}" if len(set(hows)) == 1 else "each worker's log: " + "; ".join(hows)
+        how = (
+            f"each worker's log, {hows[0]}"
+            if len(set(hows)) == 1
+            else "each worker's log: " + "; ".join(hows)
+        )
         out[path] = ((recs, how), 0.0)
     return out
 

@@ -36,7 +36,7 @@ from harness.summarize.figures import (
 from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
-from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, read_captures
+from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, ServerCapture, read_captures
 from harness.summarize.replicas import merged_slices, replica_figures, worker_slices
 from harness.summarize.tiers import tier_figures
 from harness.summary import (
@@ -190,6 +190,9 @@ def summarize_experiment(
                 time_shift_s=tz_shift(srv.log, srv.seeds.values()),
             ),
         )
+        if srv.replicas is not None:
+            servers[sname].replicas = srv.replicas
+            servers[sname].worker_logs = {n: str(w.path / capture.SERVER_LOG) for n, w in srv.workers.items()}
         if spec is not None and spec.search is not None:
             servers[sname].search = server_search(spec.search, srv.seeds.values())
         slices: dict[Path, tuple[Any, float]] = {}
@@ -209,9 +212,15 @@ def summarize_experiment(
             _add_cache_state(point, seeds, facts.block_size)
             if spec is not None and spec.salt:
                 flag_salted(point, seeds, facts.block_size)
-            add_prediction(point, seeds, srv.info, _workload_at(spec, ordered[0].sweep))
+            add_prediction(point, seeds, srv.info, _workload_at(spec, ordered[0].sweep), _replica_count(srv))
             points.append(point)
     return Experiment(path=str(exp.path), manifest=exp.manifest, servers=servers), points
+
+
+def _replica_count(srv: ServerCapture) -> int:
+    """Workers behind the gateway (1 for a plain server), from replicas.json."""
+    n = (srv.replicas or {}).get("replicas") if isinstance(srv.replicas, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else 1
 
 
 def _summarize_point(

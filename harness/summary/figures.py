@@ -78,6 +78,41 @@ class Modelled(Record):
     notes: list[StrictStr] = Field(default_factory=list, description="what those warnings mean; [] without")
 
 
+class WorkerFigures(Record):
+    """One worker of a replicas profile over the point (`figures.workers.<w>`): its requests by the gateway's
+    routed-worker header, its own log slice and its own counter deltas (harness.summarize.replicas)."""
+
+    requests: Num | None = Field(None, description="measured requests the gateway routed to it")
+    ok: Num | None = None
+    prompt_tokens: Num | None = Field(None, description="usage sums over its ok requests")
+    cached_tokens: Num | None = None
+    hit_rate_usage: Num | None = None
+    cached_host_tokens: Num | None = Field(None, description="usage split: its host-tier hits")
+    cached_storage_tokens: Num | None = Field(None, description="usage split: its L3 hits")
+    ttft_p50_s: Num | None = None
+    ttft_p99_s: Num | None = None
+    modelled_ttft_p50_ms: Num | None = Field(None, description="a sim worker's, on the modelled card")
+    modelled_ttft_p99_ms: Num | None = None
+    log_new_tokens: Num | None = Field(None, description="Σ `#new-token` over its prefill lines")
+    log_cached_tokens: Num | None = None
+    hit_rate_log: Num | None = None
+    counter_prompt_tokens: Num | None = Field(None, description="Δ of its own prompt-token counter")
+    counter_cached_tokens: Num | None = None
+    counter_cached_host_tokens: Num | None = None
+    counter_cached_storage_tokens: Num | None = None
+    hit_rate_counters: Num | None = None
+    prefill_tokens: Num | None = Field(
+        None,
+        description="tokens it computed: `log_new_tokens`, else counter prompt − cached, else usage prompt − cached",
+    )
+    prefill_share: Num | None = Field(None, description="its `prefill_tokens` / the workers' sum")
+    storage_hits_cross_replica: Num | None = Field(
+        None,
+        description="requests with L3 hits on a worker that had not served their group or session before in the point: pages another replica wrote",
+    )
+    storage_tokens_cross_replica: Num | None = None
+
+
 class Figures(Record):
     """One seed's figures (`seeds.<seed>.figures`), and the same names in `median` and `spread`.
 
@@ -216,6 +251,30 @@ class Figures(Record):
         None, description="max − min of the available hit rates, in percentage points"
     )
     hit_rate_disagree: StrictBool | None = Field(None, description="that spread exceeds 2 points")
+    workers: dict[str, WorkerFigures] | None = Field(
+        None,
+        description="a replicas profile's workers by name (`w0`, …); the point's `hit_rate_log` and `hit_rate_counters` are then sums over them ([replicas.md](replicas.md))",
+    )
+    attribution: StrictStr | None = Field(
+        None, description="how requests were tied to workers: smg's `x-smg-routed-worker-id` response header"
+    )
+    requests_unattributed: Num | None = Field(None, description="requests whose answer named no known worker")
+    attribution_agrees: StrictBool | None = Field(
+        None, description="every worker's prompt tokens by header equal its own prompt-token counter delta"
+    )
+    attribution_mismatch: StrictStr | None = Field(None, description="the workers where they differ")
+    load_skew: Num | None = Field(None, description="max / mean of the workers' `prefill_tokens`")
+    load_skew_worker: StrictStr | None = Field(None, description="the worker with the most prefill work")
+    load_skew_note: StrictStr | None = Field(
+        None, description="`load-skew: …` when `load_skew` exceeds 1.5 (shown beside the hit rate)"
+    )
+    storage_hits_cross_replica: Num | None = Field(
+        None, description="Σ of the workers' `storage_hits_cross_replica`"
+    )
+    router_counters: dict[str, Num] | None = Field(
+        None,
+        description="the gateway's counter deltas over the point, `family{label=value,…}`: routing decisions (`smg_worker_selection_total`, `smg_cache_aware_policy_branch_total`), requests, answers by status, retries",
+    )
 
     def number(self, name: str) -> float | None:
         """A figure chosen by name at run time (`harness compare --figures`): a number, else None."""

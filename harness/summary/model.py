@@ -245,6 +245,11 @@ class Server(Record):
     pool: Pool = Field(default_factory=Pool)
     log: ServerLog = Field(default_factory=ServerLog)
     search: SearchResult | None = Field(None, description="a capacity search's result (spec `search:`)")
+    replicas: JsonObject | None = Field(
+        None,
+        description="a replicas profile's `replicas.json`: `replicas`, `policy`, the gateway's `router_argv`, `storage` (`own`/`shared`), `gpus` per worker, and every launch's worker URLs; `server_info`, `pool` and `log` are then the first worker's ([replicas.md](replicas.md))",
+    )
+    worker_logs: dict[str, StrictStr] | None = Field(None, description="`{worker: its server.log}`")
 
     def info(self) -> JsonObject:
         """server_info as an object ({} when the server gave none): the server's own keys, read by name."""
