@@ -219,6 +219,38 @@ def sm_clock(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
     return _finish(fig, ax, drawn, parse_summary(summary), exp, path, labels)
 
 
+def workers(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
+    """Replicas points: each worker's hit rate and share of the prefill work, bars grouped by server x point,
+    so a routing policy's hits show beside the skew it cost."""
+    pts_ = [p for p in as_points(points) if p.median.get("workers")]
+    if not pts_:
+        return None
+    pts_.sort(key=lambda p: (p.server, p.point_key))
+    multi = len({p.point_key for p in pts_}) > 1
+    names = sorted({w for p in pts_ for w in p.median.get("workers") or {}})
+    fig, (ax_hit, ax_share) = plt.subplots(1, 2, figsize=(10, 4.2))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(pts_))]
+        for ax, key in ((ax_hit, "hit_rate_usage"), (ax_share, "prefill_share")):
+            vals = [((p.median.get("workers") or {}).get(name) or {}).get(key) for p in pts_]
+            ax.bar(xs, [v * 100 if isinstance(v, int | float) else 0 for v in vals], width, label=name)
+    labels = [f"{p.server}\n{p.point_key}" if multi else p.server for p in pts_]
+    for ax, title, ylabel in (
+        (ax_hit, "hit rate per worker", "hit rate: cached / prompt tokens (%)"),
+        (ax_share, "share of the prefill work", "prefill tokens / all workers' (%)"),
+    ):
+        ax.set_xticks(range(len(pts_)), labels, fontsize=8)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{exp}: {title}", fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    ax_share.axhline(100 / len(names), color="0.4", linestyle="--", linewidth=1, label="even split")
+    ax_share.legend(fontsize=7)
+    _caption(fig, parse_summary(summary), exp)
+    return _save(fig, path)
+
+
 def draw_all(summary: Any, out: Path, stem: str) -> dict[str, list[Path]]:
     """Every chart that the data supports, per experiment."""
     summary = parse_summary(summary)
@@ -233,6 +265,7 @@ def draw_all(summary: Any, out: Path, stem: str) -> dict[str, list[Path]]:
             ttft_vs_prompts(summary, exp, pts, Path(f"{base}-ttft.png")),
             hit_rate_per_turn(summary, exp, pts, Path(f"{base}-hit-rate-per-turn.png")),
             sm_clock(summary, exp, pts, Path(f"{base}-sm-clock.png")),
+            workers(summary, exp, pts, Path(f"{base}-workers.png")),
         ]
         result[exp] = [m for m in made if m is not None]
     return result

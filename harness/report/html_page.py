@@ -32,6 +32,7 @@ from harness.report.tables import (
     time_scale_lines,
 )
 from harness.report.tiers import tier_table
+from harness.report.workers import worker_table
 from harness.summary import Pair, Point, Server, Summary, parse_summary
 
 Points = Iterable[Point | Mapping[str, Any]]
@@ -394,6 +395,9 @@ def render(summary: Any) -> str:
         by_tier = tier_table(pts)
         if by_tier is not None:
             parts.append(table_html(by_tier))
+        by_worker = worker_table(pts)
+        if by_worker is not None:
+            parts.append(table_html(by_worker))
         parts += [table_html(t) for t in capacity_tables(pts, entry.servers)]  # search, intervals
         parts += [table_html(t) for t in traffic_tables(pts)]
         parts.append("<h3>Evidence</h3>" + evidence_html(pts))

@@ -19,6 +19,7 @@ from harness.report.latency import latency_table, modelled_goodput_note, slo_tex
 from harness.report.predicted import prediction_table
 from harness.report.tables import Points, Servers, layout
 from harness.report.tiers import tier_lines
+from harness.report.workers import worker_lines
 from harness.summary import Pair, parse_summary
 
 MAX_EVIDENCE_PER_POINT = 2
@@ -144,6 +145,9 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         by_tier = tier_lines(pts)
         if by_tier:
             lines += ["", "### Cached tokens by tier", "", *by_tier]
+        by_worker = worker_lines(pts)
+        if by_worker:
+            lines += ["", "### Replicas: every worker", "", *by_worker]
         predicted = prediction_table(pts)
         if predicted:
             lines += ["", "### Predicted vs measured", "", *predicted]
