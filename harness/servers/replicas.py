@@ -281,6 +281,7 @@ class ReplicaGroup:
             command=tuple(router_argv(self.profile, urls, "{port}", self.prom_port)),
             host=self.profile.host,
             engine="generic",
+            env=self.profile.env,  # the profile's environment reaches every member, the gateway too
             health_path="/health",
             ready_timeout_s=60.0,
         )

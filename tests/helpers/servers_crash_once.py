@@ -13,9 +13,13 @@ def main() -> None:
     marker, n, sep, *rest = sys.argv[1:]
     assert sep == "--"
     args = list(rest)
-    if not os.path.exists(marker):
-        with open(marker, "w") as f:
-            f.write("launched\n")
+    try:  # atomic: of several launches at once (replicas), exactly one is the first
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        pass
+    else:
+        os.write(fd, b"launched\n")
+        os.close(fd)
         args += ["--fault-crash-after", n]
     os.execv(sys.executable, [sys.executable, "-m", "harness", "serve-sim", *args])
 

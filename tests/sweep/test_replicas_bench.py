@@ -1,0 +1,115 @@
+"""`harness bench` of a `replicas:` profile: sims behind SGLang's real gateway (smg 1.13.0), through the CLI.
+
+The routing is smg's own; the harness must measure every worker (its log slice, its counters, the
+gateway's routed-worker header) so that the three hit-rate sources agree and add up per worker, and a
+worker that dies mid-point must fail that point naming the worker, and that point alone is retried on a fresh fleet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.cli import harness, run_bench
+from tests.helpers.specs import SIM_FAST, bench_spec, shared_prefix
+from tests.sweep.test_bench import marked_pids, no_survivors
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("smg") is None and not (Path(sys.executable).parent / "smg").exists(),
+                       reason="smg (the router extra) is not installed"),
+]  # fmt: skip
+CRASH_ONCE = str(Path(__file__).parents[1] / "helpers" / "servers_crash_once.py")
+# 6 groups x 4 prompts of a 384-token prefix: a 1,200-token pool per worker holds two or three groups
+WORKLOAD = shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16)
+POOL = ["--max-total-tokens", "1200", "--enable-cache-report", "--enable-metrics"]
+
+
+@pytest.fixture
+def mark() -> Iterator[str]:
+    m = uuid.uuid4().hex
+    yield m
+    for pid in marked_pids(m):  # workers, gateway: nothing outlives the test, even when it failed
+        os.kill(pid, signal.SIGKILL)
+
+
+def _summarize(tmp_path: Path) -> dict[str, Any]:
+    r = harness("summarize", str(tmp_path / "capture" / "n"), "-o", str(tmp_path / "summaries"), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads((tmp_path / "summaries" / "n.json").read_text())
+
+
+def test_two_sims_behind_smg_every_worker_measured_and_the_sources_agree(tmp_path: Path, mark: str) -> None:
+    server = {"name": "{policy}", "launch": "sim", "replicas": 2, "router": {"policy": "{policy}"},
+              "args": [*SIM_FAST, *POOL]}  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="rep", workload=WORKLOAD, sweep={}, concurrency=4, seeds=[0, 1],
+                      matrix={"policy": ["round_robin", "cache_aware"]}, servers=[server])  # fmt: skip
+    r = run_bench(tmp_path, "--spec", str(spec))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert no_survivors(mark)
+    sdir = tmp_path / "capture" / "n" / "rep"
+    info = json.loads((sdir / "cache_aware" / "replicas.json").read_text())
+    assert info["replicas"] == 2 and info["policy"] == "cache_aware" and info["storage"] == "own"
+    summary = _summarize(tmp_path)
+    by_server = {p["server"]: p for p in summary["points"]}
+    assert set(by_server) == {"round_robin", "cache_aware"}
+    for name, p in by_server.items():
+        for seed, s in p["seeds"].items():
+            f = s["figures"]
+            usage, log, counters = f["hit_rate_usage"], f["hit_rate_log"], f["hit_rate_counters"]
+            assert abs(usage - log) < 0.005 and abs(usage - counters) < 0.005, (
+                name,
+                seed,
+                usage,
+                log,
+                counters,
+            )
+            assert f["attribution_agrees"] is True, (name, seed, f.get("attribution_mismatch"))
+            workers = f["workers"]
+            assert set(workers) == {"w0", "w1"}
+            assert sum(w["requests"] for w in workers.values()) == 24
+            for w in workers.values():  # each worker's own counters match the requests routed to it
+                assert w["counter_prompt_tokens"] == w["prompt_tokens"] > 0
+                assert abs(w["hit_rate_usage"] - w["hit_rate_counters"]) < 0.005
+            assert abs(sum(w["prefill_share"] for w in workers.values()) - 1) < 1e-6
+            assert f["load_skew"] >= 1.0
+    rr = by_server["round_robin"]["median"]
+    ca = by_server["cache_aware"]["median"]
+    assert ca["hit_rate_usage"] > rr["hit_rate_usage"], (ca["hit_rate_usage"], rr["hit_rate_usage"])
+    assert all(abs(w["requests"] - 12) <= 1 for w in rr["workers"].values())  # round robin: even
+    r = harness("report", str(tmp_path / "summaries" / "n.json"), "--no-html", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    md = (tmp_path / "summaries" / "n.md").read_text()
+    assert "### Replicas: every worker" in md and "| cache_aware | default | w1 |" in md
+
+
+def test_a_worker_that_dies_mid_point_fails_that_attempt_by_name(tmp_path: Path, mark: str) -> None:
+    marker = tmp_path / "launched-once"  # the first worker to start crashes after 5 requests; no other
+    cmd = [sys.executable, CRASH_ONCE, str(marker), "5", "--", "--port", "{port}", "--model-path", "default",
+           *SIM_FAST, *POOL]  # fmt: skip
+    server = {"name": "c", "launch": "command", "engine": "sim", "command": cmd, "replicas": 2,
+              "router": {"policy": "round_robin"}}  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="rep", workload=WORKLOAD, sweep={"groups": [2, 3]}, concurrency=2,
+                      servers=[server])  # fmt: skip
+    r = run_bench(tmp_path, "--spec", str(spec))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    # groups=2 (4 requests a worker) passes; w0 dies during groups=3, which alone is retried on a fresh fleet
+    assert "groups=2,seed=0: ok (attempt 1" in out, out[-4000:]
+    assert "groups=3,seed=0: failed (attempt 1): worker w0 of c exited with code 1 during the point" in out, (
+        out[-4000:]
+    )
+    assert "groups=3,seed=0: ok (attempt 2" in out, out[-4000:]
+    pdir = tmp_path / "capture" / "n" / "rep" / "c"
+    assert json.loads((pdir / "groups=2,seed=0" / "point.json").read_text())["attempt"] == 1
+    assert json.loads((pdir / "groups=3,seed=0" / "point.json").read_text())["attempt"] == 2
+    assert no_survivors(mark)
