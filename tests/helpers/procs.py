@@ -28,6 +28,8 @@ STDLIB_SERVER = HERE / "stdlib_server.py"
 STDLIB_CACHE_SERVER = HERE / "stdlib_cache_server.py"
 LOADED_SERVER = HERE / "loaded_server.py"  # TTFT grows with the requests in flight (capacity search)
 __all__ = [
+    "marked_pids",
+    "no_survivors",
     "FAKESERVER",
     "LOADED_SERVER",
     "STDLIB_CACHE_SERVER",
@@ -183,3 +185,29 @@ class SimProc:
         code = stop(self.proc)
         self.err.close()
         return code
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Processes whose environment carries this test's mark (servers and their children)."""
+    needle = f"BENCH_TEST_MARK={mark}".encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and not stat.split(") ", 1)[1].startswith("Z"):
+            out.append(int(d.name))
+    return out
+
+
+def no_survivors(mark: str, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while marked_pids(mark):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

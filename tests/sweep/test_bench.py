@@ -27,36 +27,11 @@ from harness.spec import load_spec
 from harness.sweep.bench import write_bench_manifest
 from harness.sweep.plan import BenchOptions, check_capture_matches, check_model, plan_experiment
 from tests.helpers.cli import bench_argv, run_bench
+from tests.helpers.procs import marked_pids, no_survivors
 from tests.helpers.specs import SIM_FAST, bench_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CRASH_ONCE = str(Path(__file__).parents[1] / "helpers" / "servers_crash_once.py")
-
-
-def marked_pids(mark: str) -> list[int]:
-    """Processes whose environment carries this test's mark (servers and their children)."""
-    needle = f"BENCH_TEST_MARK={mark}".encode()
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        if needle in env.split(b"\0") and not stat.split(") ", 1)[1].startswith("Z"):
-            out.append(int(d.name))
-    return out
-
-
-def no_survivors(mark: str, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while marked_pids(mark):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def point_json(cap: Path, exp: str, server: str, point: str) -> dict:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.cli import harness, run_bench
 from tests.helpers.specs import SIM_FAST, bench_spec, shared_prefix
-from tests.sweep.test_bench import marked_pids, no_survivors
+from tests.helpers.procs import marked_pids, no_survivors
 
 pytestmark = [
     pytest.mark.slow,
