@@ -9,9 +9,7 @@ rests on is flagged, not ok, or has no telemetry.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.report.common import (
@@ -23,89 +21,30 @@ from harness.report.common import (
     server_time_scale,
     sort_key,
 )
-from harness.summarize.intervals import mean_interval
+from harness.report.wording import (
+    HIT_MARGIN,
+    TTFT_FACTOR,
+    Spread,
+    fmt_ms,
+    fmt_ms_range,
+    fmt_pct,
+    fmt_pct_range,
+    fmt_pct_seeds,
+    fmt_x,
+    join_words,
+    ok_seeds,
+    spread_of,
+    ttft_ms_of,
+)
 from harness.summary import Figures, Point, Server, Summary, parse_summary
 
 Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
 Servers = Mapping[str, Server | Mapping[str, Any]] | None
 
-HIT_MARGIN = 0.01  # hit rates closer than 1 point are not called different, whatever the seeds say
-TTFT_FACTOR = 1.05  # nor TTFTs within 5 %
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A figure's median over ok seeds and the per-seed min and max."""
-
-    median: float
-    lo: float
-    hi: float
-    n: int
-    ci: tuple[float, float] | None = None  # the 95% Student-t interval of the mean (2+ seeds)
-
-    def above(self, other: Spread, margin: float = 0.0, factor: float = 1.0) -> bool:
-        """True when every seed here is above every seed of `other`, and this mean's 95% interval above
-        the other's, by more than `margin` (absolute) and `factor` (relative): a difference the seeds
-        support and large enough to matter."""
-        if not (self.n > 1 and other.n > 1 and self.lo > other.hi * factor + margin):
-            return False
-        return self.ci is None or other.ci is None or self.ci[0] > other.ci[1] * factor + margin
-
-
-def _spread(values: Sequence[float | None]) -> Spread | None:
-    vals = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-    if not vals:
-        return None
-    floats = [float(v) for v in vals]
-    return Spread(float(statistics.median(vals)), min(floats), max(floats), len(vals), mean_interval(floats))
-
-
-def _ok_seeds(p: Point) -> list[Figures]:
-    return [s.figures for _, s in sorted(p.seeds.items()) if s.status == "ok"]
-
-
-def _ttft_ms(fig: Figures, modelled: bool) -> float | None:
-    if modelled:
-        return fig.modelled.ttft_ms.p50 if fig.modelled and fig.modelled.ttft_ms else None
-    v = fig.ttft_median_s
-    return v * 1000 if isinstance(v, int | float) else None
-
 
 def _has_host_tier(entry: Server | None) -> bool:
     pool = entry.pool if entry else None
     return bool(pool and (pool.host_tokens or pool.host_gb)) or "+ host" in server_pool(entry)
-
-
-def _ms(v: float) -> str:
-    return f"{v:,.0f} ms" if v >= 10 else f"{v:.1f} ms"
-
-
-def _ms_range(s: Spread) -> str:
-    return f"{s.lo:,.0f}–{s.hi:,.0f} ms" if s.lo >= 10 else f"{s.lo:.1f}–{s.hi:.1f} ms"
-
-
-def _x(v: float) -> str:
-    return f"{v:.1f}×"
-
-
-def _pct(v: float) -> str:
-    return f"{v * 100:.1f} %"
-
-
-def _pct_range(s: Spread) -> str:
-    if s.n < 2:
-        return "one seed"
-    same = f"{s.lo:.4f}" == f"{s.hi:.4f}"
-    return "every seed alike" if same else f"seeds {s.lo * 100:.1f}–{s.hi * 100:.1f}"
-
-
-def _pct_seeds(pol: str, s: Spread) -> str:
-    """`lru 24.8 % (seeds 23.3–26.6)`."""
-    return f"{pol} {_pct(s.median)} ({_pct_range(s)})"
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 # ---------------------------------------------------------------- caveats
@@ -127,7 +66,7 @@ def _caveats(points: list[Point], servers: dict[str, Server], timings: bool) -> 
             flagged.append(f"{p.server} {p.point_key} ({p.status})")
     if flagged:
         out.append(
-            f"Caveat: {_join(flagged[:4])}{' and others' if len(flagged) > 4 else ''} "
+            f"Caveat: {join_words(flagged[:4])}{' and others' if len(flagged) > 4 else ''} "
             "flagged or not ok; the findings that rest on them may not hold."
         )
     unchecked = [p for p in points if p.verdict and p.verdict.verdict == "no-telemetry"]
@@ -165,8 +104,8 @@ def ab_findings(points: Points, servers: Servers) -> list[str]:
         per = by_g[g]
         if a not in per or b not in per:
             continue
-        sa = _spread([_ttft_ms(f, modelled) for f in _ok_seeds(per[a])])
-        sb = _spread([_ttft_ms(f, modelled) for f in _ok_seeds(per[b])])
+        sa = spread_of([ttft_ms_of(f, modelled) for f in ok_seeds(per[a])])
+        sb = spread_of([ttft_ms_of(f, modelled) for f in ok_seeds(per[b])])
         if sa is None or sb is None or sb.median <= 0 or sa.median <= 0:
             continue
         used += [per[a], per[b]]
@@ -193,20 +132,20 @@ def ab_findings(points: Points, servers: Servers) -> list[str]:
     label = "HiCache" if len(host) == 1 else f"`{b}`"
     out = []
     if cut:
-        parts = [f"{_x(f)} at {g} groups ({rng})" for g, f, rng in cut]
+        parts = [f"{fmt_x(f)} at {g} groups ({rng})" for g, f, rng in cut]
         out.append(
-            f"{label} (`{b}`) cut the {what} of `{a}` by {_join(parts)}."
+            f"{label} (`{b}`) cut the {what} of `{a}` by {join_words(parts)}."
             if len(host) == 1
-            else f"{label} cut the {what} of `{a}` by {_join(parts)}."
+            else f"{label} cut the {what} of `{a}` by {join_words(parts)}."
         )
     if raised:
-        parts = [f"{_x(f)} at {g} groups ({rng})" for g, f, rng in raised]
-        out.append(f"`{b}` raised the {what} against `{a}` by {_join(parts)}.")
+        parts = [f"{fmt_x(f)} at {g} groups ({rng})" for g, f, rng in raised]
+        out.append(f"`{b}` raised the {what} against `{a}` by {join_words(parts)}.")
     if same:
-        gs = _join([str(g) for g, _, _ in same])
+        gs = join_words([str(g) for g, _, _ in same])
         g0, sa, sb = same[0]
         one = sa.n < 2 or sb.n < 2
-        equal = all(_ms(x.median) == _ms(y.median) for _, x, y in same)
+        equal = all(fmt_ms(x.median) == fmt_ms(y.median) for _, x, y in same)
         head = (  # one seed: no seed spread and no interval, so nothing is stated either way
             f"At {gs} groups `{a}` and `{b}` ran one seed each"
             + (f", with the same {what}" if equal else f": too few to state a difference in {what}")
@@ -214,10 +153,10 @@ def ab_findings(points: Points, servers: Servers) -> list[str]:
             else f"At {gs} groups the two differ by less than the seed spread, the 95 % interval or 5 %"
         )
         out.append(
-            f"{head} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {_ms(sa.median)}"
-            + ("" if one else f", seeds {_ms_range(sa)}")
-            + f"; `{b}` {_ms(sb.median)}"
-            + ("" if one else f", seeds {_ms_range(sb)}")
+            f"{head} ({f'{g0} groups: ' if len(same) > 1 else ''}`{a}` {fmt_ms(sa.median)}"
+            + ("" if one else f", seeds {fmt_ms_range(sa)}")
+            + f"; `{b}` {fmt_ms(sb.median)}"
+            + ("" if one else f", seeds {fmt_ms_range(sb)}")
             + ")"
             + (f": there `{b}` did not matter." if not one else ".")
         )
@@ -231,7 +170,7 @@ def _seed_ratios(pa: Point, pb: Point, modelled: bool) -> list[float]:
         sb = pb.seeds.get(seed)
         if not sb or sa.status != "ok" or sb.status != "ok":
             continue
-        va, vb = _ttft_ms(sa.figures, modelled), _ttft_ms(sb.figures, modelled)
+        va, vb = ttft_ms_of(sa.figures, modelled), ttft_ms_of(sb.figures, modelled)
         if isinstance(va, int | float) and isinstance(vb, int | float) and vb > 0:
             out.append(va / vb)
     return out
@@ -261,7 +200,7 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
     pools: dict[str, list[tuple[str, Spread, Point]]] = {}
     for p in pts:
         entry = srvs.get(p.server)
-        s = _spread([_later_rate(f, turns) for f in _ok_seeds(p)])
+        s = spread_of([_later_rate(f, turns) for f in ok_seeds(p)])
         if s is not None:
             pools.setdefault(server_pool(entry), []).append((server_policy(entry), s, p))
     out, used = [], []
@@ -291,17 +230,17 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
                 + ": there the policy did not matter."
             )
             continue
-        rest_text = _join([_pct_seeds(pol, s) for pol, s, _ in rest])
+        rest_text = join_words([fmt_pct_seeds(pol, s) for pol, s, _ in rest])
         if len(top) == 1:
             pol, s, _ = top[0]
             out.append(
-                f"At pool {pool}, {pol} held the later-turn ({span}) hit rate best: {_pct(s.median)} "
-                f"({_pct_range(s)}), against {rest_text}."
+                f"At pool {pool}, {pol} held the later-turn ({span}) hit rate best: {fmt_pct(s.median)} "
+                f"({fmt_pct_range(s)}), against {rest_text}."
             )
         else:
-            tops = "; ".join(_pct_seeds(pol, s) for pol, s, _ in top)
+            tops = "; ".join(fmt_pct_seeds(pol, s) for pol, s, _ in top)
             out.append(
-                f"At pool {pool}, {_join([pol for pol, _, _ in top])} held the later-turn ({span}) hit rate "
+                f"At pool {pool}, {join_words([pol for pol, _, _ in top])} held the later-turn ({span}) hit rate "
                 f"best, within the seed spread or 95 % interval (or 1 point) of each other ({tops}), above {rest_text}."
             )
     if not out:
@@ -317,7 +256,7 @@ def hit_findings(points: Points, servers: Servers) -> list[str]:
     pts, srvs = as_points(points), as_servers(servers)
     by_key: dict[str, list[tuple[str, Spread, Point]]] = {}
     for p in pts:
-        s = _spread([f.hit_rate_usage for f in _ok_seeds(p)])
+        s = spread_of([f.hit_rate_usage for f in ok_seeds(p)])
         if s is not None:
             by_key.setdefault(p.point_key, []).append((p.server, s, p))
     out, used = [], []
@@ -330,18 +269,18 @@ def hit_findings(points: Points, servers: Servers) -> list[str]:
         rest = [r for r in rows[1:] if best[1].above(r[1], margin=HIT_MARGIN)]
         at = "" if key == "default" else f"At {key}, "
         if rest:
-            others = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rest])
+            others = join_words([fmt_pct_seeds(f"`{n}`", s) for n, s, _ in rest])
             out.append(
                 f"{at}`{best[0]}` kept the most prompt tokens "
-                f"cached: {_pct(best[1].median)} ({_pct_range(best[1])}), against {others}."
+                f"cached: {fmt_pct(best[1].median)} ({fmt_pct_range(best[1])}), against {others}."
             )
         elif any(s.n < 2 for _, s, _ in rows):
-            vals = _join([f"`{n}` {_pct(s.median)}" for n, s, _ in rows])
+            vals = join_words([f"`{n}` {fmt_pct(s.median)}" for n, s, _ in rows])
             out.append(
                 f"{at}one seed each, too few to state a difference (no seed spread, no interval): {vals}."
             )
         else:
-            vals = _join([_pct_seeds(f"`{n}`", s) for n, s, _ in rows])
+            vals = join_words([fmt_pct_seeds(f"`{n}`", s) for n, s, _ in rows])
             out.append(
                 f"{at}the servers' hit rates are within the seed spread or 95 % interval (or 1 point): {vals}."
             )
@@ -369,6 +308,11 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     first = capacity_findings(srvs)  # a capacity search's result: the question that experiment asked
     if first:
         return first
+    from harness.report.replicas_findings import replicas_findings
+
+    routed = replicas_findings(pts, srvs)  # replicas behind a gateway: which routing kept the hits
+    if routed:
+        return routed
     if kind == "ab":
         return ab_findings(pts, srvs)
     if kind == "policy":

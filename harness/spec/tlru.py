@@ -11,20 +11,10 @@ import json
 from collections.abc import Sequence
 
 from harness.errors import SpecError
+from harness.spec.flags import flag_value
 
 POLICY_FLAG = "--radix-eviction-policy"
 CONFIG_FLAG = "--radix-eviction-policy-config"
-
-
-def flag_value(args: Sequence[str], flag: str) -> str | None:
-    """The last value given to `flag` (`--flag v` or `--flag=v`); None when absent."""
-    out = None
-    for i, a in enumerate(args):
-        if a == flag and i + 1 < len(args):
-            out = args[i + 1]
-        elif a.startswith(flag + "="):
-            out = a[len(flag) + 1 :]
-    return out
 
 
 def check_tlru(args: Sequence[str], f: str, key: str) -> None:

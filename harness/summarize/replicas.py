@@ -161,6 +161,21 @@ def _skew(workers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def replicas_median(median: dict[str, Any], seeds: list[dict[str, Any]]) -> None:
+    """Over seeds, in place: the skew note from the median skew (a string has no median), and attribution
+    agrees only when every seed's did (merge_seeds or-s flags)."""
+    skew, workers = median.get("load_skew"), median.get("workers") or {}
+    if is_num(skew) and skew > SKEW_NOTE_AT and workers:
+        top = max(workers, key=lambda n: float(workers[n].get("prefill_share") or 0))
+        share = float(workers[top].get("prefill_share") or 0)
+        median["load_skew_note"] = (
+            f"load-skew: {top} took {skew:.2f}x the mean prefill work ({share:.0%} of it; median over seeds)"
+        )
+    flags = [f["attribution_agrees"] for f in seeds if f.get("attribution_agrees") is not None]
+    if flags:
+        median["attribution_agrees"] = all(flags)
+
+
 def _attribution_check(workers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Each worker's prompt tokens by the header against its own prompt-token counter delta."""
     off = []

@@ -37,7 +37,7 @@ from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, ServerCapture, read_captures
-from harness.summarize.replicas import merged_slices, replica_figures, worker_slices
+from harness.summarize.replicas import merged_slices, replica_figures, replicas_median, worker_slices
 from harness.summarize.tiers import tier_figures
 from harness.summary import (
     SCHEMA_VERSION,
@@ -295,6 +295,7 @@ def _summarize_point(
     worst = max(statuses.values(), key=lambda s: _STATUS_RANK.get(s, 4))
     used = figs_ok or figs_all
     median, spread = merge_seeds(used)
+    replicas_median(median, used)
     first_status = next((sc.point.get("telemetry_status") for sc in seeds if sc.point), None)
     out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
     tel = telemetry_stats(all_samples if any_samples else None, first_status, out_tokens)

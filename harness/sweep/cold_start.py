@@ -19,23 +19,10 @@ from typing import Any
 from harness.capture.records import STORAGE_COLD_NOTE
 from harness.servers.process import ServerProcess, startup_error
 from harness.servers.replicas import ReplicaGroup
+from harness.spec.flags import storage_backend
 
-STORAGE_FLAG = "--hicache-storage-backend"
 STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 COLD_NOTE = STORAGE_COLD_NOTE
-
-
-def storage_backend(args: list[str] | tuple[str, ...]) -> str | None:
-    """The `--hicache-storage-backend` a launch line names (None when absent or `none`)."""
-    for i, a in enumerate(args):
-        value = None
-        if a == STORAGE_FLAG and i + 1 < len(args):
-            value = args[i + 1]
-        elif a.startswith(STORAGE_FLAG + "="):
-            value = a.split("=", 1)[1]
-        if value is not None:
-            return None if value.lower() in ("", "none") else value
-    return None
 
 
 def cold_storage_point(server: Any) -> str | None:
