@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         lock_clocks=args.lock_clocks,
         min_free_mb=args.min_free_mb,
+        suite=None if args.spec else args.suite,
         argv=["harness", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else ["harness", "bench"],
     )
     plans = plan.plan_all(specs, opts)

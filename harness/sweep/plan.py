@@ -48,6 +48,9 @@ class BenchOptions:
     quiet: bool = False
     lock_clocks: int | None = None
     min_free_mb: int = 100
+    suite: str | None = (
+        None  # the named suite being run: a replicas experiment short of GPUs is skipped, not refused
+    )
     argv: list[str] = field(default_factory=list)  # the command line, for the manifest
 
 
@@ -220,7 +223,13 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
                 resolved = dataclasses.replace(
                     resolved, args=(*resolved.args, "--served-model-name", spec.model)
                 )
-            gpus = plan_gpus(resolved) if resolved.replicas is not None else None
+            try:
+                gpus = plan_gpus(resolved) if resolved.replicas is not None else None
+            except HarnessError as e:
+                if opts.suite is None:  # a spec the user named: refused in one line
+                    raise
+                skipped, plans = f"{e} (the {opts.suite} suite skips this experiment on this node)", []
+                break
             plans.append(ServerPlan(resolved, planned, _model(resolved, spec, opts.model), gpus))
     edir = experiment_dir(opts.capture, opts.node, spec.name)
     return ExperimentPlan(spec, plans, sim, skipped, edir)

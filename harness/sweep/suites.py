@@ -7,7 +7,13 @@ from pathlib import Path
 from harness.errors import HarnessError
 
 SUITES: dict[str, tuple[str, ...]] = {
-    "default": ("working-set.yaml", "eviction-multiturn.yaml", "trace-conversation.yaml"),
+    "default": (
+        "working-set.yaml",
+        "eviction-multiturn.yaml",
+        "trace-conversation.yaml",
+        "replicas-shared-prefix.yaml",  # SGLang as replicas behind smg (the `router` extra): routing x L3
+        "replicas-multiturn.yaml",
+    ),
     "smoke": ("smoke-bench.yaml",),
 }
 

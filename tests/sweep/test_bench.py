@@ -392,6 +392,27 @@ def test_suites_exist_and_are_valid() -> None:
     ]
 
 
+def test_a_replicas_experiment_short_of_gpus_is_skipped_in_a_suite_and_refused_from_a_spec(
+    tmp_path: Path,
+) -> None:
+    """On a one-GPU node the default suite's replicas experiment must not stop the rest of the suite; a spec
+    the user named is refused in one line before anything starts."""
+    server = {"name": "rr", "launch": "sglang", "replicas": 2, "router": {"policy": "round_robin"},
+              "env": {"CUDA_VISIBLE_DEVICES": "0"}}  # fmt: skip
+    spec = load_spec(bench_spec(tmp_path, "m", servers=[server]))
+    plan = plan_experiment(spec, _opts(tmp_path, server_kind="sglang", suite="default"))
+    assert plan.servers == [] and plan.skipped == (
+        "server rr: replicas 2 x tensor parallel 1 needs 2 GPUs; 1 visible (0) "
+        "(the default suite skips this experiment on this node)"
+    )
+    with pytest.raises(
+        HarnessError, match=r"^server rr: replicas 2 x tensor parallel 1 needs 2 GPUs; 1 visible"
+    ):
+        plan_experiment(spec, _opts(tmp_path, server_kind="sglang"))
+    sim = plan_experiment(spec, _opts(tmp_path, server_kind="sim", suite="default"))
+    assert not sim.skipped and sim.servers[0].gpus == [None, None]  # the sim has no GPU to split
+
+
 @pytest.mark.slow
 def test_too_little_free_disk_stops_before_launch(tmp_path: Path, mark: str) -> None:
     spec = bench_spec(tmp_path, mark)
