@@ -32,7 +32,7 @@ from harness.servers.replicas import ReplicaGroup, fingerprint_of
 from harness.spec import ExperimentSpec, Point
 from harness.spec.servers import ServerProfile
 from harness.sweep.attached import Attached, save_attached_info
-from harness.sweep.cold_start import cold_storage_point, flush_killed
+from harness.sweep.cold_start import cold_storage_point, flush_killed, prepare_cold_storage
 from harness.sweep.plan import (
     DEFAULT_CARD,
     BenchOptions,
@@ -290,6 +290,7 @@ def run_server_points(
     spec, name, log = plan.spec, sp.profile.name, sw.log
     proc = server_proc(plan, sp, redactor)
     t0 = time.monotonic()
+    prepare_cold_storage(proc)
     try:
         proc.start()
     except ServerError as e:

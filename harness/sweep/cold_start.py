@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -25,30 +26,45 @@ STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 COLD_NOTE = STORAGE_COLD_NOTE
 
 
+def _has_l3(server: Any) -> bool:
+    if not isinstance(server, ServerProcess | ReplicaGroup) or server.attached:
+        return False
+    return storage_backend(list(server.profile.args or server.profile.command or [])) is not None
+
+
+def _new_dirs(server: ServerProcess | ReplicaGroup) -> None:
+    """New, empty storage directories for the server's next launch: one per worker, or one shared."""
+    if isinstance(server, ServerProcess) or server.profile.storage == "shared":
+        _swap_dir(server.extra_env, server.profile.name)
+    else:
+        for i, env in enumerate(server.worker_env):
+            _swap_dir(env, f"{server.profile.name}-w{i}")
+
+
+# server -> the launch that started on new, empty directories: its first point needs no restart
+_NEW_DIRS_AT: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def prepare_cold_storage(server: Any) -> None:
+    """Before a server's first launch: L3 on new, empty directories, so its first point is cold as launched
+    (a restart there would load the model twice: minutes for SGLang replicas on a CPU)."""
+    if _has_l3(server):
+        _new_dirs(server)
+        _NEW_DIRS_AT[server] = server.launches + 1
+
+
 def cold_storage_point(server: Any) -> str | None:
     """Before a point on a launched server with L3: restart it on a new, empty storage directory; returns
     the note the point records (None: not such a server, flush as usual). Replicas get one directory each,
-    or with `storage: shared` one for all of them."""
-    if isinstance(server, ReplicaGroup):
-        return _cold_group(server)
-    if not isinstance(server, ServerProcess) or server.attached:
+    or with `storage: shared` one for all of them. A server that has run nothing since it was launched on
+    new directories is already that."""
+    if not _has_l3(server):
         return None
-    if storage_backend(list(server.profile.args or server.profile.command or [])) is None:
-        return None
-    _swap_dir(server.extra_env, server.profile.name)
+    if server.fresh and _NEW_DIRS_AT.get(server) == server.launches:
+        return COLD_NOTE
+    _new_dirs(server)
     server.restart()
-    return COLD_NOTE
-
-
-def _cold_group(group: ReplicaGroup) -> str | None:
-    if storage_backend(list(group.profile.args or group.profile.command or [])) is None:
-        return None
-    if group.profile.storage == "shared":
-        _swap_dir(group.extra_env, group.profile.name)
-    else:
-        for i, env in enumerate(group.worker_env):
-            _swap_dir(env, f"{group.profile.name}-w{i}")
-    group.restart()
+    _NEW_DIRS_AT[server] = server.launches
     return COLD_NOTE
 
 
