@@ -26,6 +26,7 @@ DEFAULT_SPECS = (
     "workloads/sglang-cpu/working-set.yaml",
     "workloads/sglang-cpu/eviction-multiturn.yaml",
     "workloads/sglang-cpu/trace-conversation.yaml",
+    "workloads/sglang-cpu/replicas.yaml",  # two SGLang servers behind smg: round_robin vs cache_aware
 )
 DEFAULT_NODE = "sglang-cpu"
 # small enough that SGLang's CPU path prefills ~10k tokens/s on 2 cores; 8,192 ids cover `tokenizer: server`
