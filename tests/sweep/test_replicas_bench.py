@@ -113,3 +113,27 @@ def test_a_worker_that_dies_mid_point_fails_that_attempt_by_name(tmp_path: Path,
     assert json.loads((pdir / "groups=2,seed=0" / "point.json").read_text())["attempt"] == 1
     assert json.loads((pdir / "groups=3,seed=0" / "point.json").read_text())["attempt"] == 2
     assert no_survivors(mark)
+
+
+def test_a_shared_l3_directory_gives_each_sim_the_pages_the_other_wrote(tmp_path: Path, mark: str) -> None:
+    """The spec tests/real_sglang/test_replicas.py runs on two SGLang servers, on two sims: round_robin sends
+    each group's second prompt to the worker that has not seen it, and with one L3 directory it reads the
+    other's pages (SGLang: one such hit per worker); with a directory each (`storage: own`) it cannot."""
+    wl = shared_prefix(
+        groups=2, prompts_per_group=4, system_prompt_tokens=600, question_tokens=16, output_tokens=4
+    )
+    l3 = ["--enable-hierarchical-cache", "--hicache-ratio", "2", "--hicache-storage-backend", "file",
+          "--hicache-storage-prefetch-policy", "wait_complete"]  # fmt: skip
+    servers = [{"name": s, "launch": "sim", "replicas": 2, "router": {"policy": "round_robin"}, "storage": s,
+                "args": [*SIM_FAST, *POOL, *l3]} for s in ("shared", "own")]  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="l3", workload=wl, sweep={}, concurrency=1, seeds=[0], servers=servers,
+                      api="sglang-generate", request_rate=2, arrival="constant")  # fmt: skip
+    r = run_bench(tmp_path, "--spec", str(spec), timeout=300)
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]  # 1: validate flagged a late client
+    assert no_survivors(mark)
+    points = _summarize(tmp_path)["points"]
+    assert all(p["status"] == "ok" for p in points), r.stdout[-3000:]
+    by_server = {p["server"]: p["seeds"]["0"]["figures"] for p in points}
+    shared, own = by_server["shared"], by_server["own"]
+    assert {n: w["storage_hits_cross_replica"] for n, w in shared["workers"].items()} == {"w0": 1, "w1": 1}
+    assert own["storage_hits_cross_replica"] == 0 and shared["hit_rate_usage"] > own["hit_rate_usage"]
