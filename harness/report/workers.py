@@ -69,6 +69,10 @@ def worker_table(points: Points) -> Table | None:
         for name in sorted(workers):
             w = workers[name] or {}
             note = (m.get("load_skew_note") or "") if name == skew_worker else ""
+            if w.get("clock_verdict") not in (None, "ok"):  # its own GPUs' verdict, when they were not fine
+                note = "; ".join(
+                    x for x in (note, f"clock {w['clock_verdict']} on GPUs {w.get('gpus')}") if x
+                )
             rows.append([Cell(t) for t in _row(p.server, p.point_key, name, w, note)])
             keys.append(f"{p.server}|{p.point_key}")
         skew = m.get("load_skew")

@@ -16,10 +16,13 @@ from harness import metrics, serverlog
 from harness.summarize.figures import counter_figures, is_num, request_figures, slice_log, tz_shift
 from harness.summarize.modelled import from_records
 from harness.summarize.read import SeedCapture, ServerCapture
+from harness.telemetry.stats import point_stats
+from harness.verdicts.clocks import point_verdict
 
 ATTRIBUTION = "x-smg-routed-worker-id response header (smg)"
 SKEW_NOTE_AT = 1.5  # a worker with more than this x the mean prefill work gets a `load-skew` note
 UNATTRIBUTED = "unattributed"
+_CLOCK_ORDER = ("thermal", "hw-slowdown", "power-brake", "below-floor", "no-telemetry", "ok")  # worst first
 # the gateway's counters a point keeps (deltas): routing decisions, requests, answers, retries
 ROUTER_FAMILIES = (
     "smg_router_requests_total",
@@ -82,6 +85,7 @@ def replica_figures(sc: SeedCapture, srv: ServerCapture, per_worker: dict[str, S
         "attribution": ATTRIBUTION,
         "requests_unattributed": len(by_worker.get(UNATTRIBUTED, [])),
     }
+    worker_clocks(workers, sc, (srv.replicas or {}).get("gpus") or {})
     fig.update(_skew(workers))
     fig.update(_attribution_check(workers))
     fig["storage_hits_cross_replica"] = sum(c["requests"] for c in cross.values()) if cross else 0
@@ -132,6 +136,25 @@ def _one_worker(
     return out
 
 
+def worker_clocks(workers: dict[str, dict[str, Any]], sc: SeedCapture, gpus: dict[str, Any]) -> None:
+    """Each worker's clock verdict on its own GPUs' samples (its CUDA_VISIBLE_DEVICES, by NVML index or
+    UUID): one throttled card among the replicas is named, not averaged into the point's."""
+    rows = sc.telemetry or []
+    header = [r for r in rows if r.get("kind") == "header"]
+    for name, fig in workers.items():
+        mine = {g.strip() for g in str(gpus.get(name) or "").split(",") if g.strip()}
+        if not mine:
+            continue
+        samples = [r for r in rows if r.get("kind", "sample") == "sample"
+                   and (str(r.get("gpu")) in mine or str(r.get("uuid")) in mine)]  # fmt: skip
+        stats = point_stats(header + samples)
+        verdict = point_verdict(stats)
+        fig["gpus"] = ",".join(sorted(mine))
+        fig["busy_median_sm_clock_mhz"] = stats.get("busy_median_sm_clock_mhz")
+        fig["clock_verdict"] = verdict["verdict"]
+        fig["clock_reasons"] = [str(x) for x in verdict["reasons"]]
+
+
 def _prefill_work(w: dict[str, Any]) -> float | None:
     """Tokens the worker prefilled (computed, not cached): its log's #new-token, else counters, else usage."""
     if is_num(w.get("log_new_tokens")) and w.get("hit_rate_log") is not None:
@@ -174,6 +197,17 @@ def replicas_median(median: dict[str, Any], seeds: list[dict[str, Any]]) -> None
     flags = [f["attribution_agrees"] for f in seeds if f.get("attribution_agrees") is not None]
     if flags:
         median["attribution_agrees"] = all(flags)
+    for (
+        name,
+        w,
+    ) in workers.items():  # a worker's clock: its worst seed's verdict (a throttle is not averaged away)
+        per_seed = [(f.get("workers") or {}).get(name) or {} for f in seeds]
+        said = [s for s in per_seed if s.get("clock_verdict")]
+        if said:
+            worst = min(said, key=lambda s: _CLOCK_ORDER.index(s["clock_verdict"])
+                        if s["clock_verdict"] in _CLOCK_ORDER else 0)  # fmt: skip
+            w.update({"gpus": worst.get("gpus"), "clock_verdict": worst["clock_verdict"]})
+            w["clock_reasons"] = list(worst.get("clock_reasons") or [])
 
 
 def _attribution_check(workers: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -111,6 +111,15 @@ class WorkerFigures(Record):
         description="requests with L3 hits on a worker that had not served their group or session before in the point: pages another replica wrote",
     )
     storage_tokens_cross_replica: Num | None = None
+    gpus: StrictStr | None = Field(
+        None, description="its CUDA_VISIBLE_DEVICES (replicas.json); absent without a GPU"
+    )
+    busy_median_sm_clock_mhz: Num | None = Field(None, description="over its own GPUs' busy samples only")
+    clock_verdict: StrictStr | None = Field(
+        None,
+        description="the point clock verdict on its own GPUs' samples (`ok`, `below-floor`, `thermal`, …)",
+    )
+    clock_reasons: list[StrictStr] = Field(default_factory=list, description="why, when not `ok`")
 
 
 class Figures(Record):
