@@ -8,7 +8,6 @@ summarized the same way, so the comparison is of the harness's own figures.
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,6 +106,30 @@ def cached_per_request(capture: Path, node: str, experiment: str, point: str) ->
     return [int(r.get("cached_tokens") or 0) for r in rows]
 
 
+def _point_rows(capture: Path, node: str, experiment: str, point: str) -> list[dict[str, Any]]:
+    req = capture / node / experiment / "srv" / point / "requests.jsonl"
+    rows = [json.loads(line) for line in req.read_text().splitlines() if line.strip()]
+    return sorted((r for r in rows if not r.get("warmup") and r.get("ok")), key=lambda r: r["index"])
+
+
+def prefill_batches(capture: Path, node: str, experiment: str, point: str, sim: bool) -> list[list[int]]:
+    """Request indices by the prefill forward that gave them their first token: the sim's virtual first-token
+    stamps, or for SGLang paced by gpu_paced the client's first-token times, a forward (FORWARD_SLEEP_S)
+    apart between batches and a few ms apart within one."""
+    rows = _point_rows(capture, node, experiment, point)
+    key = (lambda r: r["sim_time"]["first_token_s"]) if sim else (lambda r: r["first_token_mono"])
+    gap = 1e-9 if sim else FORWARD_SLEEP_S / 2
+    out: list[list[int]] = []
+    last: float | None = None
+    for r in sorted(rows, key=key):
+        t = float(key(r))
+        if last is None or t - last > gap:
+            out.append([])
+        out[-1].append(int(r["index"]))
+        last = t
+    return [sorted(b) for b in out]
+
+
 # SGLang's own /slow_down: every forward sleeps this long first. A tiny model's CPU forward (a few ms) is as
 # short as a finished request's round trip to the client and back (detokenizer, HTTP, the next request
 # through the tokenizer manager), so whether a closed loop's next request joins the batch that finishes
@@ -148,27 +171,78 @@ def agree_at_c1(server: RunningSglang, args: list[str], tmp: Path, workloads: di
             assert sim == real and sum(real) > 0, (name, point, real, sim)
 
 
+EXTRA_REPEATS = 3  # more SGLang runs while some (point, seed) has not yet batched as the sim did
+
+
+def _cells(conc: list[int], seeds: list[int]) -> list[str]:
+    return [f"concurrency={c},seed={s}" for c in conc for s in seeds]
+
+
+def _rate(capture: Path, node: str, experiment: str, point: str) -> float:
+    rows = _point_rows(capture, node, experiment, point)
+    prompt = sum(int(r.get("prompt_tokens") or 0) for r in rows)
+    return sum(int(r.get("cached_tokens") or 0) for r in rows) / prompt if prompt else 0.0
+
+
 def agree_within_spread(
-    server: RunningSglang, args: list[str], tmp: Path, cases: dict, repeats: int = 3
+    server: RunningSglang,
+    args: list[str],
+    tmp: Path,
+    cases: dict,
+    repeats: int = 3,
+    batched_alike: bool = True,
 ) -> None:
-    """At concurrency > 1 what reaches SGLang's scheduler together depends on how fast it runs: the sim's
-    median over seeds must lie within SGLang's own spread over the same seeds run `repeats` times, SGLang
-    paced as on a GPU (gpu_paced); the GPU-only and lfu servers also run with --sleep-on-idle (HiCache's
-    not: a scheduler asleep for up to a second would hold back its host-tier events). Unpaced, on two
-    busy cores, shared c=4 seed 1 came out 0.357, 0.590 or 0.707 from one server; paced, it is the sim's
-    request for request."""
-    rows = []
+    """At concurrency > 1 the cache's decisions follow from which requests share a prefill batch, and that
+    is host timing: a closed loop's next request joins the batch a finished request frees, or, on a loaded
+    host whose scheduler wakes late, the one after (CI saw shared c=4 seed 1 at 0.357, 0.590 and 0.707 from
+    one paced server). So each (point, seed) is judged against the SGLang runs that batched its requests
+    as the sim did (prefill_batches): their hit rates must be the sim's to SPREAD_SLACK. SGLang runs
+    `repeats` times, and up to EXTRA_REPEATS more while a cell has no such run; a cell that never meets one
+    must lie within SGLang's spread over all its runs (± SPREAD_SLACK), and at least one cell of the call
+    must have met one. On two busy cores (a CPU hog beside the test) 5 of 6 cells met one, and multi-turn
+    c=4 seed 1 (32 requests, more batches to race) did not in 6 runs. SGLang is paced as on a GPU
+    (gpu_paced); the GPU-only and lfu servers also run with --sleep-on-idle (HiCache's not: a scheduler
+    asleep for up to a second would hold back its host-tier events). With `batched_alike=False` (HiCache:
+    in 6 runs on an idle host no cell's partition matched the sim's, while every rate lay in the spread)
+    there are no extra runs and no cell need meet one; any that does must still agree."""
+    seeds = [0, 1]
+    rows: list[tuple[Any, ...]] = []
     for name, (wl, conc) in cases.items():
-        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, [0, 1])
+        spec = write_spec(tmp, f"agree-{name}", wl, args, conc, seeds)
         exp = f"agree-{name}"
+        sim_tmp = tmp / f"sim-{name}"
+        sim_run(spec, sim_tmp, "sim")
+        cells = _cells(conc, seeds)
+        sim = {c: (prefill_batches(sim_tmp / "capture", "sim", exp, c, sim=True),
+                   _rate(sim_tmp / "capture", "sim", exp, c)) for c in cells}  # fmt: skip
+        real: dict[str, list[tuple[list[list[int]], float]]] = {c: [] for c in cells}
         with gpu_paced(server):
-            reals = [
-                per_seed(real_run(server, spec, tmp / f"real{r}", f"real{r}"), exp) for r in range(repeats)
-            ]
-        sim = per_seed(sim_run(spec, tmp / "sim", "sim"), exp)
-        for key, sim_rates in sim.items():
-            real_rates = [v for run in reals for v in run[key]]
-            lo, hi, mid = min(real_rates), max(real_rates), statistics.median(sim_rates)
-            rows.append((name, key, round(lo, 3), round(hi, 3), round(mid, 3)))
-            assert lo - SPREAD_SLACK <= mid <= hi + SPREAD_SLACK, (name, key, real_rates, sim_rates)
-    print("sim vs SGLang (name, point, SGLang min, max, sim median):", rows)
+            for r in range(repeats + (EXTRA_REPEATS if batched_alike else 0)):
+                if r >= repeats and all(any(b == sim[c][0] for b, _ in real[c]) for c in cells):
+                    break
+                node = f"real{r}"
+                real_run(server, spec, tmp / f"{node}-{name}", node)
+                cap = tmp / f"{node}-{name}" / "capture"
+                for c in cells:
+                    real[c].append((prefill_batches(cap, node, exp, c, sim=False), _rate(cap, node, exp, c)))
+        for c in cells:
+            same = [rate for b, rate in real[c] if b == sim[c][0]]
+            others = [round(rate, 3) for b, rate in real[c] if b != sim[c][0]]
+            rows.append((name, c, round(sim[c][1], 3), [round(x, 3) for x in same], others))
+            for rate in same:
+                assert abs(rate - sim[c][1]) <= SPREAD_SLACK, (name, c, "batched alike", sim[c], real[c])
+            if not same:
+                rates = [rate for _, rate in real[c]]
+                lo, hi = min(rates), max(rates)
+                assert lo - SPREAD_SLACK <= sim[c][1] <= hi + SPREAD_SLACK, (
+                    name,
+                    c,
+                    "spread",
+                    sim[c],
+                    real[c],
+                )
+    assert any(r[3] for r in rows) or not batched_alike, (
+        "no cell batched as the sim did in any SGLang run",
+        rows,
+    )
+    print("sim vs SGLang (case, cell, sim rate, same-batched SGLang rates, other SGLang rates):", rows)
