@@ -47,6 +47,9 @@ class BenchOptions:
     card_profile: str | None = None
     quiet: bool = False
     lock_clocks: int | None = None
+    telemetry_interval_s: float = (
+        0.2  # NVML sampling interval: lower for a prefill-window clock on short prefills
+    )
     min_free_mb: int = 100
     argv: list[str] = field(default_factory=list)  # the command line, for the manifest
 
