@@ -241,8 +241,11 @@ def _telemetry_factory(
     profile: ServerProfile, split: list[str | None] | None = None, interval_s: float = 0.2
 ) -> Telemetry:
     # a command that runs the sim (engine: sim) has no GPU either; a replicas profile samples its workers' GPUs
+    # a command's own argument list counts too (`transformers serve … --device cpu` has no GPU to watch)
     gpus, reason = sampling_plan(
-        "sim" if profile.engine_name == "sim" else profile.launch, profile.env, profile.args
+        "sim" if profile.engine_name == "sim" else profile.launch,
+        profile.env,
+        [*profile.args, *profile.command],
     )
     if split and any(split):
         gpus = [g for part in split if part for g in part.split(",")]
