@@ -9,6 +9,7 @@ server's PYTHONPATH; on a GPU node the `make gpu-bundle` folder brings what the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +18,14 @@ from typing import Any
 import yaml
 
 from harness.paths import cache_root
+from harness.realserver.hf_model import HfModel, make_hf_model
 from harness.realserver.model import ModelShape
 from harness.realserver.prepare import PrepareError, locked
 
 ACCELERATE_PIN = "accelerate==1.15.0"
 # big enough to load an H200 (about 1.65 B parameters, 3.3 GB in bf16), small enough to make in seconds there
 GPU_SHAPE = ModelShape(hidden=2048, layers=24, heads=16, ffn=8192, vocab=8192, context=16384)
+TINY_SHAPE = ModelShape(hidden=64, layers=2, heads=4, ffn=256, vocab=8192, context=8192)  # the CPU rehearsal
 Log = Callable[[str], None]
 
 
@@ -56,6 +59,32 @@ def cpu_extras(python: Path, log: Log | None = print) -> Path:
     return folder
 
 
+def serve_model(
+    python: Path,
+    shape: ModelShape,
+    folder: Path,
+    *,
+    dtype: str = "float32",
+    device: str = "cpu",
+    log: Log | None = print,
+) -> HfModel:
+    """A random-weight Llama for transformers serve, made by `python` (torch + transformers) into `folder`.
+
+    Its generation_config.json names no EOS token: the harness asks for exactly `max_tokens` and transformers
+    serve refuses `ignore_eos`, so a random model that happened to pick its EOS id would end an answer early."""
+    model = make_hf_model(python, shape, log, folder=folder, dtype=dtype, device=device)
+    gen = model.folder / "generation_config.json"
+    if gen.is_file():
+        cfg = json.loads(gen.read_text())
+        if cfg.pop("eos_token_id", None) is not None:
+            gen.write_text(json.dumps(cfg, indent=2) + "\n")
+    return model
+
+
+def serve_model_dir(shape: ModelShape) -> Path:
+    return cache_root() / f"tf-serve-llama-{shape.key}-c{shape.context}"
+
+
 def serve_profile(
     python: str | Path,
     model: Path,
@@ -65,7 +94,7 @@ def serve_profile(
     hub_cache: Path | None = None,
     continuous_batching: bool = False,
     name: str = "transformers",
-    ready_timeout_s: float = 300,
+    ready_timeout_s: float = 120,
 ) -> dict[str, Any]:
     """The `launch: command` profile: `python -m transformers.cli.transformers serve MODEL` on 127.0.0.1.
 

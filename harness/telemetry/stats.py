@@ -100,6 +100,7 @@ def gpu_stats(rows: list[dict[str, Any]], windows: Windows | None = None) -> dic
     clocks = _vals(rows, "sm_clock_mhz")
     reasons = _vals(rows, "reasons")
     temps = _vals(rows, "temp_c")
+    power = _vals(rows, "power_w")
     max_sm = _vals(rows, "max_sm_clock_mhz")
     energy_mj = _delta(rows, "energy_mj")
     t = _vals(rows, "t_mono")
@@ -125,6 +126,7 @@ def gpu_stats(rows: list[dict[str, Any]], windows: Windows | None = None) -> dic
         "power_cap_fraction": _fraction(reasons, POWER_CAP),
         "reasons_seen": seen if reasons else None,
         "temp_max_c": max(temps) if temps else None,
+        "power_median_w": float(median(power)) if power else None,
         "energy_j": energy_mj / 1000.0 if energy_mj is not None else None,
         "violation_power_ns": _delta(rows, "violation_power_ns"),
         "violation_thermal_ns": _delta(rows, "violation_thermal_ns"),
