@@ -10,6 +10,7 @@ SERVER_KIND ?= auto
 
 GPU_BUNDLE ?= gpu-bundle
 GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
 
 .PHONY: test check bench bench-smoke bench-real bench-vllm bench-sglang lint faults docs clean gpu-bundle gpu-check
 
@@ -57,7 +58,7 @@ gpu-bundle: $(STAMP)
 # launch: command profile, harness bench with NVML at full rate, the matmul probe, a --lock-clocks round trip;
 # everything in $$OUT (else ./gpu-check-out). Without a GPU it refuses in one line (exit 2).
 gpu-check:
-	@$(GPU_PYTHON) scripts/gpu_check.py --bundle $(GPU_BUNDLE)
+	@$(GPU_PYTHON) scripts/gpu_check.py --bundle $(GPU_BUNDLE) $(GPU_CHECK_ARGS)
 
 # writes reports/fault-report.md (ignored by git); nothing a user runs changes tracked files
 faults: $(STAMP)

@@ -26,6 +26,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ OUT_FILES = (
     "server.log.gz",
 )
 MAX_FILE = 16 * 2**20
+SERVE_MODULES = ("transformers.cli.transformers", "transformers.commands.transformers_cli")  # 5.x, then 4.x
 LOCK_MHZ = 1200  # well under an H200's 1980 MHz, so a working lock shows in the samples
 
 
@@ -94,6 +96,9 @@ class Check:
         self.out, self.work, self.bundle = out, work, bundle
         self.python, self.device = python, device  # the image's python; cuda:0 (cpu: a rehearsal)
         self.harness_python = harness_python  # the image's python too, but in a rehearsal
+        self.serve_module = SERVE_MODULES[
+            0
+        ]  # what `transformers serve` is run as (the install step finds it)
         self.site = work / "site"
         self.t0 = time.monotonic()
         self.deadline = self.t0 + budget_s
@@ -153,6 +158,24 @@ def _tail(r: subprocess.CompletedProcess) -> str:
     return lines[-1][:300] if lines else f"exit {r.returncode}"
 
 
+INSTALL_PROBE = """
+import importlib.util, os
+import harness, pydantic, fastapi, uvicorn, openai, accelerate, orjson, torch, transformers
+import transformers.utils.import_utils as iu
+assert getattr(iu, "is_serve_available", lambda: True)(), "transformers serve: its dependencies do not import"
+
+def found(m):
+    try:
+        return importlib.util.find_spec(m) is not None
+    except ImportError:
+        return False
+
+mods = [m for m in {modules!r} if found(m)]
+print("transformers", transformers.__version__, "torch", torch.__version__, {gpu},
+      "serve module", mods[0] if mods else None, "harness from", os.path.dirname(harness.__file__))
+"""
+
+
 def install(c: Check) -> bool:
     wheels = sorted(str(w) for w in c.bundle.glob("*.whl"))
     if not wheels:
@@ -178,15 +201,13 @@ def install(c: Check) -> bool:
         c.step("install", False, _tail(r))
         return False
     gpu = "torch.cuda.get_device_name(0)" if c.device != "cpu" else "'cpu'"
-    probe = (
-        "import harness, pydantic, fastapi, uvicorn, openai, accelerate, orjson, torch, transformers; "
-        "from transformers.utils.import_utils import is_serve_available as ok; assert ok(), 'serve deps'; "
-        f"print('transformers', transformers.__version__, 'torch', torch.__version__, {gpu}, "
-        "'harness from', __import__('os').path.dirname(harness.__file__))"
-    )
+    probe = INSTALL_PROBE.format(modules=SERVE_MODULES, gpu=gpu)
     r = c.run("install", [c.python, "-c", probe], 120)
-    c.step("install", r.returncode == 0, f"{len(wheels)} wheels; {_tail(r)}", versions=_tail(r))
-    return r.returncode == 0
+    found = re.search(r"serve module (\S+)", r.stdout)
+    c.serve_module = found.group(1) if found and found.group(1) != "None" else SERVE_MODULES[0]
+    ok = r.returncode == 0 and bool(found) and found.group(1) != "None"
+    c.step("install", ok, f"{len(wheels)} wheels; {_tail(r)}", versions=_tail(r))
+    return ok
 
 
 def make_model(c: Check) -> Path | None:
@@ -219,7 +240,7 @@ def bench(c: Check, model: Path, cb: bool) -> dict[str, Any] | None:
     code = (
         "import sys; from pathlib import Path; from harness.realserver import tf_serve as t; "
         f"p = t.serve_profile(sys.executable, Path({str(model)!r}), {c.device!r}, pythonpath={str(c.site)!r}, "
-        f"hub_cache=Path({str(c.work / 'hub')!r}), continuous_batching={cb}); "
+        f"hub_cache=Path({str(c.work / 'hub')!r}), continuous_batching={cb}, module={c.serve_module!r}); "
         f"s = t.check_spec(p, Path({str(model / 'tokenizer.json')!r}), name='gpu-check', {size}); "
         f"t.write_spec(Path({str(c.work / 'gpu-check.yaml')!r}), s)"
     )

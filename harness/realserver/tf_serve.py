@@ -95,12 +95,13 @@ def serve_profile(
     continuous_batching: bool = False,
     name: str = "transformers",
     ready_timeout_s: float = 120,
+    module: str = "transformers.cli.transformers",
 ) -> dict[str, Any]:
     """The `launch: command` profile: `python -m transformers.cli.transformers serve MODEL` on 127.0.0.1.
 
     Offline (HF_HUB_OFFLINE=1); `hub_cache` an empty folder so /v1/models answers instead of failing on a
     missing hub cache; `--log-level info` so server.log holds one line per request."""
-    argv = [str(python), "-m", "transformers.cli.transformers", "serve", "{model}", "--device", device]
+    argv = [str(python), "-m", module, "serve", "{model}", "--device", device]
     argv += ["--host", "{host}", "--port", "{port}", "--log-level", "info"]
     if continuous_batching:
         argv.append("--continuous-batching")
