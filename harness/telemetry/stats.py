@@ -191,6 +191,7 @@ def point_stats(
             "power_cap_fraction": _worst((g["power_cap_fraction"] for g in per_gpu), max),
             "reasons_seen": _worst((g["reasons_seen"] for g in per_gpu), lambda v: _or(v)),
             "temp_max_c": _worst((g["temp_max_c"] for g in per_gpu), max),
+            "power_median_w": _worst((g["power_median_w"] for g in per_gpu), max),
             "energy_j": energy,
             "energy_per_output_token_j": energy / output_tokens
             if energy is not None and output_tokens

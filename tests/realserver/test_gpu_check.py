@@ -192,3 +192,68 @@ def test_gpu_check_rehearsed_on_the_cpu(tmp_path: Path) -> None:
     assert (out / "validate.txt").read_text().rstrip().endswith("exit 0")
     # the harness came from the installed wheel, not this checkout
     assert f"harness from {tmp_path / 'work' / 'site' / 'harness'}" in md, md
+
+
+def _load_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_lock_round_trip_on_fake_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The check's lock step (what `--lock-clocks` runs: lock, sample under load, reset, sample) on a fake
+    NVML whose clock follows the lock, with torch's matmul stubbed; then a driver that refuses it."""
+    import types
+
+    from harness.telemetry import fake_nvml
+
+    check = _load_check()
+    gpu = fake_nvml.FakeGpu(uuid="GPU-a", max_sm=1980)
+    gpu.script["sm"] = lambda: gpu.locked[0] if gpu.locked else 1980
+    mod = fake_nvml.make_module([gpu])
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    torch = types.ModuleType("torch")
+    torch.bfloat16 = "bf16"
+    torch.cuda = types.SimpleNamespace(synchronize=lambda: time.sleep(0.005))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+
+    class M:  # the stub matrix: `a @ a` does nothing
+        def __matmul__(self, other: object) -> None:
+            return None
+
+    torch.randn = lambda *a, **k: M()
+    for sub in ("locked", "after"):
+        (tmp_path / sub).mkdir()
+    monkeypatch.setattr(sys, "argv", ["lock", str(tmp_path), "1200", "0.3"])
+    exec(compile(check.LOCK_CODE, "LOCK_CODE", "exec"), {"__name__": "lock"})  # noqa: S102 - the step's own code
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (
+        res["locked"]["busy_median_sm_clock_mhz"] == 1200
+        and res["after_reset"]["busy_median_sm_clock_mhz"] == 1980
+    )
+    assert res["record"]["reset"] == "ok" and gpu.locked is None
+    assert [c[0] for c in mod.log].count("nvmlDeviceResetGpuLockedClocks") == 1
+    ok, line = check.judge_lock(res)
+    assert (
+        ok
+        and line
+        == "locked at 1200 MHz: busy-median 1200.0 MHz under load; reset: ok; after the reset 1980.0 MHz"
+    )
+    # a driver that refuses: one line, and the after-reset samples are still taken
+    refusing = fake_nvml.make_module([fake_nvml.FakeGpu()], can_lock=False)
+    monkeypatch.setitem(sys.modules, "pynvml", refusing)
+    exec(compile(check.LOCK_CODE, "LOCK_CODE", "exec"), {"__name__": "lock"})  # noqa: S102
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    ok, line = check.judge_lock(res)
+    assert not ok and line.startswith("refused: --lock-clocks 1200: ") and "\n" not in line
+    assert res["after_reset"]["n_samples"] > 0
+    # held at the wrong clock: not ok
+    bad = {
+        "mhz": 1200,
+        "locked": {"busy_median_sm_clock_mhz": 1980},
+        "after_reset": {"busy_median_sm_clock_mhz": 1980},
+    }
+    assert not check.judge_lock({**bad, "record": {"reset": "ok"}})[0]

@@ -216,3 +216,30 @@ def test_summary_validate_and_the_docs_name_the_prefill_window(
     root_dir = Path(__file__).resolve().parents[2]
     for doc in ("docs/summary.md", "docs/telemetry.md"):
         assert "prefill_median_sm_clock_mhz" in (root_dir / doc).read_text(), doc
+
+
+def test_bench_samples_at_the_interval_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`harness bench --telemetry-interval-s`: what reaches the sampler (short prefills need a fast one)."""
+    from harness.spec.servers import parse_servers
+    from harness.sweep.bench import _telemetry_factory
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make_module())
+    (prof,) = parse_servers(
+        [{"name": "s", "launch": "command", "command": ["srv", "--port", "{port}"]}], None, "x"
+    )
+    with _telemetry_factory(prof, None, 0.01)(tmp_path) as s:
+        assert s.status == "ok: 1 GPU"
+    rows, _ = read_jsonl(tmp_path / TELEMETRY)
+    assert rows[0]["kind"] == "header" and rows[0]["interval_s"] == 0.01
+    # a command started with --device cpu has no GPU to watch, whatever NVML sees
+    (cpu,) = parse_servers(
+        [{"name": "c", "launch": "command", "command": ["srv", "--device", "cpu", "--port", "{port}"]}],
+        None,
+        "x",
+    )
+    with _telemetry_factory(cpu, None, 0.01)(tmp_path / "cpu") as s:
+        assert s.status.startswith("no GPU") and "--device cpu" in s.status
+    assert main(["bench", "--spec", "nope.yaml", "--telemetry-interval-s", "0"]) == 2
+    assert "--telemetry-interval-s 0.0: must be > 0" in capsys.readouterr().err
