@@ -96,9 +96,8 @@ class Check:
         self.out, self.work, self.bundle = out, work, bundle
         self.python, self.device = python, device  # the image's python; cuda:0 (cpu: a rehearsal)
         self.harness_python = harness_python  # the image's python too, but in a rehearsal
-        self.serve_module = SERVE_MODULES[
-            0
-        ]  # what `transformers serve` is run as (the install step finds it)
+        # what `transformers serve` is run as (the install step finds it)
+        self.serve_module = SERVE_MODULES[0]
         self.site = work / "site"
         self.t0 = time.monotonic()
         self.deadline = self.t0 + budget_s
