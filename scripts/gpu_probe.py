@@ -114,7 +114,8 @@ def main() -> int:
     ]
     write_json_atomic(out / "summary.json", {"schema_version": 1, "node": "gpu-probe", "points": points})
     cmd = [sys.executable, "-m", "harness", "validate", str(out / "summary.json")]
-    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # keep a wheel folder's
+    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "PYTHONPATH": path}
     table = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     js = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     (out / "validate.txt").write_text(table.stdout + table.stderr + f"exit {table.returncode}\n")

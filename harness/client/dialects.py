@@ -9,6 +9,7 @@ from harness.workloads.prompts import BuiltPrompt
 
 # what follows max_tokens in every OpenAI body: constant, so encoded once
 _OPENAI_TAIL = b',"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0}'
+_STRICT_TAIL = b',"stream":true,"stream_options":{"include_usage":true},"temperature":0}'  # no ignore_eos
 
 
 class StreamState:
@@ -60,7 +61,8 @@ class Dialect:
     # an id) without leaving the fast path. Keep it in step with event().
     read_keys: frozenset[str] = frozenset()
 
-    def __init__(self) -> None:
+    def __init__(self, ignore_eos: bool = True) -> None:
+        self.tail = _OPENAI_TAIL if ignore_eos else _STRICT_TAIL  # the spec's `ignore_eos` (OpenAI bodies)
         self.templates: list = []  # fast-path templates proven on this run's streams (harness.client.fastpath)
         self.finals: list = []  # final templates (text + finish reason), kept apart from the text ones
         self.final_tries = FINAL_TRIES  # attempts left to learn one
@@ -88,14 +90,15 @@ def _openai_common(st: StreamState, obj: dict) -> None:
         st.sim_time = s
 
 
-def _openai_body(model: str, key: bytes, payload: Any, max_tokens: int) -> bytes:
+def _openai_body(model: str, key: bytes, payload: Any, max_tokens: int, tail: bytes = _OPENAI_TAIL) -> bytes:
     """Streamed, fixed-length (ignore_eos), greedy request with usage in the stream.
 
     The bytes json.dumps gives for {model, key: payload, max_tokens, stream, stream_options, ignore_eos,
-    temperature}, with only the parts that change encoded per request.
+    temperature}, with only the parts that change encoded per request (`tail`: _STRICT_TAIL leaves
+    ignore_eos out).
     """
     return b"".join(
-        (b'{"model":', dumps(model), key, dumps(payload), b',"max_tokens":', dumps(max_tokens), _OPENAI_TAIL)
+        (b'{"model":', dumps(model), key, dumps(payload), b',"max_tokens":', dumps(max_tokens), tail)
     )
 
 
@@ -105,7 +108,7 @@ class OpenAIChat(Dialect):
     read_keys = frozenset(("choices", "usage", "timings", "error", "sim_time"))
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _openai_body(model, b',"messages":', prompt.payload, max_tokens)
+        return _openai_body(model, b',"messages":', prompt.payload, max_tokens, self.tail)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
@@ -136,7 +139,7 @@ class OpenAICompletions(Dialect):
     read_keys = frozenset(("choices", "usage", "timings", "error", "sim_time"))
 
     def body(self, model: str, prompt: BuiltPrompt, max_tokens: int) -> bytes:
-        return _openai_body(model, b',"prompt":', prompt.payload, max_tokens)
+        return _openai_body(model, b',"prompt":', prompt.payload, max_tokens, self.tail)
 
     def event(self, st: StreamState, obj: Any) -> bool:
         tok = False
@@ -215,5 +218,5 @@ def normalize_base_url(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-def get_dialect(api: str) -> Dialect:
-    return DIALECTS[api]()
+def get_dialect(api: str, ignore_eos: bool = True) -> Dialect:
+    return DIALECTS[api](ignore_eos)

@@ -75,6 +75,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--lock-clocks", type=int, metavar="MHZ", help="lock the GPUs' SM clock for the run (needs root)"
     )
     p.add_argument(
+        "--telemetry-interval-s",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="NVML sampling interval (default 0.2; 0.01 samples at the sampler's full rate, for the "
+        "prefill-window clock of short prefills)",
+    )
+    p.add_argument(
         "--min-free-mb", type=int, default=100, help="refuse to start with less free disk (default 100)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -89,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep import bench, pipeline, plan
     from harness.sweep.suites import suite_files
 
+    if not args.telemetry_interval_s > 0:
+        raise HarnessError(f"--telemetry-interval-s {args.telemetry_interval_s}: must be > 0")
     kind, why = choose_kind(args.server_kind, args.sglang_python)
     sglang_python = args.sglang_python
     if kind == "sglang-cpu":
@@ -130,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         card_profile=args.card_profile,
         quiet=args.quiet,
         lock_clocks=args.lock_clocks,
+        telemetry_interval_s=args.telemetry_interval_s,
         min_free_mb=args.min_free_mb,
         suite=None if args.spec else args.suite,
         argv=["harness", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else ["harness", "bench"],

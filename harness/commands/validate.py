@@ -143,6 +143,7 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
         ("server", "text"),
         ("sweep", "text"),
         ("SM MHz\nbusy/floor", "num"),
+        ("prefill\nMHz/n", "num"),
         ("thermal\n%/max °C", "num"),
         ("cache", "word"),
         ("verdict", "word"),
@@ -160,6 +161,9 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
                     _sweep(r.sweep),
                     _pair_cell(_mhz(r.busy_median_sm_clock_mhz), _mhz(r.floor_mhz)),
                     _pair_cell(
+                        _mhz(r.prefill_median_sm_clock_mhz), "-" if r.n_prefill is None else str(r.n_prefill)
+                    ),
+                    _pair_cell(
                         "-" if tf is None else f"{tf:.0%}",
                         "-" if r.temp_max_c is None else f"{r.temp_max_c:.0f}",
                     ),
@@ -173,6 +177,7 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
         ("sweep", "text"),
         ("A / B", "text"),
         ("SM MHz\nA/B", "num"),
+        ("clock", "word"),
         ("ratio\n×", "num"),
         ("verdict", "word"),
         ("reason", "text"),
@@ -184,6 +189,7 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
                 _sweep(r.sweep),
                 f"{r.a} / {r.b}",
                 _pair_cell(_mhz(r.clock_a_mhz), _mhz(r.clock_b_mhz)),
+                {"prefill-window": "prefill", "busy-median": "busy"}.get(r.clock_basis or "", "-"),
                 "-" if r.ratio is None else f"{r.ratio:.2f}",
                 _verdict(r),
                 escape(short_reason(r.to_json())),

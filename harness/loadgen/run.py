@@ -155,7 +155,7 @@ class _Run:
             headers,
             timeouts,
         )
-        self.dialect = get_dialect(api)
+        self.dialect = get_dialect(api, load.ignore_eos)
         self.builder = PromptBuilder(schedule, api)
         # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
         # run's memory does not grow with the trace; multi-turn: below; the rest are queued whole at the start

@@ -45,9 +45,18 @@ def _complete(folder: Path) -> bool:
     return (folder / "model.json").is_file() and all((folder / f).is_file() for f in HF_FILES)
 
 
-def make_hf_model(python: Path, shape: ModelShape = HF_SHAPE, log=print) -> HfModel:  # noqa: ANN001
-    """The model folder: reused when complete, else made with `python` (the vLLM venv's) in ~10 s."""
-    folder = hf_model_dir(shape)
+def make_hf_model(
+    python: Path,
+    shape: ModelShape = HF_SHAPE,
+    log=print,  # noqa: ANN001
+    *,
+    folder: Path | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> HfModel:
+    """The model folder (default: in the cache, by shape): reused when complete, else made with `python`
+    (a venv's with torch + transformers) in ~10 s; `dtype`/`device` as hf_weights.py takes them."""
+    folder = folder if folder is not None else hf_model_dir(shape)
     say = log or (lambda _m: None)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -65,7 +74,15 @@ def make_hf_model(python: Path, shape: ModelShape = HF_SHAPE, log=print) -> HfMo
         if not all(s in ids for s in SPECIAL_TOKENS):
             raise PrepareError("tokenizer", f"{tok_path} lacks the special tokens {SPECIAL_TOKENS}")
         t1 = time.monotonic()
-        arg = json.dumps({"shape": asdict(shape), "eos_id": ids[IM_END], "pad_id": ids[ENDOFTEXT]})
+        arg = json.dumps(
+            {
+                "shape": asdict(shape),
+                "eos_id": ids[IM_END],
+                "pad_id": ids[ENDOFTEXT],
+                "dtype": dtype,
+                "device": device,
+            }
+        )
         r = subprocess.run(
             [str(python), str(WEIGHTS_SCRIPT), str(folder), arg],
             capture_output=True,
@@ -77,7 +94,9 @@ def make_hf_model(python: Path, shape: ModelShape = HF_SHAPE, log=print) -> HfMo
             tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
             raise PrepareError("hf-model", f"writing weights with {python} failed: {' | '.join(tail)}")
         seconds["weights"] = round(time.monotonic() - t1, 2)
-        (folder / "model.json").write_text(json.dumps({"shape": asdict(shape), "seconds": seconds}) + "\n")
+        params = next((ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("params ")), None)
+        info = {"shape": asdict(shape), "seconds": seconds, "dtype": dtype, "params": params and int(params)}
+        (folder / "model.json").write_text(json.dumps(info) + "\n")
         say(
             f"[hf-model] made {folder} (tokenizer {seconds['tokenizer']:.1f} s, weights {seconds['weights']:.1f} s)"
         )

@@ -89,6 +89,7 @@ def experiment_rows(summary: Summary | Mapping[str, Any], exp: str) -> list[dict
                     "seed": seed,
                     "status": sd.status,
                     "sm_clock_busy_median_mhz": sd.telemetry.busy_median_sm_clock_mhz,
+                    "sm_clock_prefill_window_mhz": sd.telemetry.prefill_median_sm_clock_mhz,
                     "verdict": None,
                     "verdict_reasons": None,
                     **sweep,
@@ -103,6 +104,9 @@ def experiment_rows(summary: Summary | Mapping[str, Any], exp: str) -> list[dict
                 "seed": None,
                 "status": p.status,
                 "sm_clock_busy_median_mhz": p.telemetry.busy_median_sm_clock_mhz if p.telemetry else None,
+                "sm_clock_prefill_window_mhz": p.telemetry.prefill_median_sm_clock_mhz
+                if p.telemetry
+                else None,
                 "verdict": verdict_word(p.verdict),
                 "verdict_reasons": reasons_text(p.verdict),
                 **sweep,

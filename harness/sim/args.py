@@ -229,7 +229,22 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
         type=float,
         default=None,
         metavar="MHZ",
-        help="SM clock the prefill compute runs at (default: the card's typical sustained clock)",
+        help="SM clock prefill and decode compute run at (default: the card's typical sustained clock)",
+    )
+    sim.add_argument(
+        "--sim-prefill-sm-clock-mhz",
+        type=float,
+        default=None,
+        metavar="MHZ",
+        help="the prefill forward's SM clock alone (default: --sim-sm-clock-mhz): a card's prefill-window clock",
+    )
+    sim.add_argument(
+        "--sim-decode-sm-clock-mhz",
+        type=float,
+        default=None,
+        metavar="MHZ",
+        help="the decode step's SM clock alone (default: --sim-sm-clock-mhz): e.g. a busy-median below the "
+        "prefill-window clock",
     )
     sim.add_argument(
         "--time-scale",
@@ -357,7 +372,12 @@ def validate(ns: argparse.Namespace) -> None:
 
     ns.card_profile = ns.card or ns.card_profile or DEFAULT_PROFILE
     ns.sim_profile = resolve_profile(
-        ns.card_profile, ns.model_path, getattr(ns, "sim_sm_clock_mhz", None), warn=warn
+        ns.card_profile,
+        ns.model_path,
+        getattr(ns, "sim_sm_clock_mhz", None),
+        warn=warn,
+        prefill_sm_clock_mhz=getattr(ns, "sim_prefill_sm_clock_mhz", None),
+        decode_sm_clock_mhz=getattr(ns, "sim_decode_sm_clock_mhz", None),
     )
     for name in ("max_total_tokens", "max_running_requests"):
         v = getattr(ns, name)

@@ -153,7 +153,8 @@ class PhysicsProfile(CardProfile):
 
     hw: Card | None = None
     shape: ModelShape | None = None
-    sm_clock_mhz: float = 0.0
+    sm_clock_mhz: float = 0.0  # the prefill forward's SM clock
+    decode_sm_clock_mhz: float = 0.0  # the decode step's; 0: the same as the prefill's
     eta_bw: float = ETA_BW
     eta_c: float = ETA_C
 
@@ -168,6 +169,14 @@ class PhysicsProfile(CardProfile):
         """Effective FLOP/s at the modelled SM clock."""
         assert self.hw is not None
         return self.eta_c * self.hw.bf16_tflops * 1e12 * self.sm_clock_mhz / self.hw.sm_max_mhz
+
+    @property
+    def decode_flops(self) -> float:
+        """Effective FLOP/s of a decode step: a card may run decode at another clock than its prefills
+        (the prefill-window clock vs the busy-median, docs/telemetry.md)."""
+        assert self.hw is not None
+        mhz = self.decode_sm_clock_mhz or self.sm_clock_mhz
+        return self.eta_c * self.hw.bf16_tflops * 1e12 * mhz / self.hw.sm_max_mhz
 
     # --- CardProfile's interface -------------------------------------------------------------------
     def prefill_time(self, new_tokens: int, cached_before: int) -> float:
@@ -198,7 +207,7 @@ class PhysicsProfile(CardProfile):
         compute = (
             batch_size * (s.linear_flops_per_token + s.lm_head_flops)
             + s.attn_flops_per_ctx_token * context_tokens
-        ) / self.flops
+        ) / self.decode_flops
         return max(memory, compute) + DECODE_PER_SEQ_S * batch_size
 
     def host_memory_bytes(self, pool_tokens: int) -> float | None:
@@ -220,8 +229,13 @@ class PhysicsProfile(CardProfile):
         return (
             f"{self.name}: {self.hw.gpu} ({self.hw.bw_gb_s:g} GB/s x eta_bw {self.eta_bw:.2f}, "
             f"{self.hw.bf16_tflops:g} TFLOPS bf16 x eta_c {self.eta_c:.2f} at {self.sm_clock_mhz:.0f}/"
-            f"{self.hw.sm_max_mhz:.0f} MHz), {self.shape.describe()}; pool {self.default_pool_tokens:,} tokens"
+            f"{self.hw.sm_max_mhz:.0f} MHz{self._decode_clock()}), {self.shape.describe()}; "
+            f"pool {self.default_pool_tokens:,} tokens"
         )
+
+    def _decode_clock(self) -> str:
+        d = self.decode_sm_clock_mhz
+        return f", decode at {d:.0f} MHz" if d and d != self.sm_clock_mhz else ""
 
 
 def default_pool_tokens(hw: Card, shape: ModelShape) -> int:
@@ -229,7 +243,9 @@ def default_pool_tokens(hw: Card, shape: ModelShape) -> int:
     return pool_tokens(hw, shape)
 
 
-def physics_profile(hw: Card, shape: ModelShape, sm_clock_mhz: float) -> PhysicsProfile:
+def physics_profile(
+    hw: Card, shape: ModelShape, sm_clock_mhz: float, decode_sm_clock_mhz: float = 0.0
+) -> PhysicsProfile:
     chunk, max_bs = sglang_defaults(hw)
     kv = shape.kv_bytes_per_token
     probe = PhysicsProfile(
@@ -253,6 +269,7 @@ def physics_profile(hw: Card, shape: ModelShape, sm_clock_mhz: float) -> Physics
         hw=hw,
         shape=shape,
         sm_clock_mhz=sm_clock_mhz,
+        decode_sm_clock_mhz=decode_sm_clock_mhz,
     )
     # the summary figures a reader of to_dict() wants: linear prefill rate, batch-1 decode step, KV read
     return replace(
@@ -271,11 +288,20 @@ def known_names() -> list[str]:
 
 
 def resolve_profile(
-    card: str, model_path: str | None = None, sm_clock_mhz: float | None = None, *, warn=None
+    card: str,
+    model_path: str | None = None,
+    sm_clock_mhz: float | None = None,
+    *,
+    warn=None,
+    prefill_sm_clock_mhz: float | None = None,
+    decode_sm_clock_mhz: float | None = None,
 ) -> CardProfile:
     """The timing profile of `card` (a card name, an alias such as l4-8b, or tiny-test) running the model
     `model_path` names (a local folder's config.json or a built-in; else Llama-3.1-8B-Instruct, with a
-    `warn` line when a path was given but not found). Bad input raises HarnessError."""
+    `warn` line when a path was given but not found). Bad input raises HarnessError.
+
+    `sm_clock_mhz` is the SM clock of both prefill and decode (default: the card's typical sustained
+    clock); `prefill_sm_clock_mhz` / `decode_sm_clock_mhz` set one of them apart."""
     if card in LEGACY:
         return LEGACY[card]
     name = ALIASES.get(card, card)
@@ -298,11 +324,15 @@ def resolve_profile(
             f"--model-path {model_path}: {shape.name}'s {shape.weight_bytes / 1e9:.1f} GB of bf16 weights do not"
             f" fit {hw.gpu}'s {hw.mem_gb:g} GB"
         )
-    if sm_clock_mhz is not None and not 0 < sm_clock_mhz <= hw.sm_max_mhz * 1.2:
-        raise HarnessError(
-            f"--sim-sm-clock-mhz: {sm_clock_mhz:g} is outside (0, {hw.sm_max_mhz * 1.2:.0f}] for {hw.gpu}"
-        )
-    return physics_profile(hw, shape, sm_clock_mhz or hw.sm_typical_mhz)
+    for flag, mhz in (
+        ("--sim-sm-clock-mhz", sm_clock_mhz),
+        ("--sim-prefill-sm-clock-mhz", prefill_sm_clock_mhz),
+        ("--sim-decode-sm-clock-mhz", decode_sm_clock_mhz),
+    ):
+        if mhz is not None and not 0 < mhz <= hw.sm_max_mhz * 1.2:
+            raise HarnessError(f"{flag}: {mhz:g} is outside (0, {hw.sm_max_mhz * 1.2:.0f}] for {hw.gpu}")
+    both = sm_clock_mhz or hw.sm_typical_mhz
+    return physics_profile(hw, shape, prefill_sm_clock_mhz or both, decode_sm_clock_mhz or both)
 
 
 def get_profile(name: str) -> CardProfile:

@@ -15,7 +15,7 @@ from harness.errors import SpecError
 ARRIVALS = ("poisson", "constant", "gamma")
 THINK_DISTRIBUTIONS = ("constant", "exponential", "lognormal")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-LOAD_KEYS = ("arrival", "burstiness", "think_time_s", "warmup_requests", "duration_s", "slo")
+LOAD_KEYS = ("arrival", "burstiness", "think_time_s", "warmup_requests", "duration_s", "slo", "ignore_eos")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class LoadSettings:
     warmup_requests: int = 0
     duration_s: float | None = None
     slo: dict[str, float] | None = None  # subset of SLO_KEYS -> bound in ms
+    # OpenAI bodies carry SGLang's/vLLM's `ignore_eos` (fixed-length answers); false leaves it out, for a
+    # strict OpenAI server that refuses unknown fields (transformers serve answers 422)
+    ignore_eos: bool = True
 
 
 def parse_load_settings(raw: dict[str, Any], f: str, has_rate: bool, kind: str) -> LoadSettings:
@@ -54,6 +57,9 @@ def parse_load_settings(raw: dict[str, Any], f: str, has_rate: bool, kind: str) 
     if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
         raise SpecError(f, "warmup_requests", f"expected a non-negative integer, got {warmup!r}")
     duration = raw.get("duration_s")
+    ignore_eos = raw.get("ignore_eos", True)
+    if not isinstance(ignore_eos, bool):
+        raise SpecError(f, "ignore_eos", f"expected true or false, got {ignore_eos!r}")
     return LoadSettings(
         arrival=arrival,
         burstiness=burstiness,
@@ -61,6 +67,7 @@ def parse_load_settings(raw: dict[str, Any], f: str, has_rate: bool, kind: str) 
         warmup_requests=warmup,
         duration_s=None if duration is None else _positive(duration, f, "duration_s"),
         slo=_slo(raw.get("slo"), f),
+        ignore_eos=ignore_eos,
     )
 
 

@@ -18,7 +18,7 @@ from harness import metrics, serverlog
 from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
-from harness.telemetry.stats import point_stats
+from harness.telemetry.stats import point_stats, prefill_windows
 
 DISAGREE_POINTS = 2.0  # hit-rate sources further apart than this (percentage points) are flagged
 EVIDENCE_LINES = 4
@@ -362,13 +362,18 @@ def counter_figures(sc: SeedCapture) -> dict[str, Any]:
 
 
 def telemetry_stats(
-    samples: list[dict[str, Any]] | None, status: str | None, output_tokens: int | None
+    samples: list[dict[str, Any]] | None,
+    status: str | None,
+    output_tokens: int | None,
+    requests: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """harness.telemetry.stats.point_stats over the samples; only a status when there are none."""
+    """harness.telemetry.stats.point_stats over the samples, with the prefill windows of `requests`;
+    only a status when there are no samples."""
     if samples is None:
         return {"status": status or "absent"}
     try:
-        return dict(point_stats(samples, output_tokens, status))
+        windows = prefill_windows(requests) if requests is not None else None
+        return dict(point_stats(samples, output_tokens, status, windows))
     except Exception as e:  # noqa: BLE001 - a bad sample file must not stop the summary
         return {"status": f"stats failed ({type(e).__name__}: {e})", "n_samples": None}
 

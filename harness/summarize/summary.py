@@ -273,7 +273,7 @@ def _summarize_point(
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None
-        stats = telemetry_stats(sc.telemetry, tel_status, fig.get("output_tokens"))
+        stats = telemetry_stats(sc.telemetry, tel_status, fig.get("output_tokens"), sc.requests)
         if sc.telemetry:
             any_samples = True
             all_samples += sc.telemetry
@@ -298,7 +298,8 @@ def _summarize_point(
     replicas_median(median, used)
     first_status = next((sc.point.get("telemetry_status") for sc in seeds if sc.point), None)
     out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
-    tel = telemetry_stats(all_samples if any_samples else None, first_status, out_tokens)
+    all_requests = [r for sc in seeds for r in sc.requests]
+    tel = telemetry_stats(all_samples if any_samples else None, first_status, out_tokens, all_requests)
     sweep = dict(seeds[0].sweep)
     wl = _workload_at(spec, sweep)
     to_keep = None

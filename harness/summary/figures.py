@@ -310,8 +310,14 @@ class Telemetry(Record):
     n_gpus: StrictInt | None = None
     n_busy: StrictInt | None = Field(None, description="samples with gpu_util >= 50%")
     busy_median_sm_clock_mhz: Num | None = Field(
-        None, description="median SM clock over busy samples, of the governing GPU"
+        None, description="median SM clock over busy samples, of the governing GPU: what throughput ran at"
     )
+    prefill_median_sm_clock_mhz: Num | None = Field(
+        None,
+        description="median SM clock over the samples taken while any request was between send and first "
+        "token (the prefill window), of the GPU slowest in it: what TTFT ran at; null without request records",
+    )
+    n_prefill: StrictInt | None = Field(None, description="samples in the prefill window")
     max_sm_clock_mhz: Num | None = Field(None, description="the part's max SM clock")
     thermal_fraction: Num | None = Field(None, description="share of samples with a thermal throttle flag")
     hw_slowdown: StrictBool | None = None

@@ -44,10 +44,15 @@ class ClockVerdict(Record):
     """Can this point's timings be trusted: harness.verdicts.point_verdict(telemetry, verdict_thresholds)."""
 
     verdict: StrictStr = Field(
-        description="ok, below-floor, thermal, hw-slowdown, power-brake or no-telemetry"
+        description="ok, below-floor, prefill-below-floor, thermal, hw-slowdown, power-brake or no-telemetry"
     )
     reasons: list[StrictStr] = Field(default_factory=list, description="every reason that applies, in full")
     flagged: StrictBool = Field(description="counts against `harness validate`'s exit code")
+    clock_basis: StrictStr | None = Field(
+        None,
+        description="the clock the verdict judged: `busy-median` (throughput), `prefill-window` (TTFT: "
+        "prefill-below-floor); null without telemetry",
+    )
 
 
 class FirstRequestOver(Record):
@@ -87,9 +92,16 @@ class Pair(Record):
     point_key: StrictStr | None = None
     a: StrictStr | None = None
     b: StrictStr | None = None
-    clock_a_mhz: Num | None = Field(None, description="a's busy-median SM clock")
+    clock_a_mhz: Num | None = Field(None, description="a's SM clock on `clock_basis`")
     clock_b_mhz: Num | None = None
     ratio: Num | None = Field(None, description="the faster clock / the slower")
+    clock_basis: StrictStr | None = Field(
+        None,
+        description="the clock judged: `prefill-window` (a TTFT comparison: the default), `busy-median` when "
+        "either point has too few prefill-window samples (the reasons say so)",
+    )
+    busy_a_mhz: Num | None = Field(None, description="a's busy-median SM clock (what its throughput ran at)")
+    busy_b_mhz: Num | None = None
     verdict: StrictStr = Field(description="ok, clock-confounded or no-telemetry")
     reasons: list[StrictStr] = Field(default_factory=list)
     flagged: StrictBool = False

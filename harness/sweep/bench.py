@@ -83,6 +83,7 @@ class _Sweep:
     prompt_maker: PromptMaker
     retries: int
     log: Log
+    telemetry_interval_s: float = 0.2
 
 
 # ------------------------------------------------------------------ the loop
@@ -236,14 +237,19 @@ def _wait_exit(proc: ServerProcess | ReplicaGroup, within_s: float) -> None:
 # ------------------------------------------------------------------ launch path (`harness bench`)
 
 
-def _telemetry_factory(profile: ServerProfile, split: list[str | None] | None = None) -> Telemetry:
+def _telemetry_factory(
+    profile: ServerProfile, split: list[str | None] | None = None, interval_s: float = 0.2
+) -> Telemetry:
     # a command that runs the sim (engine: sim) has no GPU either; a replicas profile samples its workers' GPUs
+    # a command's own argument list counts too (`transformers serve … --device cpu` has no GPU to watch)
     gpus, reason = sampling_plan(
-        "sim" if profile.engine_name == "sim" else profile.launch, profile.env, profile.args
+        "sim" if profile.engine_name == "sim" else profile.launch,
+        profile.env,
+        [*profile.args, *profile.command],
     )
     if split and any(split):
         gpus = [g for part in split if part for g in part.split(",")]
-    return lambda pdir: open_sampler(pdir, gpus, interval_s=0.2, null_reason=reason)
+    return lambda pdir: open_sampler(pdir, gpus, interval_s=interval_s, null_reason=reason)
 
 
 def write_bench_manifest(
@@ -305,7 +311,12 @@ def run_server_points(
         record_server(plan.edir, name, server_version=version, last_pid=proc.pid)
         log(f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid})")
         sweep_server(
-            dataclasses.replace(sw, telemetry=_telemetry_factory(sp.profile, sp.gpus)), sp, proc, outcome
+            dataclasses.replace(
+                sw, telemetry=_telemetry_factory(sp.profile, sp.gpus, sw.telemetry_interval_s)
+            ),
+            sp,
+            proc,
+            outcome,
         )
     except ServerError as e:
         outcome.server_failures.append(f"{spec.name}/{name}: {e}")
@@ -356,7 +367,9 @@ def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | No
     """What every server of one experiment shares (telemetry is set per server)."""
     retries = opts.retries if retries is None else retries
     maker = load_prompt_maker(spec.tokenizer)
-    return _Sweep(spec, opts.node, opts.capture, opts.quiet, None, maker, retries, log)
+    return _Sweep(
+        spec, opts.node, opts.capture, opts.quiet, None, maker, retries, log, opts.telemetry_interval_s
+    )
 
 
 def sweep_started(

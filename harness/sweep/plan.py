@@ -47,6 +47,9 @@ class BenchOptions:
     card_profile: str | None = None
     quiet: bool = False
     lock_clocks: int | None = None
+    telemetry_interval_s: float = (
+        0.2  # NVML sampling interval: lower for a prefill-window clock on short prefills
+    )
     min_free_mb: int = 100
     suite: str | None = (
         None  # the named suite being run: a replicas experiment short of GPUs is skipped, not refused

@@ -4,7 +4,8 @@ The harness never installs it by itself: tests and scripts/validate_example.py p
 on purpose, so it lives in the package those scripts may import (they import only `harness`).
 
 Each query has a script key; call i of that query on a GPU returns script[key][i] (the last value
-repeats). The sampler's probe makes call 0, so sample k sees index k + 1. Keys in `unsupported`
+repeats). The sampler's probe makes call 0, so sample k sees index k + 1. A script value that is callable
+is called at each read instead: a clock driven by the test's own state (e.g. high only during prefills). Keys in `unsupported`
 raise NVMLError_NotSupported; `fail_at[key]` lists call indices that raise NVMLError_Unknown.
 """
 
@@ -70,7 +71,7 @@ class FakeGpu:
     max_sm: int = 1980
     max_mem: int = 2619
     slowdown_temp: int = 90
-    script: dict[str, list[Any]] = field(default_factory=dict)
+    script: dict[str, Any] = field(default_factory=dict)  # key -> list of values, or a callable
     unsupported: set[str] = field(default_factory=set)
     fail_at: dict[str, set[int]] = field(default_factory=dict)
     event_reasons: bool = True  # False: the driver lacks nvmlDeviceGetCurrentClocksEventReasons
@@ -133,6 +134,8 @@ def make_module(
         if i in g.fail_at.get(key, set()):
             raise err("Unknown")
         seq = g.script.get(key)
+        if callable(seq):
+            return seq()
         if not seq:
             return DEFAULTS[key]
         return seq[min(i, len(seq) - 1)]

@@ -65,7 +65,12 @@ def _stored_verdicts(summary: Summary, source: str) -> tuple[list[dict[str, Any]
                 "(the summary records verdict_thresholds)"
             )
         verdicts.append(
-            {"verdict": p.verdict.verdict, "reasons": p.verdict.reasons, "flagged": p.verdict.flagged}
+            {
+                "verdict": p.verdict.verdict,
+                "reasons": p.verdict.reasons,
+                "flagged": p.verdict.flagged,
+                "clock_basis": p.verdict.clock_basis,
+            }
         )
     if "pairs" not in summary:
         raise HarnessError(f"{source}: pairs: expected a list (the summary records verdict_thresholds)")
@@ -141,6 +146,8 @@ def judge(summary: Any, thresholds: Thresholds | None = None, source: str = "sum
                 server=p.server,
                 sweep=p.get("sweep"),
                 busy_median_sm_clock_mhz=tel.busy_median_sm_clock_mhz,
+                prefill_median_sm_clock_mhz=tel.prefill_median_sm_clock_mhz,
+                n_prefill=tel.n_prefill,
                 max_sm_clock_mhz=tel.max_sm_clock_mhz,
                 floor_mhz=floor_mhz(tel, th) if tel.n_samples else None,
                 thermal_fraction=tel.thermal_fraction,

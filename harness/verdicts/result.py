@@ -18,6 +18,8 @@ class PointRow(Record):
     server: StrictStr
     sweep: JsonValue = None
     busy_median_sm_clock_mhz: Num | None = None
+    prefill_median_sm_clock_mhz: Num | None = None
+    n_prefill: StrictInt | None = None
     max_sm_clock_mhz: Num | None = None
     floor_mhz: Num | None = Field(None, description="the clock floor it was judged against")
     thermal_fraction: Num | None = None
@@ -27,6 +29,7 @@ class PointRow(Record):
     verdict: StrictStr
     reasons: list[StrictStr] = Field(default_factory=list)
     flagged: StrictBool
+    clock_basis: StrictStr | None = Field(None, description="busy-median or prefill-window")
     client_late: StrictBool = False
 
 

@@ -12,7 +12,14 @@ from harness.summary import Record
 
 WARM_STATES = ("warm-start", "cache-not-cold")
 
-CLOCK_PROBLEMS = ("below-floor", "thermal", "hw-slowdown", "power-brake", "clock-confounded")
+CLOCK_PROBLEMS = (
+    "below-floor",
+    "prefill-below-floor",
+    "thermal",
+    "hw-slowdown",
+    "power-brake",
+    "clock-confounded",
+)
 SIM_CARD = "the sim's model of a card, not a card"
 
 
@@ -58,6 +65,9 @@ def short_reason(row: dict[str, Any], telemetry: dict[str, Any] | Record | None 
             parts.append(f"SM {clock:.0f} < {floor:.0f} MHz")
         else:
             parts.append(f"SM {clock:.0f} MHz < floor" if clock else "SM clock below floor")
+    elif verdict == "prefill-below-floor":
+        clock, floor = tel.get("prefill_median_sm_clock_mhz"), tel.get("floor_mhz")
+        parts.append(f"prefill {clock:.0f} < {floor:.0f}" if clock and floor else "prefill clock < floor")
     elif verdict == "thermal":
         tf = tel.get("thermal_fraction")
         parts.append(f"thermal in {tf:.0%}" if isinstance(tf, int | float) else "thermal throttling")
@@ -67,7 +77,8 @@ def short_reason(row: dict[str, Any], telemetry: dict[str, Any] | Record | None 
         parts.append("power brake")
     elif verdict == "clock-confounded":
         ratio = row.get("ratio")
-        parts.append(f"clocks {ratio:.2f}x apart" if ratio else "clocks differ")
+        basis = "prefill " if row.get("clock_basis") == "prefill-window" else ""
+        parts.append(f"{basis}clocks {ratio:.2f}x apart" if ratio else "clocks differ")
     elif verdict == "ok" and any("floor not judged" in str(r) for r in row.get("reasons") or []):
         parts.append("idle: floor not judged")
     elif verdict == "ok":

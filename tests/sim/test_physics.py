@@ -105,6 +105,32 @@ def test_prefill_scales_with_sm_clock_and_has_a_weight_floor():
     assert resolve_profile("l4", "Qwen/Qwen3-8B").sm_clock_mhz == CARDS["l4"].sm_typical_mhz
 
 
+def test_prefill_and_decode_clocks_split():
+    """A card that runs its prefills at one clock and decode at another (issue 38): each step type
+    takes its own; --sim-sm-clock-mhz sets both, the split flags one apart."""
+    both = resolve_profile("l4", "Qwen/Qwen3-8B", 788)
+    split = resolve_profile("l4", "Qwen/Qwen3-8B", prefill_sm_clock_mhz=1900, decode_sm_clock_mhz=788)
+    fast = resolve_profile("l4", "Qwen/Qwen3-8B", 1900)
+    big = [(4096, 0)]
+    assert split.batch_prefill_time(big) == pytest.approx(fast.batch_prefill_time(big))
+    assert split.batch_prefill_time(big) < both.batch_prefill_time(big) / 2
+    # a compute-bound decode step (a big batch) runs at the decode clock; a memory-bound one ignores clocks
+    assert split.decode_time(1024, 0) == pytest.approx(both.decode_time(1024, 0))
+    assert split.decode_time(1024, 0) > fast.decode_time(1024, 0) * 2
+    assert split.decode_time(1, 0) == pytest.approx(fast.decode_time(1, 0))
+    assert "at 1900/2040 MHz, decode at 788 MHz" in split.describe()
+    assert "decode at" not in fast.describe()
+    ns = build_parser().parse_args(
+        ["--card", "l4", "--sim-sm-clock-mhz", "1500", "--sim-decode-sm-clock-mhz", "465"]
+    )
+    assert (ns.sim_profile.sm_clock_mhz, ns.sim_profile.decode_sm_clock_mhz) == (1500, 465)
+    ns = build_parser().parse_args(["--card", "l4", "--sim-prefill-sm-clock-mhz", "1900"])
+    assert (ns.sim_profile.sm_clock_mhz, ns.sim_profile.decode_sm_clock_mhz) == (
+        1900,
+        CARDS["l4"].sm_typical_mhz,
+    )
+
+
 def test_aliases_and_model_path():
     legacy = get_profile("l4-8b")
     assert legacy.hw is CARDS["l4"] and legacy.model == "Llama-3.1-8B-Instruct"
@@ -121,6 +147,8 @@ def test_aliases_and_model_path():
         (["--card", "v100"], "unknown card 'v100'"),
         (["--card", "l4", "--model-path", "Qwen/Qwen3-30B-A3B"], "do not fit NVIDIA L4"),
         (["--card", "l4", "--sim-sm-clock-mhz", "5000"], "--sim-sm-clock-mhz"),
+        (["--card", "l4", "--sim-decode-sm-clock-mhz", "0"], "--sim-decode-sm-clock-mhz: 0 is outside"),
+        (["--card", "l4", "--sim-prefill-sm-clock-mhz", "9999"], "--sim-prefill-sm-clock-mhz"),
     ],
 )
 def test_bad_card_input_is_one_line(argv, needle, capsys):

@@ -59,7 +59,7 @@ def _point(
 
 def test_point_ok() -> None:
     v = point_verdict(point_stats(_samples(1600)), Thresholds())
-    assert v == {"verdict": "ok", "reasons": [], "flagged": False}
+    assert v == {"verdict": "ok", "reasons": [], "flagged": False, "clock_basis": "busy-median"}
 
 
 def test_point_below_absolute_and_relative_floor() -> None:
@@ -103,6 +103,7 @@ def test_point_no_telemetry_flagged_unless_there_was_no_gpu() -> None:
         "verdict": "no-telemetry",
         "reasons": ["sim server: no GPU to sample"],
         "flagged": False,
+        "clock_basis": None,
     }
     lib = point_stats([{"kind": "header", "status": "no NVML: libnvidia-ml.so.1 not found"}])
     assert point_verdict(lib)["verdict"] == "no-telemetry" and point_verdict(lib)["flagged"]
