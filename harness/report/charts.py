@@ -228,7 +228,8 @@ def workers(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
     pts_.sort(key=lambda p: (p.server, p.point_key))
     multi = len({p.point_key for p in pts_}) > 1
     names = sorted({w for p in pts_ for w in p.median.get("workers") or {}})
-    fig, (ax_hit, ax_share) = plt.subplots(1, 2, figsize=(10, 4.2))
+    wide = max(8.0, 0.55 * len(pts_) * max(1, len(names)) ** 0.5 + 2)  # a bar group per server x point
+    fig, (ax_hit, ax_share) = plt.subplots(2, 1, figsize=(wide, 7.4), sharex=True)
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(pts_))]
@@ -237,16 +238,18 @@ def workers(summary: Any, exp: str, points: Points, path: Path) -> Path | None:
             ax.bar(xs, [v * 100 if isinstance(v, int | float) else 0 for v in vals], width, label=name)
     labels = [f"{p.server}\n{p.point_key}" if multi else p.server for p in pts_]
     for ax, title, ylabel in (
-        (ax_hit, "hit rate per worker", "hit rate: cached / prompt tokens (%)"),
-        (ax_share, "share of the prefill work", "prefill tokens / all workers' (%)"),
+        (ax_hit, "hit rate per worker", "hit rate (%)"),
+        (ax_share, "share of the prefill work (dashes: an even split)", "prefill share (%)"),
     ):
-        ax.set_xticks(range(len(pts_)), labels, fontsize=8)
         ax.set_ylim(0, 100)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{exp}: {title}", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    ax_share.axhline(100 / len(names), color="0.4", linestyle="--", linewidth=1, label="even split")
-    ax_share.legend(fontsize=7)
+    for j, p in enumerate(pts_):  # each point's even split: 1 / its own worker count
+        n = len(p.median.get("workers") or {})
+        ax_share.hlines(100 / n, j - 0.45, j + 0.45, colors="0.3", linestyles="--", linewidth=1)
+    ax_share.set_xticks(range(len(pts_)), labels, fontsize=8, rotation=35, ha="right")
+    ax_hit.legend(fontsize=7, ncol=len(names), loc="upper right")
     _caption(fig, parse_summary(summary), exp)
     return _save(fig, path)
 
