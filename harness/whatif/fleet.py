@@ -391,7 +391,7 @@ def _drive(
             item = heapq.heappop(arrivals)
             req = item[3]
             for q in inflight:
-                q[:] = [x for x in q if x.finish_time is None or x.finish_time > a]
+                q[:] = [x for x in q if x.finish_time is None or x.finish_time >= a]
             i = int(req.rid)
             w = router.select(Request(texts[i], trace.requests[i].key, a), [len(q) for q in inflight])
             worker_of[i] = w
