@@ -1,12 +1,11 @@
 """smg's approximate routing tree for HTTP workers: one character radix tree, every worker a tenant.
 
 The cache_aware policy of SGLang's gateway (smg 1.13.0, crates/kv_index string_tree.rs) never sees the
-workers' caches: it remembers which worker each request text was sent to, in characters, and routes a
-new text to the worker owning the node where its longest match ends. This is that tree, rebuilt with
-the same observable choices (docs/smg-routing.md): the matched node's tenant is the one that created
-it while it still holds the node (else the first tenant left), access times are a global epoch counter
-(a match refreshes one only on every 8th epoch), and eviction trims each tenant's leaves, oldest first,
-to `max_size` characters.
+workers' caches: it remembers which workers each request text was sent to, in characters, and routes a
+new text among the workers holding the node where its longest match ends. This is that tree, with the
+same observable choices (docs/smg-routing.md): edges split where texts part, access times are a global
+epoch counter (a match refreshes one only on every 8th epoch), and eviction trims each tenant's
+leaves, oldest first, to `max_size` characters.
 """
 
 from __future__ import annotations
@@ -14,13 +13,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Match:
-    tenant: int | None  # None: the tree holds no tenant at the matched node ("empty")
+    tenants: tuple[int, ...]  # the workers holding the node where the match ends
     matched_chars: int
     input_chars: int
 
@@ -62,11 +60,10 @@ class CharTree:
             return node.last_tenant, False
         return next(iter(node.tenants), None), True
 
-    def match_and_insert(self, text: str, select: Callable[[Match], int | None]) -> Match:
-        """Match `text`, let `select` pick the worker from the match, and insert `text` for that worker."""
+    def match(self, text: str) -> Match:
+        """The longest match of `text`, and the workers holding the node where it ends."""
         pos = matched = 0
         current = match_node = self.root
-        path: list[_Node] = []
         while pos < len(text):
             child = current.children.get(text[pos])
             if child is None:
@@ -76,33 +73,19 @@ class CharTree:
             match_node = child
             if shared < len(child.text):
                 break
-            path.append(child)
             pos += shared
             current = child
         tenant, slow = self._resolve(match_node)
         if slow:
             match_node.last_tenant = tenant
         epoch = next(self._epoch)
-        if epoch & 0x7 == 0 and tenant is not None:
+        if epoch & 0x7 == 0 and tenant is not None:  # a match refreshes its tenant on every 8th epoch
             match_node.tenants[tenant] = epoch
-        result = Match(tenant, matched, len(text))
-        chosen = select(result)
-        if chosen is None:
-            return result
-        self.root.tenants.setdefault(chosen, 0)
-        self.chars.setdefault(chosen, 0)
-        for node in path:
-            if chosen not in node.tenants:
-                self.chars[chosen] += len(node.text)
-                node.tenants[chosen] = 0
-        if pos == len(text):
-            current.tenants[chosen] = next(self._epoch)
-        else:
-            self._insert_from(current, text, pos, chosen)
-        return result
+        return Match(tuple(match_node.tenants), matched, len(text))
 
     def insert(self, text: str, tenant: int) -> None:
-        """insert_text: the min-load branch records where the text went without matching first."""
+        """Record that `text` went to `tenant` (match_and_insert's insert half: the same nodes, split
+        where the text leaves an edge, the tenant added along the path)."""
         self.root.tenants.setdefault(tenant, 0)
         self.chars.setdefault(tenant, 0)
         self._insert_from(self.root, text, 0, tenant)

@@ -38,7 +38,7 @@ from harness.whatif.replay import (
     ideal_hits,
     tier_seconds,
 )
-from harness.whatif.routing import Request, Router, RouterConfig, make_router, routing_text
+from harness.whatif.routing import PrefixHash, Request, Router, RouterConfig, make_router, routing_text
 
 if TYPE_CHECKING:
     from harness.sim.engine import Engine, EngineConfig, SimRequest
@@ -90,6 +90,8 @@ class FleetResult:
     branches: dict[str, int]
     ttft_s: list[float] = field(repr=False, default_factory=list)  # per request, trace order (nan: none)
     makespan_s: float = 0.0  # virtual seconds from the first send to the last answer (engine replays)
+    # following a live run's choices: requests whose worker was not one the model could have picked
+    off_model: list[int] = field(default_factory=list)
 
     @property
     def load_skew(self) -> float:
@@ -144,13 +146,45 @@ def replay_fleet(
     shared_l3: bool = False,
     ideal: list[int] | None = None,
     econf: EngineConfig | None = None,
+    follow: list[int] | None = None,
 ) -> FleetResult:
-    """One configuration on `replicas` workers behind `rcfg`'s policy; paths as harness.whatif.replay."""
+    """One configuration on `replicas` workers behind `rcfg`'s policy; paths as harness.whatif.replay.
+
+    follow: a worker per request (the trace's order), e.g. where a live gateway sent each: the replay
+    routes there instead of drawing, and lists the requests the model could not have sent there."""
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
-    router = make_router(replicas, rcfg)
+    route = _Route(make_router(replicas, rcfg), follow)
     if trace.concurrency is not None or cfg.storage or econf is not None:
-        return _engine(trace, cfg, replicas, router, rcfg, card, shared_l3, ideal, econf)
-    return _sequential(trace, cfg, replicas, router, rcfg, card, ideal)
+        res = _engine(trace, cfg, replicas, route, rcfg, card, shared_l3, ideal, econf)
+    else:
+        res = _sequential(trace, cfg, replicas, route, rcfg, card, ideal)
+    res.off_model = sorted(route.off_model)
+    return res
+
+
+class _Route:
+    """The router, or a live run's choices checked against what the router could have done."""
+
+    def __init__(self, router: Router, follow: list[int] | None) -> None:
+        self.router = router
+        self.follow = follow
+        self.off_model: list[int] = []
+        if follow is not None and isinstance(router, PrefixHash):
+            router.known = {}  # the live ring's placement is learned from the live choices
+
+    @property
+    def branches(self) -> dict[str, int]:
+        return self.router.branches
+
+    def __call__(self, i: int, req: Request, loads: list[int]) -> int:
+        if self.follow is None:
+            return self.router.select(req, loads)
+        opts = self.router.options(req, loads)
+        w = self.follow[i]
+        if w not in opts:
+            self.off_model.append(i)
+        self.router.commit(req, w, loads)
+        return w
 
 
 def _figures(
@@ -182,7 +216,7 @@ def _sequential(
     trace: Trace,
     cfg: Config,
     n: int,
-    router: Router,
+    route: _Route,
     rcfg: RouterConfig,
     card: str | CardProfile | None,
     ideal: list[int],
@@ -215,8 +249,8 @@ def _sequential(
     worker_of: list[int] = []
     hits: list[tuple[int, int, int]] = []
     t0 = time.perf_counter()
-    for r, text, ideal_units in zip(trace.requests, texts, ideal, strict=True):
-        w = router.select(Request(text, r.key, r.arrival), zero)
+    for i, (r, text, ideal_units) in enumerate(zip(trace.requests, texts, ideal, strict=True)):
+        w = route(i, Request(text, r.key, r.arrival), zero)
         c = caches[w]
         d, h = serve_request(c, r.key, cfg.pool, len(r.key) - 1 if trace.kind == "tokens" else None)
         if r.output_key:
@@ -247,7 +281,7 @@ def _sequential(
     )
     agg = tally.result(cfg, trace, evicted, seconds, ttft)
     return FleetResult(
-        cfg, n, rcfg, False, agg, _figures(trace, n, worker_of, hits, ttft), worker_of, router.branches, ttft
+        cfg, n, rcfg, False, agg, _figures(trace, n, worker_of, hits, ttft), worker_of, route.branches, ttft
     )
 
 
@@ -308,7 +342,7 @@ def _engine(
     trace: Trace,
     cfg: Config,
     n: int,
-    router: Router,
+    route: _Route,
     rcfg: RouterConfig,
     card: str | CardProfile | None,
     shared_l3: bool,
@@ -328,7 +362,7 @@ def _engine(
         members = [_Member(dataclasses.replace(econf, storage_dir=d)) for d in dirs]
         first, on_finish = closed_loop(trace)
         t0 = time.perf_counter()
-        worker_of, makespan = _drive(members, first, on_finish, router, trace, texts)
+        worker_of, makespan = _drive(members, first, on_finish, route, trace, texts)
         seconds = time.perf_counter() - t0
     done = {int(d.rid): d for m in members for d in m.done}
     tally = _Tally()
@@ -362,14 +396,14 @@ def _engine(
     agg.tier_seconds = tier_seconds(agg, econf)
     figs = _figures(trace, n, [worker_of.get(i, 0) for i in range(len(trace.requests))], hits, all_ttft)
     wo = [worker_of.get(i, 0) for i in range(len(trace.requests))]
-    return FleetResult(cfg, n, rcfg, shared_l3, agg, figs, wo, router.branches, all_ttft, makespan)
+    return FleetResult(cfg, n, rcfg, shared_l3, agg, figs, wo, route.branches, all_ttft, makespan)
 
 
 def _drive(
     members: list[_Member],
     first: list[SimRequest],
     on_finish: Callable[[SimRequest, float], list[SimRequest]],
-    router: Router,
+    route: _Route,
     trace: Trace,
     texts: list[str],
 ) -> tuple[dict[int, int], float]:
@@ -391,9 +425,9 @@ def _drive(
             item = heapq.heappop(arrivals)
             req = item[3]
             for q in inflight:
-                q[:] = [x for x in q if x.finish_time is None or x.finish_time >= a]
+                q[:] = [x for x in q if x.finish_time is None or x.finish_time > a]
             i = int(req.rid)
-            w = router.select(Request(texts[i], trace.requests[i].key, a), [len(q) for q in inflight])
+            w = route(i, Request(texts[i], trace.requests[i].key, a), [len(q) for q in inflight])
             worker_of[i] = w
             inflight[w].append(req)
             heapq.heappush(members[w].arrivals, item)

@@ -2,9 +2,12 @@
 
 Each policy decides on what smg sees of a plain HTTP request: its text (the prompt, or the input ids
 joined by spaces, as smg's extract_text_for_routing gives it) and the requests in flight per worker
-(its load counter: up at selection, down when the answer ends). Facts and their sources:
-docs/smg-routing.md. Workers are 0..n-1 in smg's own order; they start identical, so a permutation of
-them changes nothing but the names.
+(its load counter: up at selection, down when the answer has gone out). The workers report no load to
+smg here (a "dark fleet": smg's expected-wait score is then the in-flight count), and smg breaks every
+tie at random, so most policies are a draw: a router gives the set it draws from (`options`) and
+records its choice (`commit`); `select` draws with the replay's seeded generator. Facts and their
+sources: docs/smg-routing.md. Workers are 0..n-1 in smg's own order; they start identical, so a
+permutation of them changes nothing but the names.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from harness.errors import HarnessError
-from harness.whatif.char_tree import CharTree, Match
+from harness.whatif.char_tree import CharTree
 
 POLICIES = (
     "round_robin",
@@ -28,9 +31,7 @@ POLICIES = (
     "power_of_two",
     "least_load",
 )
-# smg over HTTP: these two find no key in a harness request (no tokens, no routing header) and pick at
-# random; measured on smg 1.13.0, see docs/smg-routing.md
-RANDOM_OVER_HTTP = ("random", "prefix_hash", "consistent_hashing")
+CHARS_PER_TOKEN = 4  # prefix_hash over HTTP hashes prefix_token_count x 4 characters of the text
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,16 @@ class RouterConfig:
     """smg's routing flags (its CLI defaults) and what the replay assumes of the transport."""
 
     policy: str = "cache_aware"
-    seed: int = 0  # the replay's draws for smg's unseeded random choices
+    seed: int = 0  # the replay's draws for smg's unseeded random choices (ties, random, ring placement)
     cache_threshold: float = 0.3
     balance_abs_threshold: int = 64
     balance_rel_threshold: float = 1.5
-    eviction_interval_s: float = 120.0
+    eviction_interval_s: float = 60.0  # `smg launch`'s default (--eviction-interval-secs)
     max_tree_size: int = 67_108_864
     prefix_token_count: int = 256
     prefix_hash_load_factor: float = 1.25
-    transport: str = "http"  # http: what smg sees of the harness's requests; grpc: token ids (prefix_hash)
+    prefix_hash_abs_threshold: int = 10
+    transport: str = "http"  # http: what smg sees of the harness's requests; grpc: token ids
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -64,13 +66,6 @@ class Request:
     text: str
     tokens: Sequence[int]
     at: float  # arrival, seconds (the engine's virtual clock; the trace's time when replayed one by one)
-
-
-class Router(Protocol):
-    def select(self, req: Request, loads: Sequence[int]) -> int: ...
-
-    # how the decision went (cache_aware's tree match, min-load spill, ...), counted per replay
-    branches: dict[str, int]
 
 
 def routing_text(payload: Any) -> str:
@@ -92,139 +87,187 @@ def routing_text(payload: Any) -> str:
     return ""
 
 
-class _Base:
+class Router:
+    """One policy's state over n workers: `options` is what it draws from, `commit` what it remembers."""
+
     def __init__(self, n: int, cfg: RouterConfig) -> None:
         self.n = n
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.branches: dict[str, int] = {}
-        self.processed = [0] * n  # smg's per-worker processed counter (min-load tie-break)
+        self.branch = ""  # the branch of the last `options` call
 
-    def _took(self, branch: str, w: int) -> int:
-        self.branches[branch] = self.branches.get(branch, 0) + 1
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        return list(range(self.n))
+
+    def commit(self, req: Request, w: int, loads: Sequence[int]) -> None:
+        self.branches[self.branch] = self.branches.get(self.branch, 0) + 1
+
+    def draw(self, opts: list[int], loads: Sequence[int]) -> int:
+        return opts[0] if len(opts) == 1 else self.rng.choice(opts)
+
+    def select(self, req: Request, loads: Sequence[int]) -> int:
+        w = self.draw(self.options(req, loads), loads)
+        self.commit(req, w, loads)
         return w
 
 
-class RoundRobin(_Base):
+def _least(cands: Sequence[int], loads: Sequence[int]) -> list[int]:
+    """smg's expected wait on a dark fleet: the fewest in flight; every tie is drawn from."""
+    low = min(loads[i] for i in cands)
+    return [i for i in cands if loads[i] == low]
+
+
+class RoundRobin(Router):
     def __init__(self, n: int, cfg: RouterConfig) -> None:
         super().__init__(n, cfg)
         self.count = 0
 
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        w = self.count % self.n
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        self.branch = "round_robin"
+        return [self.count % self.n]
+
+    def commit(self, req: Request, w: int, loads: Sequence[int]) -> None:
+        super().commit(req, w, loads)
         self.count += 1
-        return self._took("round_robin", w)
 
 
-class Random(_Base):
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        return self._took("random", self.rng.randrange(self.n))
+class Random(Router):
+    """`random`, and `consistent_hashing` on a request with no routing key, authorization,
+    forwarded-for or cookie header (a harness request): a uniform draw."""
+
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        self.branch = "random" if self.cfg.policy == "random" else "random_fallback"
+        return list(range(self.n))
 
 
-class PowerOfTwo(_Base):
-    """Two distinct workers at random; the one with fewer requests in flight (the first on a tie)."""
+class LeastLoad(Router):
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        self.branch = "least_load"
+        return _least(range(self.n), loads)
 
-    def select(self, req: Request, loads: Sequence[int]) -> int:
+
+class PowerOfTwo(Router):
+    """Two distinct workers drawn; the fewer in flight of the two (a tie drawn)."""
+
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        self.branch = "power_of_two"
         if self.n == 1:
-            return self._took("single", 0)
+            return [0]
+        top = max(loads)  # any worker can win but one that every other beats
+        beaten = [
+            i for i in range(self.n) if loads[i] == top and sum(1 for x in loads if x < top) == self.n - 1
+        ]
+        return [i for i in range(self.n) if i not in beaten]
+
+    def draw(self, opts: list[int], loads: Sequence[int]) -> int:
+        if self.n == 1:
+            return 0
         a = self.rng.randrange(self.n)
         b = (a + 1 + self.rng.randrange(self.n - 1)) % self.n
-        return self._took("request_count", a if loads[a] <= loads[b] else b)
+        return self.rng.choice(_least((a, b), loads))
 
 
-class LeastLoad(_Base):
-    """No load reports from the workers: the fewest requests in flight, the lowest index on a tie."""
-
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        return self._took("least_load", min(range(self.n), key=lambda i: (loads[i], i)))
-
-
-def _ring_position(s: str) -> int:
+def _position(s: str) -> int:
     return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
 
 
-class PrefixHash(_Base):
-    """Over gRPC: the first `prefix_token_count` tokens hashed onto a ring of 150 virtual nodes per
-    worker, walking to the least-loaded acceptable worker past `load_factor` x the mean load. Over HTTP
-    smg has no tokens and the choice is random (measured)."""
+class PrefixHash(Router):
+    """The head of the request (prefix_token_count tokens over gRPC, 4x as many characters of text over
+    HTTP) hashed onto a ring of 150 virtual nodes per worker; a target past both load margins over the
+    mean gives way to the least loaded acceptable worker. smg places workers on the ring by their URLs,
+    which a replay cannot know: the ring here is placed by the seed, so the seeds spread over placements.
+    A replay that follows a live run's choices (`known`) learns each head's worker from it instead."""
 
     VNODES = 150
 
     def __init__(self, n: int, cfg: RouterConfig) -> None:
         super().__init__(n, cfg)
-        ring = sorted((_ring_position(f"w{i}#{v}"), i) for i in range(n) for v in range(self.VNODES))
+        ring = sorted((_position(f"{cfg.seed}/w{i}#{v}"), i) for i in range(n) for v in range(self.VNODES))
         self.pos = [p for p, _ in ring]
         self.owner = [w for _, w in ring]
+        self.known: dict[str, int] | None = None  # head -> worker, when learning from a live run
+        self._head = ""
 
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        if self.cfg.transport == "http":
-            return self._took("random_no_tokens", self.rng.randrange(self.n))
-        head = ",".join(str(t) for t in req.tokens[: self.cfg.prefix_token_count])
-        i = bisect_left(self.pos, _ring_position(head)) % len(self.pos)
-        w = self.owner[i]
+    def head(self, req: Request) -> str:
+        if self.cfg.transport == "grpc" and req.tokens:
+            return ",".join(str(t) for t in req.tokens[: self.cfg.prefix_token_count])
+        return req.text[: self.cfg.prefix_token_count * CHARS_PER_TOKEN]
+
+    def _ok(self, load: int, loads: Sequence[int]) -> bool:
         total = sum(loads)
         if total == 0:
-            return self._took("ring_hit", w)
-        limit = (total + 1) / self.n * self.cfg.prefix_hash_load_factor
-        if loads[w] <= limit:
-            return self._took("ring_hit", w)
-        ok = [j for j in range(self.n) if loads[j] <= limit]
-        return self._took("load_balance_walk", min(ok, key=lambda j: (loads[j], j)) if ok else w)
+            return True
+        avg = (total + 1) / self.n
+        return load <= max(avg * self.cfg.prefix_hash_load_factor, avg + self.cfg.prefix_hash_abs_threshold)
+
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
+        self._head = h = self.head(req)
+        if self.known is not None:
+            if h not in self.known:
+                self.branch = "ring_hit"
+                return list(range(self.n))  # where the live ring put it is learned at commit
+            target = self.known[h]
+        else:
+            target = self.owner[bisect_left(self.pos, _position(h)) % len(self.pos)]
+        if self._ok(loads[target], loads):
+            self.branch = "ring_hit"
+            return [target]
+        self.branch = "load_balance_walk"
+        ok = [i for i in range(self.n) if self._ok(loads[i], loads)]
+        return [min(ok, key=lambda i: loads[i])] if ok else [target]
+
+    def commit(self, req: Request, w: int, loads: Sequence[int]) -> None:
+        super().commit(req, w, loads)
+        if self.known is not None and self.branch == "ring_hit":
+            self.known.setdefault(self._head, w)
 
 
-class ConsistentHashing(_Base):
-    """No routing key, authorization, forwarded-for or cookie header on a harness request: random."""
-
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        return self._took("random_fallback", self.rng.randrange(self.n))
-
-
-class CacheAware(_Base):
-    """The approximate tree (harness.whatif.char_tree) with smg's count-spread gate to the shortest queue."""
+class CacheAware(Router):
+    """The approximate tree (harness.whatif.char_tree): past `cache_threshold` of the text matched, the
+    workers holding the matched node, less any past both load margins over the mean (then every worker
+    not past them: a spill); else every worker; the fewest in flight among those, a tie drawn."""
 
     def __init__(self, n: int, cfg: RouterConfig) -> None:
         super().__init__(n, cfg)
         self.tree = CharTree(n)
         self.next_eviction = cfg.eviction_interval_s if cfg.eviction_interval_s > 0 else float("inf")
 
-    def _min_load(self, loads: Sequence[int]) -> int:
-        return min(range(self.n), key=lambda i: (loads[i], self.processed[i], i))
+    def _gated(self, w: int, loads: Sequence[int]) -> bool:
+        avg = sum(loads) / self.n
+        return (
+            loads[w] > avg * self.cfg.balance_rel_threshold
+            and loads[w] > avg + self.cfg.balance_abs_threshold
+        )
 
-    def select(self, req: Request, loads: Sequence[int]) -> int:
-        cfg = self.cfg
+    def options(self, req: Request, loads: Sequence[int]) -> list[int]:
         while req.at >= self.next_eviction:  # smg's eviction thread, on the replay's clock
-            self.tree.evict(cfg.max_tree_size)
-            self.next_eviction += cfg.eviction_interval_s
-        lo, hi = min(loads), max(loads)
-        if hi - lo > cfg.balance_abs_threshold and hi > lo * cfg.balance_rel_threshold:
-            w = self._min_load(loads)
-            self.tree.insert(req.text, w)
-            self.processed[w] += 1
-            return self._took("min_load", w)
-        picked: list[int] = []
+            self.tree.evict(self.cfg.max_tree_size)
+            self.next_eviction += self.cfg.eviction_interval_s
+        m = self.tree.match(req.text)
+        self._holders = [t for t in m.tenants if t < self.n] if m.rate > self.cfg.cache_threshold else []
+        if not self._holders:
+            self.branch = "expected_wait_fallback"
+            return _least(range(self.n), loads)
+        safe = [w for w in self._holders if not self._gated(w, loads)]
+        if safe:
+            self.branch = "tree_match"
+            return _least(safe, loads)
+        self.branch = "spill"
+        spill = [w for w in range(self.n) if not self._gated(w, loads)] or list(range(self.n))
+        return _least(spill, loads)
 
-        def choose(m: Match) -> int:
-            if m.rate > cfg.cache_threshold and m.tenant is not None:
-                picked.append(m.tenant)
-                return m.tenant
-            w = self._min_load(loads)
-            picked.append(-1 - w)
-            return w
-
-        self.tree.match_and_insert(req.text, choose)
-        w = picked[0]
-        branch = "tree_match" if w >= 0 else "tree_miss_min_load"
-        w = w if w >= 0 else -1 - w
-        self.processed[w] += 1
-        return self._took(branch, w)
+    def commit(self, req: Request, w: int, loads: Sequence[int]) -> None:
+        super().commit(req, w, loads)
+        self.tree.insert(req.text, w)
 
 
-_CLASSES: dict[str, type[_Base]] = {
+_CLASSES: dict[str, type[Router]] = {
     "round_robin": RoundRobin,
     "random": Random,
     "cache_aware": CacheAware,
     "prefix_hash": PrefixHash,
-    "consistent_hashing": ConsistentHashing,
+    "consistent_hashing": Random,
     "power_of_two": PowerOfTwo,
     "least_load": LeastLoad,
 }
@@ -234,5 +277,4 @@ def make_router(n: int, cfg: RouterConfig) -> Router:
     """A fresh router over n workers (its own tree, counters and draws)."""
     if n < 1:
         raise HarnessError(f"--replicas: {n} must be >= 1")
-    router: Router = _CLASSES[cfg.policy](n, cfg)  # type: ignore[assignment]
-    return router
+    return _CLASSES[cfg.policy](n, cfg)

@@ -1,15 +1,17 @@
 """Predicted vs measured for a point of a `replicas:` profile: the routing replay of exactly what was sent.
 
 The capture point is rebuilt as a trace (harness.whatif.captured: the prompts sent, the answers given,
-in send order), replayed on the workers' own engine settings (their server_info) behind the profile's
-policy, and set beside what each worker served: which requests (the gateway's x-smg-routed-worker-id
-header in each record) and its hit rate by usage. smg's worker order is its registry's, not the
-harness's w<i>, and the workers start identical, so each replayed worker is paired with the live worker
-that served most of the same requests.
+in send order) and replayed on the workers' own engine settings (their server_info) twice over:
+- routed as the gateway routed it (each record's x-smg-routed-worker-id header): every worker's cache
+  against its measured hit rate, and every live choice checked against the policy's model (a choice the
+  model could not have made is `off_model`);
+- routed by the model, one replay per seed: smg breaks ties, draws and places its ring at random, so a
+  live run is one draw from that spread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -19,17 +21,16 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.whatif.fleet import FleetResult, replay_fleet
 from harness.whatif.grid import Config
+from harness.whatif.inputs import Trace
 from harness.whatif.routing import RouterConfig
 
 
 @dataclass
 class WorkerCheck:
     worker: str  # the harness's name of the live worker (w<i>)
-    measured_requests: int
-    predicted_requests: int
+    requests: int
     measured_hit_rate: float
-    predicted_hit_rate: float
-    same_requests: int  # requests both put on this worker
+    predicted_hit_rate: float  # the replay routed as the gateway routed
 
     @property
     def diff_points(self) -> float:
@@ -38,26 +39,50 @@ class WorkerCheck:
 
 @dataclass
 class RoutingCheck:
+    """A replicas point against its replays: routed as live (each worker's cache), and drawn (the policy)."""
+
     policy: str
     replicas: int
     measured_hit_rate: float
-    predicted_hit_rate: float
-    workers: list[WorkerCheck] = field(default_factory=list)
-    same_routing: bool = False  # every request on the same worker (up to the workers' names)
-    replay: FleetResult | None = field(default=None, repr=False)
+    followed_hit_rate: float  # the replay routed where the gateway routed each request
+    workers: list[WorkerCheck]
+    off_model: int  # live choices the policy's model could not have made
+    predicted: list[float] = field(default_factory=list)  # drawn replays' hit rates, one per seed
+    measured_skew: float = 1.0
+    predicted_skew: list[float] = field(default_factory=list)
+    follow: FleetResult | None = field(default=None, repr=False)
 
     @property
     def diff_points(self) -> float:
-        return 100.0 * (self.predicted_hit_rate - self.measured_hit_rate)
+        """Drawn prediction (the mean over seeds) minus measured, points."""
+        return 100.0 * (self.predicted_mean - self.measured_hit_rate)
+
+    @property
+    def predicted_mean(self) -> float:
+        return sum(self.predicted) / len(self.predicted) if self.predicted else self.followed_hit_rate
+
+    @property
+    def predicted_sd(self) -> float:
+        import statistics
+
+        return statistics.pstdev(self.predicted) if len(self.predicted) > 1 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
             "replicas": self.replicas,
             "measured_hit_rate": self.measured_hit_rate,
-            "predicted_hit_rate": self.predicted_hit_rate,
+            "followed_hit_rate": self.followed_hit_rate,
+            "predicted_mean": self.predicted_mean,
+            "predicted_sd": self.predicted_sd,
+            "predicted_min": min(self.predicted, default=self.followed_hit_rate),
+            "predicted_max": max(self.predicted, default=self.followed_hit_rate),
             "diff_points": round(self.diff_points, 3),
-            "same_routing": self.same_routing,
+            "off_model": self.off_model,
+            "measured_skew": self.measured_skew,
+            "predicted_skew_mean": sum(self.predicted_skew) / len(self.predicted_skew)
+            if self.predicted_skew
+            else None,
             "workers": [{**w.__dict__, "diff_points": round(w.diff_points, 3)} for w in self.workers],
         }
 
@@ -84,8 +109,9 @@ def _router_config(server_dir: Path, seed: int) -> RouterConfig:
     ):
         if name in flags and not flags[name].startswith("--"):
             kw[name] = conv(flags[name])
-    if "eviction_interval" in flags and not flags["eviction_interval"].startswith("--"):
-        kw["eviction_interval_s"] = float(flags["eviction_interval"])
+    for name in ("eviction_interval", "eviction_interval_secs"):
+        if name in flags and not flags[name].startswith("--"):
+            kw["eviction_interval_s"] = float(flags[name])
     return RouterConfig(**kw)
 
 
@@ -98,8 +124,9 @@ def _worker_info(server_dir: Path) -> dict[str, Any] | None:
     return None
 
 
-def check_point(point_dir: Path, seed: int = 0, shared_l3: bool | None = None) -> RoutingCheck:
-    """Replay a replicas point's requests behind its policy and pair each worker with its live one."""
+def check_point(point_dir: Path, seeds: int = 20, shared_l3: bool | None = None) -> RoutingCheck:
+    """Replay a replicas point's requests as the gateway routed them (each worker's cache against its
+    counters) and as the policy draws them over `seeds` seeds (the spread a live run falls in)."""
     from harness.capture import REQUESTS, read_jsonl
     from harness.summarize.prediction import engine_from_info
     from harness.whatif.captured import read_capture
@@ -109,58 +136,75 @@ def check_point(point_dir: Path, seed: int = 0, shared_l3: bool | None = None) -
     econf = engine_from_info(info)
     if isinstance(econf, str):
         raise HarnessError(f"{point_dir}: {econf}")
-    rcfg = _router_config(server_dir, seed)
+    rcfg = _router_config(server_dir, 0)
     point = json.loads((point_dir / "point.json").read_text(encoding="utf-8"))
     names = {url: name for name, url in (point.get("workers") or {}).items()}
     if not names:
         raise HarnessError(f"{point_dir}: point.json names no workers (not a replicas point)")
+    urls = sorted(names, key=lambda u: names[u])
     trace = read_capture(point_dir, info)
     records, _ = read_jsonl(point_dir / REQUESTS)
-    live = {
-        r["index"]: r
-        for r in records
-        if r.get("sent_mono") is not None and not r.get("warmup") and r.get("worker") in names
-    }
+    live = {r["index"]: r for r in records if r.get("sent_mono") is not None and not r.get("warmup")}
+    missing = [r.index for r in trace.requests if live.get(r.index, {}).get("worker") not in names]
+    if missing:
+        raise HarnessError(
+            f"{point_dir}: requests {missing[:5]} name no worker of the point (no routed-worker header)"
+        )
     if shared_l3 is None:
         reps = json.loads((server_dir / "replicas.json").read_text(encoding="utf-8"))
         shared_l3 = reps.get("storage") == "shared"
     cfg = Config(econf.policy, econf.pool_tokens, page_size=econf.page_size)
-    res = replay_fleet(trace, cfg, len(names), rcfg, shared_l3=shared_l3, econf=econf)
-    return _pair(rcfg, res, trace.requests, live, names)
-
-
-def _pair(
-    rcfg: RouterConfig, res: FleetResult, requests: list, live: dict[int, dict], names: dict[str, str]
-) -> RoutingCheck:
-    """Each replayed worker against the live worker that served most of its requests (a matching)."""
-    n = res.replicas
-    urls = sorted(names, key=lambda u: names[u])
-    overlap = [[0] * n for _ in urls]
-    for r, w in zip(requests, res.worker_of, strict=True):
-        rec = live.get(r.index)
-        if rec is not None:
-            overlap[urls.index(rec["worker"])][w] += 1
-    best = max(
-        itertools.permutations(range(n)), key=lambda p: sum(overlap[i][p[i]] for i in range(len(urls)))
-    )
-    measured: dict[str, list[int]] = {u: [0, 0, 0] for u in urls}  # requests, prompt, cached
-    for rec in live.values():
-        m = measured[rec["worker"]]
-        m[0] += 1
-        m[1] += int(rec.get("prompt_tokens") or 0)
-        m[2] += int(rec.get("cached_tokens") or 0)
-    workers = []
-    for i, u in enumerate(urls):
-        f = res.workers[best[i]]
-        req, prompt, cached = measured[u]
-        workers.append(
-            WorkerCheck(
-                names[u], req, f.requests, cached / prompt if prompt else 0.0, f.hit_rate, overlap[i][best[i]]
-            )
-        )
-    total_p = sum(m[1] for m in measured.values())
-    total_c = sum(m[2] for m in measured.values())
-    same = sum(w.same_requests for w in workers) == len(live) == len(requests)
+    n = len(urls)
+    chosen = [urls.index(live[r.index]["worker"]) for r in trace.requests]
+    follow = _follow(trace, cfg, n, rcfg, shared_l3, econf, chosen)
+    measured: list[list[int]] = [[0, 0, 0] for _ in urls]  # requests, prompt, cached
+    for r, w in zip(trace.requests, chosen, strict=True):
+        rec = live[r.index]
+        measured[w][0] += 1
+        measured[w][1] += int(rec.get("prompt_tokens") or 0)
+        measured[w][2] += int(rec.get("cached_tokens") or 0)
+    workers = [
+        WorkerCheck(names[u], m[0], m[2] / m[1] if m[1] else 0.0, follow.workers[i].hit_rate)
+        for i, (u, m) in enumerate(zip(urls, measured, strict=True))
+    ]
+    total_p = sum(m[1] for m in measured)
+    prefill = [m[1] - m[2] for m in measured]
+    mean_prefill = sum(prefill) / n
+    drawn = [
+        replay_fleet(trace, cfg, n, dataclasses.replace(rcfg, seed=s), shared_l3=shared_l3, econf=econf)
+        for s in range(seeds)
+    ]
     return RoutingCheck(
-        rcfg.policy, n, total_c / total_p if total_p else 0.0, res.aggregate.hit_rate, workers, same, res
+        rcfg.policy,
+        n,
+        sum(m[2] for m in measured) / total_p if total_p else 0.0,
+        follow.aggregate.hit_rate,
+        workers,
+        len(follow.off_model),
+        [d.aggregate.hit_rate for d in drawn],
+        max(prefill) / mean_prefill if mean_prefill else 1.0,
+        [d.load_skew for d in drawn],
+        follow,
     )
+
+
+def _follow(
+    trace: Trace, cfg: Config, n: int, rcfg: RouterConfig, shared_l3: bool, econf: Any, chosen: list[int]
+) -> FleetResult:
+    """The replay routed as live, under the naming of smg's workers that leaves the fewest choices the
+    model could not have made (smg orders its workers its own way; they are alike, so only the
+    order-bound policies, round robin, notice; up to 5 workers are tried every way)."""
+    best: FleetResult | None = None
+    for perm in itertools.permutations(range(n)) if n <= 5 else [tuple(range(n))]:
+        res = replay_fleet(
+            trace, cfg, n, rcfg, shared_l3=shared_l3, econf=econf, follow=[perm[w] for w in chosen]
+        )
+        if best is None or len(res.off_model) < len(best.off_model):
+            best, best_perm = res, perm
+        if not res.off_model:
+            break
+    assert best is not None
+    inverse = {v: k for k, v in enumerate(best_perm)}
+    best.workers = [best.workers[best_perm[i]] for i in range(n)]  # back to the harness's names
+    best.worker_of = [inverse[w] for w in best.worker_of]
+    return best
