@@ -111,48 +111,75 @@ def test_round_robin_over_sessions_that_never_return_is_n_independent_trees(
     assert sum(fleet.aggregate.cached_per_request) > 0
 
 
-def test_char_tree_tenant_is_the_node_creator_and_the_match_counts_chars() -> None:
+def test_char_tree_matches_chars_and_names_every_holder_of_the_node() -> None:
     tree = CharTree(2)
-    tree.match_and_insert("hello world", lambda m: 0)
-    m = tree.match_and_insert("hello there", lambda m: 1)
-    assert (m.tenant, m.matched_chars, m.input_chars) == (0, 6, 11)  # "hello " then into "world"
-    # the split node "hello " keeps its creator; "there" is worker 1's leaf
-    m = tree.match_and_insert("hello th", lambda m: None)
-    assert (m.tenant, m.matched_chars) == (1, 8)
-    m = tree.match_and_insert("hello", lambda m: None)
-    assert (m.tenant, m.matched_chars) == (0, 5)
+    tree.insert("hello world", 0)
+    m = tree.match("hello there")
+    assert (m.tenants, m.matched_chars, m.input_chars) == ((0,), 6, 11)  # "hello " then into "world"
+    tree.insert("hello there", 1)
+    # the edge split at "hello ": both hold it; "there" is worker 1's alone
+    assert tree.match("hello").tenants == (0, 1) and tree.match("hello").matched_chars == 5
+    m = tree.match("hello th")
+    assert (m.tenants, m.matched_chars) == ((1,), 8)
     assert tree.chars == {0: 11, 1: 11}
+    assert tree.match("zzz").matched_chars == 0
 
 
 def test_char_tree_eviction_drops_the_oldest_leaves_to_the_size() -> None:
     tree = CharTree(1)
     for text in ("aaaa-one", "bbbb-two", "cccc-three"):
-        tree.match_and_insert(text, lambda m: 0)
+        tree.insert(text, 0)
     tree.evict(12)
     assert tree.chars[0] <= 12
-    assert tree.match_and_insert("cccc-three", lambda m: None).matched_chars == 10  # the newest stays
-    assert tree.match_and_insert("aaaa-one", lambda m: None).matched_chars == 0  # the oldest went
+    assert tree.match("cccc-three").matched_chars == 10  # the newest stays
+    assert tree.match("aaaa-one").matched_chars == 0  # the oldest went
 
 
-def test_cache_aware_follows_the_tree_until_the_loads_spread() -> None:
-    router = make_router(2, RouterConfig("cache_aware", balance_abs_threshold=2, balance_rel_threshold=1.5))
+def test_cache_aware_keeps_holders_until_the_spill_gate_and_draws_ties() -> None:
+    cfg = RouterConfig("cache_aware", balance_abs_threshold=2, balance_rel_threshold=1.5)
+    router = make_router(3, cfg)
     text = "system prompt " * 20
-    assert router.select(Request(text + "q1", (), 0.0), [0, 0]) == 0  # miss: min (load, processed, index)
-    assert router.select(Request("other " * 5, (), 0.0), [0, 0]) == 1  # miss: fewer processed
-    assert router.select(Request(text + "q2", (), 0.0), [1, 0]) == 0  # match rate > 0.3: its worker
-    assert router.select(Request(text + "q3", (), 0.0), [3, 0]) == 1  # 3 - 0 > 2 and 3 > 1.5 x 0: spill
-    assert router.branches == {"tree_miss_min_load": 2, "tree_match": 1, "min_load": 1}
+    assert router.options(Request(text + "q1", (), 0.0), [0, 0, 0]) == [0, 1, 2]  # a miss: every idle worker
+    router.commit(Request(text + "q1", (), 0.0), 1, [0, 0, 0])
+    # match > 0.3: its holder, 3 in flight, but not past the mean (1) + 2
+    assert router.options(Request(text + "q2", (), 0.0), [0, 3, 0]) == [1]
+    router.commit(Request(text + "q2", (), 0.0), 1, [0, 3, 0])
+    # 6 in flight on the holder: over 1.5 x the mean (2.33) and over the mean + 2: spill to the idlest others
+    assert router.options(Request(text + "q3", (), 0.0), [1, 6, 0]) == [2]
+    assert router.branches == {"expected_wait_fallback": 1, "tree_match": 1}
+    assert router.branch == "spill"
+    assert router.options(Request("other " * 9, (), 0.0), [1, 0, 0]) == [1, 2]  # fewest in flight, a tie
 
 
-def test_prefix_hash_hashes_tokens_over_grpc_and_has_none_over_http() -> None:
-    grpc = make_router(4, RouterConfig("prefix_hash", transport="grpc"))
-    head = tuple(range(300))
-    picks = {grpc.select(Request("", head + (i,), 0.0), [0, 0, 0, 0]) for i in range(20)}
-    assert len(picks) == 1  # the first 256 tokens decide
-    assert grpc.select(Request("", head, 0.0), [9, 0, 0, 0]) != 0 or next(iter(picks)) != 0
+def test_prefix_hash_keys_on_the_text_head_over_http_and_tokens_over_grpc() -> None:
     http = make_router(4, RouterConfig("prefix_hash"))
-    seen = {http.select(Request("x", head, 0.0), [0, 0, 0, 0]) for _ in range(40)}
-    assert len(seen) > 1 and http.branches == {"random_no_tokens": 40}
+    head = "x" * 1024
+    assert len({http.select(Request(head + f"tail {i}", (), 0.0), [0] * 4) for i in range(20)}) == 1
+    spread = {http.select(Request(f"{i} " + head, (), 0.0), [0] * 4) for i in range(40)}
+    assert len(spread) > 1  # other heads land elsewhere on the ring
+    grpc = make_router(4, RouterConfig("prefix_hash", transport="grpc"))
+    toks = tuple(range(300))
+    assert len({grpc.select(Request(f"text {i}", toks + (i,), 0.0), [0] * 4) for i in range(20)}) == 1
+    target = grpc.select(Request("", toks, 0.0), [0] * 4)
+    loads = [0] * 4
+    loads[target] = 30  # past both margins (1.25 x and + 10 over the mean): the least loaded instead
+    assert grpc.options(Request("", toks, 0.0), loads) != [target] and grpc.branch == "load_balance_walk"
+
+
+def test_following_a_run_counts_the_choices_the_model_could_not_make(tmp_path: Path) -> None:
+    trace = _spec(tmp_path, "shared", 1)
+    cfg = Config("lru", 1200)
+    drawn = replay_fleet(trace, cfg, 2, RouterConfig("cache_aware", seed=3))
+    again = replay_fleet(trace, cfg, 2, RouterConfig("cache_aware"), follow=drawn.worker_of)
+    assert again.off_model == [] and again.aggregate.cached_per_request == drawn.aggregate.cached_per_request
+    flipped = [1 - w for w in drawn.worker_of]  # the same partition under the other names is still the model
+    assert replay_fleet(trace, cfg, 2, RouterConfig("cache_aware"), follow=flipped).off_model == []
+    broken = list(drawn.worker_of)
+    later = next(i for i in range(1, len(broken)) if drawn.branches and trace.requests[i].position)
+    broken[later] = 1 - broken[later]  # a group's later prompt sent away from its holder
+    assert later in replay_fleet(trace, cfg, 2, RouterConfig("cache_aware"), follow=broken).off_model
+    rr = replay_fleet(trace, cfg, 2, RouterConfig("round_robin"), follow=[0] * len(trace.requests))
+    assert rr.off_model == list(range(1, len(trace.requests), 2))
 
 
 def test_routing_text_is_what_smg_extracts() -> None:
