@@ -77,13 +77,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     r.add_argument("--cache-threshold", type=float, default=0.3, help="smg's --cache-threshold")
     r.add_argument("--balance-abs-threshold", type=int, default=64, help="smg's --balance-abs-threshold")
     r.add_argument("--balance-rel-threshold", type=float, default=1.5, help="smg's --balance-rel-threshold")
-    r.add_argument("--eviction-interval", type=float, default=120.0, help="smg's --eviction-interval, s")
+
     r.add_argument("--max-tree-size", type=int, default=67_108_864, help="smg's --max-tree-size, chars")
     r.add_argument(
         "--router-transport",
         choices=("http", "grpc"),
         default="http",
-        help="what smg sees: http (text; prefix_hash has no tokens) or grpc (token ids)",
+        help="what smg sees: http (the text; prefix_hash hashes its first 1,024 chars) or grpc (token ids)",
     )
     r.add_argument(
         "--l3",
