@@ -78,6 +78,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     r.add_argument("--balance-abs-threshold", type=int, default=64, help="smg's --balance-abs-threshold")
     r.add_argument("--balance-rel-threshold", type=float, default=1.5, help="smg's --balance-rel-threshold")
 
+    r.add_argument(
+        "--eviction-interval",
+        type=float,
+        default=60.0,
+        help="smg's --eviction-interval-secs (smg launch: 60)",
+    )
     r.add_argument("--max-tree-size", type=int, default=67_108_864, help="smg's --max-tree-size, chars")
     r.add_argument(
         "--router-transport",
