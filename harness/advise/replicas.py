@@ -239,24 +239,96 @@ def _bigger_step(
     return ReplicaStep(f"keep {n} replicas (fewer, larger replicas do not pay)", why, (current, half))
 
 
+HEAD = [
+    "replicas",
+    "policy",
+    "pool",
+    "host",
+    "L3",
+    "hit rate",
+    "per worker",
+    "load skew",
+    "TTFT mean / p50 / p99 ms",
+]
+
+
+def table(ra: ReplicaAdvice) -> tuple[list[str], list[list[str]]]:
+    """Every fleet row the steps rest on, for the Markdown and the HTML page."""
+    slo = any(r.slo_met is not None for r in ra.rows)
+    rows = []
+    for r in ra.rows:
+        t = r.ttft_ms
+        rows.append(
+            [
+                str(r.replicas),
+                r.policy,
+                f"{r.pool:,}",
+                f"{r.host_ratio:g}x",
+                r.l3,
+                _p(r.hit_rate),
+                " / ".join(f"{h:.0%}" for h in r.workers_hit_rate),
+                f"{r.load_skew:.2f}",
+                f"{t['mean']:.0f} / {t['p50']:.0f} / {t['p99']:.0f}",
+            ]
+            + ([] if not slo else ["-" if r.slo_met is None else _p(r.slo_met)])
+        )
+    return HEAD + (["SLO met"] if slo else []), rows
+
+
 def markdown(ra: ReplicaAdvice) -> list[str]:
     """The replicas section of advise.md: the steps, then every fleet row."""
     out = ["", "## Replicas behind smg", ""]
     out += [f"{i}. **{s.action}** — {s.why}" for i, s in enumerate(ra.steps, 1)]
     out += [f"- {n}" for n in ra.notes]
-    out += [
-        "",
-        "| replicas | policy | pool | host | L3 | hit rate | per worker | load skew | TTFT mean / p50 / p99 ms |"
-        + (" SLO met |" if any(r.slo_met is not None for r in ra.rows) else ""),
-        "|---|---|---|---|---|---|---|---|---|"
-        + ("---|" if any(r.slo_met is not None for r in ra.rows) else ""),
-    ]
-    for r in ra.rows:
-        t = r.ttft_ms
-        out.append(
-            f"| {r.replicas} | {r.policy} | {r.pool:,} | {r.host_ratio:g}x | {r.l3} | {_p(r.hit_rate)} | "
-            f"{' / '.join(f'{h:.0%}' for h in r.workers_hit_rate)} | {r.load_skew:.2f} | "
-            f"{t['mean']:.0f} / {t['p50']:.0f} / {t['p99']:.0f} |"
-            + ("" if r.slo_met is None else f" {_p(r.slo_met)} |")
-        )
+    head, rows = table(ra)
+    out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
+
+
+def chart_svg(ra: ReplicaAdvice, w: int = 560, h: int = 260) -> str:
+    """Hit rate against replicas, one line per policy (no L3, the pool advise chose), as inline SVG."""
+    from harness.report.html_page import esc
+
+    lines: dict[str, list[tuple[int, float]]] = {}
+    pool = min((r.pool for r in ra.rows), default=0)
+    for r in ra.rows:
+        base = r.l3 == "-" and r.pool == pool and r.host_ratio == min(x.host_ratio for x in ra.rows)
+        if base and all(n != r.replicas for n, _ in lines.get(r.policy, [])):
+            lines.setdefault(r.policy, []).append((r.replicas, r.hit_rate))
+    ns = sorted({n for pts in lines.values() for n, _ in pts})
+    if len(ns) < 1:
+        return ""
+    left, bottom, top_pad, right = 48, 32, 12, 130
+
+    def x(n: int) -> float:
+        return left + (ns.index(n) / max(len(ns) - 1, 1)) * (w - left - right)
+
+    def y(rate: float) -> float:
+        return h - bottom - rate * (h - bottom - top_pad)
+
+    colors = ["#2c7fb8", "#c0392b", "#27ae60", "#8e44ad", "#e67e22", "#555", "#16a085"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" '
+             'aria-label="hit rate by replicas per policy">']  # fmt: skip
+    parts.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>')
+    for k in range(0, 11, 2):
+        parts.append(
+            f'<text x="{left - 6}" y="{y(k / 10) + 4:.1f}" font-size="11" text-anchor="end">{k * 10}%</text>'
+        )
+    for n in ns:
+        parts.append(
+            f'<text x="{x(n):.1f}" y="{h - bottom + 16}" font-size="11" text-anchor="middle">{n}</text>'
+        )
+    for i, (pol, pts) in enumerate(sorted(lines.items())):
+        pts.sort()
+        c = colors[i % len(colors)]
+        path = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in pts)
+        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{path}"/>')
+        parts.append(
+            f'<text x="{w - right + 8}" y="{top_pad + 14 * (i + 1)}" font-size="11" fill="{c}">{esc(pol)}</text>'
+        )
+    parts.append(
+        f'<text x="{(w - right + left) / 2}" y="{h - 4}" font-size="12" text-anchor="middle">replicas</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
