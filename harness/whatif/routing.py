@@ -2,9 +2,10 @@
 
 Each policy decides on what smg sees of a plain HTTP request: its text (the prompt, or the input ids
 joined by spaces, as smg's extract_text_for_routing gives it) and the requests in flight per worker
-(its load counter: up at selection, down when the answer has gone out). The workers report no load to
-smg here (a "dark fleet": smg's expected-wait score is then the in-flight count), and smg breaks every
-tie at random, so most policies are a draw: a router gives the set it draws from (`options`) and
+(its load counter: up at selection, down when the answer has gone out). The replay takes the fleet as
+reporting no load (smg polls it every 10 s of wall time, which a virtual clock cannot follow; without a
+report smg's expected-wait score is the in-flight count), and smg breaks every tie at random, so most
+policies are a draw: a router gives the set it draws from (`options`) and
 records its choice (`commit`); `select` draws with the replay's seeded generator. Facts and their
 sources: docs/smg-routing.md. Workers are 0..n-1 in smg's own order; they start identical, so a
 permutation of them changes nothing but the names.

@@ -4,7 +4,8 @@ routing replay of exactly what was sent (harness.summarize.routing_check).
 Replayed where the gateway sent each request, every worker's cache must give the hit rate that worker
 measured, and every live choice must be one the policy's model could make. Drawn by the model over seeds,
 round robin must give the measured hit rate exactly, and a policy that draws (smg breaks ties at random)
-must put the live run inside its spread.
+must put the live run inside the spread of 100 draws (a rare live draw can still fall outside it: smg's
+ties and its polled KV usage are not the replay's seeds).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_live_routing_agrees_with_the_replay(tmp_path: Path, mark: str, workload
     for policy in POLICIES:
         for n in (2, 4):
             point = root / f"{policy}-{n}" / "seed=0"
-            c = check_point(point, seeds=30)
+            c = check_point(point, seeds=100)
             seen.add((policy, n))
             where = f"{workload} {policy} x{n}: {c.to_dict()}"
             assert c.off_model == 0, where
@@ -76,5 +77,6 @@ def test_live_routing_agrees_with_the_replay(tmp_path: Path, mark: str, workload
             if policy == "round_robin":
                 assert c.predicted_sd == 0.0 and abs(c.diff_points) <= 0.5, where
             elif policy != "prefix_hash":  # prefix_hash's ring sits where the workers' ports put it
+                # one live run is one of smg's draws: it must fall within the model's draws (2 points of slack)
                 assert min(c.predicted) - 0.02 <= c.measured_hit_rate <= max(c.predicted) + 0.02, where
     assert len(seen) == 8
