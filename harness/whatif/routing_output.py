@@ -81,7 +81,9 @@ def print_routing(trace: Trace, results: list[FleetResult], notes: list[str], sl
             g = r.goodput_rps(slo_ms)
             row += [f"{r.slo_met(slo_ms):.0%}", "-" if g is None else f"{g:.2f}"]
         t.add_row(*row)
-    console = Console()
+    import sys
+
+    console = Console() if sys.stdout.isatty() else Console(width=200)  # piped: every column whole
     console.print(t)
     w = Table(
         title="every worker: hit % / prefill share / TTFT p50 ms",
