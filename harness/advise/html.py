@@ -112,7 +112,7 @@ def render(a: Advice) -> str:
         )
     replicas = ""
     if a.replicas is not None:
-        from harness.advise.replicas import chart_svg
+        from harness.advise.replicas import chart_svg, confirmed_table
         from harness.advise.replicas import table as replicas_table
 
         ra = a.replicas
@@ -124,6 +124,7 @@ def render(a: Advice) -> str:
             + "</ul>"
             + chart_svg(ra)
             + _table(*replicas_table(ra))
+            + (("<h3>Confirmed live behind smg</h3>" + _table(*confirmed_table(ra))) if ra.confirmed else "")
         )
     body = (
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"

@@ -61,7 +61,8 @@ class Row:
 class ReplicaStep:
     action: str
     why: str
-    rows: tuple[Row, ...]  # the evidence, first the one it starts from
+    rows: tuple[Row, ...]  # the evidence, first the one it starts from, last the one it ends at
+    kind: str = "routing"  # routing | l3 | pool
 
 
 @dataclass
@@ -70,10 +71,13 @@ class ReplicaAdvice:
     rows: list[Row] = field(default_factory=list)
     steps: list[ReplicaStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    chosen: dict[int, Row] = field(default_factory=dict)  # replicas -> the routing step's row
+    confirmed: list[dict[str, Any]] = field(default_factory=list)  # --confirm: predicted vs measured
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "replicas": self.replicas,
+            "confirmed": self.confirmed,
             "steps": [
                 {"action": s.action, "why": s.why, "rows": [r.label() for r in s.rows]} for s in self.steps
             ],
@@ -160,6 +164,7 @@ def advise_replicas(
             f"{r.policy} {_p(r.hit_rate)} hits, skew {r.load_skew:.2f}x, TTFT mean {r.ttft_ms['mean']:.0f} ms"
             for r in by_policy.values()
         )
+        out.chosen[n] = pick
         if pick is rr:
             out.steps.append(
                 ReplicaStep(f"{n} replicas: keep round_robin (no routing change pays)", why, (rr,))
@@ -235,8 +240,10 @@ def _bigger_step(
         f"{n // 2} x pool {base.pool * 2:,}: {_p(half.hit_rate)}, TTFT mean {half.ttft_ms['mean']:.0f} ms"
     )
     if _pays(current, half):
-        return ReplicaStep(f"{n // 2} replicas with twice the pool instead of {n}", why, (current, half))
-    return ReplicaStep(f"keep {n} replicas (fewer, larger replicas do not pay)", why, (current, half))
+        return ReplicaStep(
+            f"{n // 2} replicas with twice the pool instead of {n}", why, (current, half), "pool"
+        )
+    return ReplicaStep(f"keep {n} replicas (fewer, larger replicas do not pay)", why, (current, half), "pool")
 
 
 HEAD = [
@@ -283,7 +290,29 @@ def markdown(ra: ReplicaAdvice) -> list[str]:
     head, rows = table(ra)
     out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
+    if ra.confirmed:
+        h, body = confirmed_table(ra)
+        out += ["", "### Confirmed live behind smg", "", "| " + " | ".join(h) + " |", "|" + "---|" * len(h)]
+        out += ["| " + " | ".join(r) + " |" for r in body]
     return out
+
+
+CONFIRMED_HEAD = ["fleet", "worker", "requests", "predicted (drawn)", "predicted (as routed)", "measured"]
+
+
+def confirmed_table(ra: ReplicaAdvice) -> tuple[list[str], list[list[str]]]:
+    """--confirm: each launched fleet, all workers then each worker, predicted beside measured."""
+    rows = []
+    for c in ra.confirmed:
+        if c.get("measured_hit_rate") is None:
+            rows.append([c["fleet"], "all", "-", _p(c["predicted_hit_rate"]), "-", "did not run ok"])
+            continue
+        rows.append([c["fleet"], "all", str(sum(w["requests"] for w in c["workers"])), _p(c["predicted_hit_rate"]),
+                     _p(c["followed_hit_rate"]), _p(c["measured_hit_rate"])])  # fmt: skip
+        for w in c["workers"]:
+            rows.append([c["fleet"], w["worker"], str(w["requests"]), "", _p(w["predicted_hit_rate"]),
+                         _p(w["measured_hit_rate"])])  # fmt: skip
+    return CONFIRMED_HEAD, rows
 
 
 def chart_svg(ra: ReplicaAdvice, w: int = 560, h: int = 260) -> str:

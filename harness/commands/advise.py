@@ -170,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
             keep = out / "confirm" if out is not None else None
             a.confirmed = confirm(path, a, launch, keep)
             failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
+            if a.replicas is not None and a.replicas.chosen:
+                from harness.advise.replicas_confirm import confirm_replicas
+
+                a.replicas.confirmed = confirm_replicas(path, a, launch, keep / "replicas" if keep else None)
+                failed += sum(c["measured_hit_rate"] is None for c in a.replicas.confirmed)
         if out is not None:
             write_json(a, out / "advise.json")
             write_markdown(a, out / "advise.md")

@@ -4,6 +4,8 @@ taken only when the replay says it pays; the case where cache_aware's skew costs
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,25 @@ def test_advise_replicas_on_the_command_line(tmp_path: Path) -> None:
     assert "## Replicas behind smg" in (tmp_path / "o" / "advise.md").read_text()
     bad = harness("advise", str(spec), "--replicas", "2,x")
     assert bad.returncode == 2 and "--replicas: bad value 'x'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("smg") is None and not (Path(sys.executable).parent / "smg").exists(),
+                    reason="smg (the router extra) is not installed")  # fmt: skip
+def test_confirm_launches_the_chosen_fleet_behind_smg(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "sp", shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384,
+                      question_tokens=16), api="openai-completions", tokenizer="word", concurrency=1)  # fmt: skip
+    out = tmp_path / "o"
+    r = harness("advise", str(spec), "--pool", "1200", "--card", "l4", "--replicas", "2", "--confirm", "1",
+                "--workers", "1", "-o", str(out), "--quiet", timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ra = json.loads((out / "advise.json").read_text())["replicas"]
+    (fleet,) = ra["confirmed"]
+    assert fleet["fleet"].startswith("2 x pool") and fleet["measured_hit_rate"] is not None, fleet
+    assert fleet["off_model"] == 0 and len(fleet["workers"]) == 2, fleet
+    for w in fleet["workers"]:  # each worker's cache, replayed with the requests smg sent it
+        assert w["requests"] > 0 and abs(w["diff_points"]) <= 0.5, fleet
+    info = json.loads(next((out / "confirm" / "replicas").rglob("replicas.json")).read_text())
+    assert info["replicas"] == 2 and info["policy"] == fleet["fleet"].rsplit(", ", 1)[1]
+    assert "### Confirmed live behind smg" in (out / "advise.md").read_text()
+    assert "Confirmed live behind smg" in (out / "advise.html").read_text()
