@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.advise import breakeven, grid
 from harness.advise.curve import CurvePoint, curve_points, stack_distances
@@ -54,6 +55,7 @@ class Advice:
     seconds: dict[str, float] = field(default_factory=dict)
     confirmed: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    replicas: Any = None  # harness.advise.replicas.ReplicaAdvice with --replicas
 
 
 def profile_for(opts: Options) -> CardProfile:

@@ -25,6 +25,7 @@ from harness.advise.advice import Advice
 from harness.advise.grid import Candidate
 from harness.advise.live_spec import LiveSpec, live_spec
 from harness.errors import HarnessError
+from harness.whatif.grid import Config
 
 TIME_SCALE = 0.02  # modelled seconds per wall second x 50: the lockstep header keeps the order exact
 KINDS = ("sim", "sglang", "sglang-cpu", "vllm")
@@ -89,7 +90,11 @@ def _vllm_can(c: Candidate) -> bool:
 def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
     """The candidate as server flags (SGLang's; the sim takes the same). `unit_tokens`: tokens per pool
     unit on the live server (a block trace's pool is in blocks)."""
-    cfg = c.config
+    return config_args(c.config, unit_tokens, server_kind)
+
+
+def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
+    """A what-if configuration as server flags (see server_args)."""
     tokens = cfg.pool * unit_tokens
     if server_kind == "vllm":
         return [

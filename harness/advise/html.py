@@ -110,6 +110,22 @@ def render(a: Advice) -> str:
             ["configuration", "server", "predicted", "measured", "difference"],
             [confirmed_row(c) for c in a.confirmed],
         )
+    replicas = ""
+    if a.replicas is not None:
+        from harness.advise.replicas import chart_svg, confirmed_table
+        from harness.advise.replicas import table as replicas_table
+
+        ra = a.replicas
+        replicas = (
+            "<h2>Replicas behind smg</h2><ol>"
+            + "".join(f"<li><b>{esc(s.action)}</b>: {esc(s.why)}</li>" for s in ra.steps)
+            + "</ol><ul>"
+            + "".join(f"<li>{esc(n)}</li>" for n in ra.notes)
+            + "</ul>"
+            + chart_svg(ra)
+            + _table(*replicas_table(ra))
+            + (("<h3>Confirmed live behind smg</h3>" + _table(*confirmed_table(ra))) if ra.confirmed else "")
+        )
     body = (
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"
         f"<p>{a.requests:,} requests, {a.prompt_tokens:,} prompt tokens; {esc(a.card)} ({esc(a.model)})</p>"
@@ -123,6 +139,7 @@ def render(a: Advice) -> str:
         "prefix-stable.</p>"
         f"<h2>Break-even per tier</h2>{_table(be_head, be_rows)}"
         + "".join(f"<p>{esc(line)}</p>" for line in slower_than_recompute(a.breakeven))
+        + replicas
         + confirmed
     )
     return (

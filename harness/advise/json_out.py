@@ -35,6 +35,7 @@ def to_dict(a: Advice) -> dict:
         "confirmed": a.confirmed,
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "notes": a.notes,
+        **({"replicas": a.replicas.to_dict()} if a.replicas is not None else {}),
     }
 
 

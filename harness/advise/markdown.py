@@ -111,6 +111,10 @@ def render(a: Advice) -> str:
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     out += ["", *[f"- {line}" for line in slower_than_recompute(a.breakeven)]]
+    if a.replicas is not None:
+        from harness.advise.replicas import markdown as replicas_markdown
+
+        out += replicas_markdown(a.replicas)
     if a.confirmed:
         out += [
             "",

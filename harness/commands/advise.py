@@ -65,6 +65,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=16,
         help="--confirm on a Mooncake trace: tokens sent per hash id (default 16)",
     )
+    p.add_argument(
+        "--replicas",
+        default=None,
+        help="replica counts behind smg, comma list: adds the routing policy, shared L3 and "
+        "replicas-vs-bigger-pool steps (docs/advise.md#replicas)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown")
     p.add_argument("--quiet", action="store_true", help="print only the headline")
     p.add_argument(
@@ -138,6 +144,9 @@ def run(args: argparse.Namespace) -> int:
         block_size=args.block_size,
     )
     profile = check(args.inputs, opts)
+    replicas = _ints("--replicas", args.replicas) if args.replicas else ()
+    if args.replicas is not None and (not replicas or any(not 1 <= n <= 64 for n in replicas)):
+        raise HarnessError(f"--replicas: {args.replicas!r}: expected replica counts within 1..64, comma list")
     check_confirm(args.inputs, launch)
     if args.confirm:  # it launches servers: SIGTERM/SIGHUP unwind as Ctrl-C does, stopping them
         from harness.servers.process import install_signal_handlers
@@ -148,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for path, trace in zip(args.inputs, traces, strict=True):
         a = advise(path, opts, profile, trace)
+        if replicas:
+            from harness.advise.replicas import advise_replicas
+
+            slo_ms = opts.slo.ttft_ms if opts.slo is not None else None
+            a.replicas = advise_replicas(trace, a.recommendation.chosen.config, replicas, profile, slo_ms)
         out = None
         if args.output is not None:
             out = args.output / path.stem if many else args.output
@@ -156,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
             keep = out / "confirm" if out is not None else None
             a.confirmed = confirm(path, a, launch, keep)
             failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
+            if a.replicas is not None and a.replicas.chosen:
+                from harness.advise.replicas_confirm import confirm_replicas
+
+                a.replicas.confirmed = confirm_replicas(path, a, launch, keep / "replicas" if keep else None)
+                failed += sum(c["measured_hit_rate"] is None for c in a.replicas.confirmed)
         if out is not None:
             write_json(a, out / "advise.json")
             write_markdown(a, out / "advise.md")

@@ -62,6 +62,42 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=None,
         help="requests in flight for spec and capture inputs (default: the input's own concurrency)",
     )
+    r = p.add_argument_group(
+        "routing (docs/whatif.md#routing-replay)",
+        "replay N replicas behind SGLang's gateway (smg 1.13.0), each request routed as smg would",
+    )
+    r.add_argument("--replicas", default=None, help="replica counts, comma list (e.g. 1,2,4,8)")
+    r.add_argument(
+        "--router",
+        default="cache_aware",
+        help="smg policies, comma list: round_robin, random, cache_aware, prefix_hash, consistent_hashing, "
+        "power_of_two, least_load, or all (default cache_aware)",
+    )
+    r.add_argument("--router-seed", type=int, default=0, help="seed of the replay's random choices")
+    r.add_argument("--cache-threshold", type=float, default=0.3, help="smg's --cache-threshold")
+    r.add_argument("--balance-abs-threshold", type=int, default=64, help="smg's --balance-abs-threshold")
+    r.add_argument("--balance-rel-threshold", type=float, default=1.5, help="smg's --balance-rel-threshold")
+
+    r.add_argument(
+        "--eviction-interval",
+        type=float,
+        default=60.0,
+        help="smg's --eviction-interval-secs (smg launch: 60)",
+    )
+    r.add_argument("--max-tree-size", type=int, default=67_108_864, help="smg's --max-tree-size, chars")
+    r.add_argument(
+        "--router-transport",
+        choices=("http", "grpc"),
+        default="http",
+        help="what smg sees: http (the text; prefix_hash hashes its first 1,024 chars) or grpc (token ids)",
+    )
+    r.add_argument(
+        "--l3",
+        choices=("shared", "own", "both"),
+        default="shared",
+        help="with --storage-backend: one L3 for all",
+    )
+    r.add_argument("--slo", type=float, default=None, help="TTFT SLO in ms: share met and goodput per case")
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument(
@@ -116,6 +152,72 @@ def _configs(args) -> list:
     )
 
 
+def _routing(args, configs: list) -> int:
+    """`--replicas`: the routing grid, its tables, chart and JSON."""
+    from harness.whatif.inputs import read_input
+    from harness.whatif.replay import diagnose, ideal_hits
+    from harness.whatif.routing import POLICIES, RouterConfig
+    from harness.whatif.routing_grid import build_cases, run_cases
+    from harness.whatif.routing_output import draw_routing_chart, print_routing, routing_entry
+
+    replicas = _list("--replicas", args.replicas, int)
+    policies = list(POLICIES) if args.router.strip() == "all" else _list("--router", args.router, str.lower)
+    base = RouterConfig(
+        policy=policies[0] if policies[0] in POLICIES else "cache_aware",
+        seed=args.router_seed,
+        cache_threshold=args.cache_threshold,
+        balance_abs_threshold=args.balance_abs_threshold,
+        balance_rel_threshold=args.balance_rel_threshold,
+        eviction_interval_s=args.eviction_interval,
+        max_tree_size=args.max_tree_size,
+        transport=args.router_transport,
+    )
+    for pol in policies:
+        RouterConfig(policy=pol)  # one line naming the flag and value when unknown
+    if args.slo is not None and args.slo <= 0:
+        raise HarnessError(f"--slo: {args.slo} must be > 0 (ms)")
+    cases = build_cases(configs, replicas, base, policies, args.l3)
+    everything = []
+    for path in args.inputs:
+        trace = _read(args, path, read_input)
+        results = run_cases(trace, cases, args.card_profile, args.workers)
+        notes = trace.notes + diagnose(trace, ideal_hits(trace, 1))
+        everything.append(routing_entry(path, trace, notes, results, args.slo))
+        if not args.json:
+            print_routing(trace, results, notes, args.slo)
+        if args.output:
+            args.output.mkdir(parents=True, exist_ok=True)
+            chart = args.output / f"whatif-routing-{trace.name}.png"
+            draw_routing_chart(trace, results, chart)
+            if not args.json:
+                print(f"chart: {chart}")
+    _write(args, everything)
+    return 0
+
+
+def _read(args, path: Path, read_input):
+    trace = read_input(path, args.block_size)
+    if args.concurrency is not None:
+        if args.concurrency < 1:
+            raise HarnessError(f"--concurrency: {args.concurrency} must be >= 1")
+        if trace.concurrency is None:
+            raise HarnessError(
+                f"--concurrency: {path} is a trace without sessions; it replays one request at a time"
+            )
+        trace.concurrency = args.concurrency
+    return trace
+
+
+def _write(args, everything: list) -> None:
+    if args.output:
+        from harness.capture import write_json_atomic
+
+        write_json_atomic(args.output / "whatif.json", everything)
+    if args.json:
+        json.dump(everything, sys.stdout, indent=1)
+        print()
+
+
 def run(args) -> int:
     from harness.whatif.inputs import read_input
     from harness.whatif.output import draw_chart, print_tables, results_entry
@@ -126,17 +228,11 @@ def run(args) -> int:
         from harness.sim.timing import get_profile
 
         get_profile(args.card_profile)
+    if args.replicas is not None:
+        return _routing(args, configs)
     everything = []
     for path in args.inputs:
-        trace = read_input(path, args.block_size)
-        if args.concurrency is not None:
-            if args.concurrency < 1:
-                raise HarnessError(f"--concurrency: {args.concurrency} must be >= 1")
-            if trace.concurrency is None:
-                raise HarnessError(
-                    f"--concurrency: {path} is a trace without sessions; it replays one request at a time"
-                )
-            trace.concurrency = args.concurrency
+        trace = _read(args, path, read_input)
         results = sweep(trace, configs, args.card_profile, args.workers)
         notes = trace.notes + diagnose(trace, ideal_hits(trace, 1))
         everything.append(results_entry(path, trace, notes, results))
@@ -148,11 +244,5 @@ def run(args) -> int:
             draw_chart(trace, results, chart)
             if not args.json:
                 print(f"chart: {chart}")
-    if args.output:
-        from harness.capture import write_json_atomic
-
-        write_json_atomic(args.output / "whatif.json", everything)
-    if args.json:
-        json.dump(everything, sys.stdout, indent=1)
-        print()
+    _write(args, everything)
     return 0

@@ -135,6 +135,7 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
     histories from the answers the server actually returned, requests in the order they were sent.
     `info`: the server's server_info (default: the server folder's server_info.json)."""
     from harness.capture import REQUESTS, read_jsonl
+    from harness.whatif.routing import routing_text
     from harness.workloads import build_schedule
     from harness.workloads.prompts import PromptBuilder, Turnout
     from harness.workloads.tokenizers import load_prompt_maker
@@ -180,7 +181,7 @@ def read_capture(point_dir: Path, info: dict[str, Any] | None = None) -> Trace:
         ans = server.answer(rec, _is_ids(prompt.payload))
         answer = rec.get("answer") or ""
         hist.append(Turnout(answer=answer, answer_ids=ans, completion_tokens=rec.get("completion_tokens")))
-        reqs.append(_request(ids, list(ans), conv, req))
+        reqs.append(_request(ids, list(ans), conv, req, routing_text(prompt.payload)))
     return Trace(
         f"{spec.name}-{point_dir.name}",
         reqs,

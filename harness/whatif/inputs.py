@@ -69,6 +69,7 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
     from harness.sim.answers import answer_ids
     from harness.spec import load_spec
     from harness.tokenizer import WordTokenizer
+    from harness.whatif.routing import routing_text
     from harness.workloads import build_schedule
     from harness.workloads.prompts import PromptBuilder, Turnout
 
@@ -87,7 +88,7 @@ def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int 
         ids = _prompt_ids(prompt.payload, tok)
         ans = answer_ids(ids, r.output_tokens, answer_seed)
         hist.append(Turnout(answer=tok.decode(ans), answer_ids=tuple(ans), completion_tokens=len(ans)))
-        reqs.append(_request(ids, ans, conv, r))
+        reqs.append(_request(ids, ans, conv, r, routing_text(prompt.payload)))
     notes = []
     if len(spec.points()) > 1:
         which = "the first" if point_index == 0 else f"point {point_index + 1}"

@@ -23,6 +23,9 @@ class TraceRequest:
     priority: int | None = None  # SGLang's `priority` the request carried (the spec's `priorities:`)
     priority_class: str | None = None
     gap: float = 0.0  # a session trace's later turn: due this long after the previous turn's answer
+    text: str | None = (
+        None  # what a gateway routes it by (harness.whatif.routing.routing_text); None: the ids
+    )
 
 
 @dataclass
@@ -50,7 +53,7 @@ def _prompt_ids(payload, tok) -> list[int]:
     return tok.encode(payload) if isinstance(payload, str) else list(payload)
 
 
-def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
+def _request(ids: list[int], ans: list[int], conv, r, text: str | None = None) -> TraceRequest:
     return TraceRequest(
         tuple(ids),
         len(ids),
@@ -66,4 +69,5 @@ def _request(ids: list[int], ans: list[int], conv, r) -> TraceRequest:
         priority=r.priority,
         priority_class=r.priority_class,
         gap=r.gap or 0.0,
+        text=text,
     )

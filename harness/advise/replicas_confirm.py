@@ -1,0 +1,86 @@
+"""`advise --replicas … --confirm K`: the routing step's fleets launched as `replicas:` profiles behind smg.
+
+Each replica count's chosen fleet (its policy on the configuration advise chose) becomes one server
+profile with `replicas: N` and `router: {policy: …}`, resolved for the server kind and run through bench's
+plan and loop as `--confirm` runs single servers (harness.advise.confirm); the point is then replayed as
+the gateway routed it and drawn by the model (harness.summarize.routing_check), so each worker's
+measured hit rate stands beside its prediction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.advise.advice import Advice
+from harness.advise.confirm import Launch, _options, config_args
+from harness.advise.live_spec import live_spec
+from harness.advise.replicas import ReplicaAdvice, Row
+from harness.errors import HarnessError
+from harness.whatif.grid import Config
+
+
+def fleets(ra: ReplicaAdvice, k: int) -> list[Row]:
+    """The first K replica counts' chosen fleets, fewest replicas first."""
+    return [ra.chosen[n] for n in sorted(ra.chosen)][:k]
+
+
+def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> list[dict[str, Any]]:
+    """Launch each chosen fleet for the input's first point and compare; `keep` holds captures and logs."""
+    from harness.capture import point_dir
+    from harness.capture.redact import spec_redactor
+    from harness.summarize.routing_check import check_point
+    from harness.sweep.bench import run_plans
+    from harness.sweep.plan import plan_experiment
+
+    ra = a.replicas
+    if ra is None or not ra.chosen:
+        raise HarnessError("--confirm with --replicas: no fleet of 2 or more replicas to launch")
+    if launch.server_kind == "vllm":
+        raise HarnessError("--confirm with --replicas: smg fleets run on sim, sglang or sglang-cpu here")
+    rows = fleets(ra, launch.k)
+    base: Config = a.recommendation.chosen.config
+    launch_as = "sglang"
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="advise-replicas-") as tmp:
+        root = keep if keep is not None else Path(tmp)
+        live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
+        servers = []
+        for i, r in enumerate(rows, 1):
+            cfg = dataclasses.replace(base, pool=r.pool, host_ratio=r.host_ratio, storage="")
+            args = config_args(cfg, live.unit_tokens, launch.server_kind)
+            servers.append({"name": f"fleet-{i}", "launch": launch_as, "args": args, "replicas": r.replicas,
+                            "router": {"policy": r.policy}})  # fmt: skip
+        spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
+        opts = _options(launch, root / "cap-replicas")
+        plan = plan_experiment(spec, opts)
+        for sp in plan.servers:
+            sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
+            if launch.server_kind == "sim" and launch.model:
+                sp.model = launch.model
+        outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
+        if outcome.server_failures:
+            raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
+        for r, sp in zip(rows, plan.servers, strict=True):
+            item = sp.points[0]
+            entry: dict[str, Any] = {"fleet": r.label(), "server_kind": launch.server_kind,
+                                     "predicted_hit_rate": round(r.hit_rate, 6)}  # fmt: skip
+            if outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") != "ok":
+                out.append(entry | {"measured_hit_rate": None, "workers": []})
+                continue
+            c = check_point(point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name))
+            d = c.to_dict()
+            out.append(
+                entry
+                | {
+                    "measured_hit_rate": round(c.measured_hit_rate, 6),
+                    "followed_hit_rate": round(c.followed_hit_rate, 6),
+                    "drawn_hit_rate": round(c.predicted_mean, 6),
+                    "difference_points": round((c.measured_hit_rate - r.hit_rate) * 100, 3),
+                    "off_model": c.off_model,
+                    "workers": d["workers"],
+                }
+            )
+    return out
