@@ -1,8 +1,9 @@
 """Two real SGLang 0.5.23 CPU servers behind SGLang's gateway (smg 1.13.0), through `harness bench --server-kind
 sglang-cpu` of a `replicas:` profile: the three hit-rate sources sum over the workers and agree, each worker's
-routed requests (smg's x-smg-routed-worker-id) equal its own prompt-token counter, a shared L3 directory gives
-a hit on the replica that had not seen the prefix, and a worker killed mid-point fails that point by name
-while the points before it and the retry on a fresh fleet are untouched.
+routed requests (smg's x-smg-routed-worker-id) equal its own prompt-token counter, the routing replay
+(harness.whatif.fleet) gives each worker the hit rate SGLang counted, a shared L3 directory gives a hit on
+the replica that had not seen the prefix, and a worker killed mid-point fails that point by name while the
+points before it and the retry on a fresh fleet are untouched.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from harness.summarize.routing_check import check_point
 from tests.helpers.cli import harness, run_bench
 from tests.helpers.procs import marked_pids, no_survivors
 from tests.helpers.specs import bench_spec, shared_prefix
@@ -64,7 +66,9 @@ def test_two_sglang_workers_behind_smg_sum_to_the_three_sources(
 ) -> None:
     server = {"name": "{policy}", "launch": "sglang", "replicas": 2, "router": {"policy": "{policy}"},
               "args": POOL}  # fmt: skip
-    spec = bench_spec(tmp_path, mark, name="rep", workload=WORKLOAD, sweep={}, concurrency=2, seeds=[0],
+    # concurrency 1: what each worker's cache holds then follows from its requests alone, so the replay of
+    # the point as the gateway routed it must give each SGLang's own count (harness.summarize.routing_check)
+    spec = bench_spec(tmp_path, mark, name="rep", workload=WORKLOAD, sweep={}, concurrency=1, seeds=[0],
                       matrix={"policy": ["round_robin", "cache_aware"]}, servers=[server], **TOP)  # fmt: skip
     code, out = _bench(tmp_path, spec, sglang_setup)
     assert code in (0, 1), out[-4000:]  # 1: validate flagged timings; every point must still be ok
@@ -89,6 +93,15 @@ def test_two_sglang_workers_behind_smg_sum_to_the_three_sources(
         assert abs(cached / prompt - usage) < 1e-9  # the point's rate is the workers' sum
         assert abs(sum(w["prefill_share"] for w in workers.values()) - 1) < 1e-6 and f["load_skew"] >= 1.0
         rates[name] = usage
+        c = check_point(tmp_path / "capture" / "n" / "rep" / name / "seed=0", seeds=100)
+        where = f"{name}: {c.to_dict()}"
+        assert c.off_model == 0, where  # every live choice is one smg's policy, as modelled, could make
+        assert all(w.requests > 0 and abs(w.diff_points) <= 3.0 for w in c.workers), where
+        if name == "round_robin":  # no draw in it: the replay is the run
+            assert abs(c.diff_points) <= 3.0, where
+        else:  # smg breaks ties at random: one live run is one draw, inside the model's draws
+            assert min(c.predicted) - 0.03 <= c.measured_hit_rate <= max(c.predicted) + 0.03, where
+        print(where)
     assert rates["cache_aware"] > rates["round_robin"], rates
     print("real SGLang x2 behind smg, hit rate by usage:", {k: round(v, 3) for k, v in rates.items()})
 
