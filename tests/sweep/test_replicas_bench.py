@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from tests.helpers.cli import harness, run_bench
-from tests.helpers.specs import SIM_FAST, bench_spec, shared_prefix
 from tests.helpers.procs import marked_pids, no_survivors
+from tests.helpers.specs import SIM_FAST, bench_spec, shared_prefix
 
 pytestmark = [
     pytest.mark.slow,
