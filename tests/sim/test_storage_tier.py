@@ -174,7 +174,8 @@ def test_two_sim_processes_share_a_storage_directory(tmp_path: Path, monkeypatch
     storage = tmp_path / "l3"
     first = _run_point(tmp_path, "first", storage, monkeypatch)
     assert first and all(r["ok"] for r in first)
-    assert all(r["cached_storage"] == 0 for r in first)
+    assert all(not r["cached_storage"] for r in first)
+    assert any(r["cached_storage"] is None for r in first)  # a full miss: cached_tokens_details null (0.5.23)
     assert FileStore(storage, "_sim-tiny_0_1").pages() > 400  # every page written through
     second = _run_point(tmp_path, "second", storage, monkeypatch)  # a fresh server, same directory
     hits = [r["cached_storage"] for r in second]
@@ -182,7 +183,7 @@ def test_two_sim_processes_share_a_storage_directory(tmp_path: Path, monkeypatch
     for r in second:
         assert r["cached_device"] + r["cached_host"] + r["cached_storage"] == (r["cached_tokens"] or 0)
     empty = _run_point(tmp_path, "empty", tmp_path / "empty-l3", monkeypatch)
-    assert all(r["cached_storage"] == 0 for r in empty)
+    assert all(not r["cached_storage"] for r in empty)
 
 
 def test_no_host_room_for_the_prefetch_is_host_capacity(tmp_path: Path):
