@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ KINDS = ("sim", "sglang", "sglang-cpu", "vllm")
 # vLLM's KV block for --confirm: its pool is set in blocks (--num-gpu-blocks-override). 32, not vLLM's GPU
 # default 16: the CPU build refuses 16 (docs/real-servers.md); GPU builds take 32 too.
 VLLM_BLOCK = 32
+VLLM_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+KV_BYTES_CEILING = 131_072  # bf16 KV bytes a token of Llama-3.1-8B, the largest of the built-in models
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,12 @@ def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
     tokens = cfg.pool * unit_tokens
     if server_kind == "vllm":
         blocks = math.ceil(tokens / VLLM_BLOCK)
-        # the longest request the pool holds: a longer one is refused at once rather than never scheduled;
-        # --enforce-eager: no graph capture at start (minutes on a CPU, nothing the hit rate depends on)
+        # one block more than the pool: vLLM's BlockPool holds one back as its null block
+        # (vllm/v1/core/block_pool.py); --max-model-len the pool: a longer request is refused at once rather
+        # than never scheduled; --enforce-eager: no graph capture at start (minutes on a CPU)
         return [
             "--num-gpu-blocks-override",
-            str(blocks),
+            str(blocks + 1),
             "--block-size",
             str(VLLM_BLOCK),
             "--max-model-len",
@@ -116,6 +120,17 @@ def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
         if cfg.storage:
             args += ["--hicache-storage-backend", cfg.storage]
     return args
+
+
+def vllm_env(c: Candidate, unit_tokens: int) -> dict[str, str]:
+    """vLLM's CPU build sizes its KV space from VLLM_CPU_KVCACHE_SPACE (GiB), else it reserves
+    --gpu-memory-utilization (0.92) of the host's memory and refuses to start when that much is not free:
+    room for the pool at KV_BYTES_CEILING a token plus 1 GiB, unless the environment sets it. GPU builds
+    ignore it."""
+    if os.environ.get(VLLM_KV_ENV):
+        return {}
+    tokens = math.ceil(c.config.pool * unit_tokens / VLLM_BLOCK) * VLLM_BLOCK
+    return {VLLM_KV_ENV: str(math.ceil(tokens * KV_BYTES_CEILING / 1024**3) + 1)}
 
 
 def _options(launch: Launch, capture: Path) -> Any:
@@ -159,7 +174,10 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
                 "--served-model-name",
                 live.spec.model,
             ]  # the sim models --model, vLLM loads it; requests name the spec's
-        servers.append({"name": f"candidate-{i}", "launch": launch_as, "args": args})
+        server: dict[str, Any] = {"name": f"candidate-{i}", "launch": launch_as, "args": args}
+        if launch.server_kind == "vllm":
+            server["env"] = vllm_env(c, live.unit_tokens)
+        servers.append(server)
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
     opts = _options(launch, work / "cap")
     plan = plan_experiment(spec, opts)

@@ -33,7 +33,7 @@ def vllm_model():
 
 def test_confirm_two_lru_pools_on_vllm_measures_what_was_predicted(vllm_model, tmp_path, capsys):
     wl = specs.shared_prefix(
-        groups=6, prompts_per_group=3, system_prompt_tokens=256, question_tokens=16, output_tokens=2
+        groups=16, prompts_per_group=3, system_prompt_tokens=256, question_tokens=16, output_tokens=2
     )
     spec = specs.write_spec(
         tmp_path,
@@ -59,15 +59,25 @@ def test_confirm_two_lru_pools_on_vllm_measures_what_was_predicted(vllm_model, t
     for c in confirmed:
         assert c["config"].startswith("lru, pool ") and "host" not in c["config"], c
         assert c["predicted_block_tokens"] == 32 and c["measured_hit_rate"] is not None, c
-        assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.03, c
+        # vLLM's prompts are ~15 tokens longer than the spec's word counts (its tokenizer and BOS), so the
+        # rates differ by a little even where the cached tokens agree
+        assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.05, c
         pools.append(int(c["config"].split("pool ")[1].replace(",", "")))
     assert len(set(pools)) == 2
+    # where the pool holds every prefix, vLLM caches exactly the predicted tokens (whole 32-token blocks)
+    big = max(range(2), key=lambda i: pools[i])
+    cap = out / "confirm" / "cap" / "advise" / "advise-vllm"
+    (records,) = list((cap / f"candidate-{big + 1}").rglob("requests.jsonl"))
+    rows = [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
+    cached = sum(r["cached_tokens"] or 0 for r in rows if not r.get("warmup"))
+    predicted = confirmed[big]["predicted_hit_rate"] * d["prompt_tokens"]
+    assert abs(cached - predicted) <= 32, (cached, predicted)
     # each ran on vLLM with its own pool in 32-token blocks
     manifest = json.loads((out / "confirm" / "cap" / "advise" / "advise-vllm" / "manifest.json").read_text())
     for i, pool in enumerate(pools, 1):
         run = manifest["servers"][f"candidate-{i}"]["argv"]
         assert "vllm.entrypoints.openai.api_server" in run, run
-        assert run[run.index("--num-gpu-blocks-override") + 1] == str(-(-pool // 32)), run
+        assert run[run.index("--num-gpu-blocks-override") + 1] == str(-(-pool // 32) + 1), run
     announce(
         f"advise --confirm on vLLM: {[(c['config'], c['predicted_hit_rate'], c['measured_hit_rate']) for c in confirmed]}"
     )
