@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.advise import breakeven, grid
 from harness.advise.curve import CurvePoint, curve_points, stack_distances
+from harness.advise.levers import Levers
 from harness.advise.physics import Slo, service_times
 from harness.advise.recommend import Recommendation, recommend
 from harness.advise.working_set import WorkingSet, clock, working_set
@@ -109,14 +110,18 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     device = max(profile.default_pool_tokens // unit_tokens, 1)
     current = opts.pool or _capture_pool(path) or device
     host_mem = opts.host_memory_gb if opts.host_memory_gb is not None else _host_gb(profile)
-    pools = grid.pools_around(current, device, sd)
+    unit_name = "blocks" if trace.kind == "blocks" else "tokens"
+    levers = Levers(profile, unit_tokens, unit_name)
+    around = grid.pools_around(current, device, sd)
+    pools = [
+        p for p in around if p == current or levers.reachable(p)
+    ]  # past FP8 at the top fraction: no lever
     typical = _typical_prompt_tokens(trace)
     fast, slow = breakeven.storage_split(profile, typical)
     has_priorities = any(r.priority is not None for r in trace.requests)  # a spec's `priorities:`
     configs = grid.build(trace, pools, profile, host_mem, priorities=has_priorities)
     cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
     t_grid = time.perf_counter()
-    unit_name = "blocks" if trace.kind == "blocks" else "tokens"
     kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
     no_host = (
         f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} {unit_name} = "
@@ -124,17 +129,27 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
         if host_mem is not None and kv_gb > 0
         else "no host ratio fits the host memory"
     )
-    rec = recommend(cands, current, ws, unit_name, no_host, slow_storage=slow, typical_tokens=typical)
+    rec = recommend(
+        cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
+    )
     stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
     if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
         cands += grid.run(trace, stored, profile, opts.slo, opts.workers)
-        rec = recommend(cands, current, ws, unit_name, no_host, slow_storage=slow, typical_tokens=typical)
+        rec = recommend(
+            cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
+        )
     t_storage = time.perf_counter()
     ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
     host_pool = int(current * max(ratios, default=0))
     named = sorted({current, device, current + host_pool, *opts.curve_at})
     pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
     notes = list(trace.notes)
+    dropped = sorted(set(around) - set(pools))
+    if dropped:
+        notes.append(
+            f"pools past FP8 KV at the largest memory fraction ({levers.largest_pool_tokens():,} tokens) not "
+            f"offered: {', '.join(levers.size(p) for p in dropped)}"
+        )
     if not has_priorities:
         notes.append("priority not in the grid: the input carries no request priorities")
     if sd.longest_request > min(pools):

@@ -16,12 +16,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.advise.advice import Advice
+from harness.advise.better import ranked
 from harness.advise.grid import Candidate
 from harness.advise.live_spec import LiveSpec, live_spec
 from harness.errors import HarnessError
@@ -29,7 +31,11 @@ from harness.whatif.grid import Config
 
 TIME_SCALE = 0.02  # modelled seconds per wall second x 50: the lockstep header keeps the order exact
 KINDS = ("sim", "sglang", "sglang-cpu", "vllm")
-VLLM_BLOCK = 16  # vLLM's default KV block: its pool is set in blocks (--num-gpu-blocks-override)
+# vLLM's KV block for --confirm: its pool is set in blocks (--num-gpu-blocks-override). 32, not vLLM's GPU
+# default 16: the CPU build refuses 16 (docs/real-servers.md); GPU builds take 32 too.
+VLLM_BLOCK = 32
+VLLM_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
+KV_BYTES_CEILING = 131_072  # bf16 KV bytes a token of Llama-3.1-8B, the largest of the built-in models
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,7 @@ def top(a: Advice, k: int, server_kind: str = "sim") -> list[Candidate]:
     if server_kind == "vllm":
         pool = [c for c in pool if _vllm_can(c)]
         chosen = chosen if chosen is not None and _vllm_can(chosen) else None
-    rest = sorted(pool, key=lambda c: (-round(c.hit_rate, 4), c.modelled.ttft_ms["mean"]))
+    rest = ranked(pool)  # the advice's own measure (harness.advise.better)
     head = [chosen] if chosen is not None else []
     return [*head, *[c for c in rest if c is not chosen]][:k]
 
@@ -97,11 +103,18 @@ def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
     """A what-if configuration as server flags (see server_args)."""
     tokens = cfg.pool * unit_tokens
     if server_kind == "vllm":
+        blocks = math.ceil(tokens / VLLM_BLOCK)
+        # one block more than the pool: vLLM's BlockPool holds one back as its null block
+        # (vllm/v1/core/block_pool.py); --max-model-len the pool: a longer request is refused at once rather
+        # than never scheduled; --enforce-eager: no graph capture at start (minutes on a CPU)
         return [
             "--num-gpu-blocks-override",
-            str(math.ceil(tokens / VLLM_BLOCK)),
+            str(blocks + 1),
             "--block-size",
             str(VLLM_BLOCK),
+            "--max-model-len",
+            str(blocks * VLLM_BLOCK),
+            "--enforce-eager",
         ]
     args = ["--enable-cache-report", "--max-total-tokens", str(tokens), "--radix-eviction-policy", cfg.policy]
     if cfg.policy_config:
@@ -112,6 +125,17 @@ def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
         if cfg.storage:
             args += ["--hicache-storage-backend", cfg.storage]
     return args
+
+
+def vllm_env(c: Candidate, unit_tokens: int) -> dict[str, str]:
+    """vLLM's CPU build sizes its KV space from VLLM_CPU_KVCACHE_SPACE (GiB), else it reserves
+    --gpu-memory-utilization (0.92) of the host's memory and refuses to start when that much is not free:
+    room for the pool at KV_BYTES_CEILING a token plus 1 GiB, unless the environment sets it. GPU builds
+    ignore it."""
+    if os.environ.get(VLLM_KV_ENV):
+        return {}
+    tokens = math.ceil(c.config.pool * unit_tokens / VLLM_BLOCK) * VLLM_BLOCK
+    return {VLLM_KV_ENV: str(math.ceil(tokens * KV_BYTES_CEILING / 1024**3) + 1)}
 
 
 def _options(launch: Launch, capture: Path) -> Any:
@@ -150,12 +174,15 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
     servers = []
     for i, c in enumerate(cands, 1):
         args = server_args(c, live.unit_tokens, launch.server_kind)
-        if launch.server_kind == "sim" and launch.model:
+        if launch.server_kind in ("sim", "vllm") and launch.model:
             args += [
                 "--served-model-name",
                 live.spec.model,
-            ]  # the sim models --model; requests name the spec's
-        servers.append({"name": f"candidate-{i}", "launch": launch_as, "args": args})
+            ]  # the sim models --model, vLLM loads it; requests name the spec's
+        server: dict[str, Any] = {"name": f"candidate-{i}", "launch": launch_as, "args": args}
+        if launch.server_kind == "vllm":
+            server["env"] = vllm_env(c, live.unit_tokens)
+        servers.append(server)
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
     opts = _options(launch, work / "cap")
     plan = plan_experiment(spec, opts)
@@ -188,9 +215,26 @@ def measured_hit_rate(pdir: Path) -> float:
     return cached / prompt if prompt else 0.0
 
 
-def confirm(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> list[dict]:
+def vllm_predictions(cands: list[Candidate], trace: Any, profile: Any, live_unit: int) -> list[float] | None:
+    """The candidates replayed again at vLLM's block (SGLang's tree at page size VLLM_BLOCK): vLLM hits only
+    whole blocks of the prompt's first n-1 tokens, so the page-1 prediction reads high by up to a block a
+    request. None when a block is not a whole number of the input's units sent live."""
+    from harness.whatif.replay import sweep
+
+    if VLLM_BLOCK % live_unit:
+        return None
+    page = VLLM_BLOCK // live_unit
+    configs = [
+        dataclasses.replace(c.config, page_size=page, pool=c.config.pool // page * page) for c in cands
+    ]
+    return [r.hit_rate for r in sweep(trace, configs, profile, 1)]
+
+
+def confirm(
+    path: Path, a: Advice, launch: Launch, keep: Path | None = None, trace: Any = None, profile: Any = None
+) -> list[dict]:
     """`keep`: the folder for the servers' logs and the captures (kept, as a run's are); else a temporary
-    one."""
+    one. `trace`, `profile`: the advice's input and physics, to predict vLLM at its block size."""
     cands = top(a, launch.k, launch.server_kind)
     if not cands:
         raise HarnessError(
@@ -200,15 +244,21 @@ def confirm(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> 
         root = keep if keep is not None else Path(tmp)
         live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
         measured = run_candidates(live, cands, launch, root)
+    predicted = [c.hit_rate for c in cands]
+    at_block = None
+    if launch.server_kind == "vllm" and trace is not None:
+        at_block = vllm_predictions(cands, trace, profile, live.unit_tokens)
     out = []
-    for c, m in zip(cands, measured, strict=True):
-        out.append(
-            {
-                "config": c.label(),
-                "server_kind": launch.server_kind,
-                "predicted_hit_rate": round(c.hit_rate, 6),
-                "measured_hit_rate": None if m is None else round(m, 6),
-                "difference_points": None if m is None else round((m - c.hit_rate) * 100, 3),
-            }
-        )
+    for i, (c, m) in enumerate(zip(cands, measured, strict=True)):
+        p = at_block[i] if at_block is not None else predicted[i]
+        row = {
+            "config": c.label(),
+            "server_kind": launch.server_kind,
+            "predicted_hit_rate": round(p, 6),
+            "measured_hit_rate": None if m is None else round(m, 6),
+            "difference_points": None if m is None else round((m - p) * 100, 3),
+        }
+        if at_block is not None:  # the page-1 figure of the candidates table, beside the block one
+            row |= {"predicted_block_tokens": VLLM_BLOCK, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
+        out.append(row)
     return out

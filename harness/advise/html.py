@@ -97,6 +97,14 @@ def render(a: Advice) -> str:
         for s in r.steps
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in r.notes + a.notes)
+    better = ""
+    if r.better is not None:
+        better = (
+            "<h3>A better candidate the steps did not take</h3>"
+            f"<p><b>{esc(r.better.figures())}</b></p><ul>"
+            + "".join(f"<li>{esc(w)}</li>" for w in r.better.why)
+            + "</ul>"
+        )
     blocks = a.unit_tokens > 1
     ws_rows = [[k, f"{v:,}"] + ([f"{v * a.unit_tokens:,}"] if blocks else []) for k, v in ws.within.items()]
     ws_rows.append(
@@ -130,7 +138,7 @@ def render(a: Advice) -> str:
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"
         f"<p>{a.requests:,} requests, {a.prompt_tokens:,} prompt tokens; {esc(a.card)} ({esc(a.model)})</p>"
         f"<p><b>{esc(r.headline)}</b></p>"
-        f"<h2>Recommendation</h2><ol>{steps or '<li>no change pays</li>'}</ol><ul>{notes}</ul>"
+        f"<h2>Recommendation</h2><ol>{steps or '<li>no change pays</li>'}</ol>{better}<ul>{notes}</ul>"
         f"<h2>Hit rate by pool (LRU, exact one pass)</h2>{curve_svg(a)}"
         f"<p>Ceiling {a.ceiling:.1%} at {a.knee_pool:,} {esc(a.unit)}.</p>"
         f"<h2>Candidates (exact replay)</h2>{_table(CAND_HEAD, candidates_rows(a))}"

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.better import ranked
 from harness.advise.breakeven import slower_than_recompute
 
 
 def to_dict(a: Advice) -> dict:
-    ranked = sorted(a.candidates, key=lambda c: -c.hit_rate)
+    best_first = ranked(a.candidates)  # the recommendation's own measure (harness.advise.better)
     return {
         "input": a.input,
         "card": a.card,
@@ -28,7 +29,7 @@ def to_dict(a: Advice) -> dict:
         "ceiling": round(a.ceiling, 6),
         "knee_pool": a.knee_pool,
         "working_set": a.working_set.to_dict(),
-        "candidates": [c.to_dict() for c in ranked],
+        "candidates": [c.to_dict() for c in best_first],
         "breakeven": {tier: [t.to_dict() for t in rows] for tier, rows in a.breakeven.items()},
         "slower_than_recompute": slower_than_recompute(a.breakeven),
         "recommendation": a.recommendation.to_dict(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.better import ranked
 from harness.advise.breakeven import slower_than_recompute
 from harness.advise.breakeven import table as breakeven_table
 
@@ -14,14 +15,15 @@ def _pct(x: float) -> str:
 
 
 def candidates_rows(a: Advice, top: int = 15) -> list[list[str]]:
-    ranked = sorted(a.candidates, key=lambda c: (-round(c.hit_rate, 4), c.modelled.ttft_ms["p50"]))
+    """The best `top` by the recommendation's own measure (harness.advise.better.measure)."""
     rows = []
-    for c in ranked[:top]:
+    for c in ranked(a.candidates)[:top]:
         m = c.modelled
         rows.append(
             [
                 c.label(),
                 _pct(c.hit_rate),
+                f"{m.ttft_ms['mean']:.1f}",
                 f"{m.ttft_ms['p50']:.1f}",
                 f"{m.ttft_ms['p99']:.1f}",
                 f"{m.throughput_rps:.2f}",
@@ -43,7 +45,15 @@ def confirmed_row(c: dict) -> list[str]:
     ]
 
 
-CAND_HEAD = ["configuration", "hit rate", "TTFT p50 ms", "TTFT p99 ms", "req/s", "goodput req/s"]
+CAND_HEAD = [
+    "configuration",
+    "hit rate",
+    "TTFT mean ms",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "req/s",
+    "goodput req/s",
+]
 
 
 def render(a: Advice) -> str:
@@ -68,6 +78,9 @@ def render(a: Advice) -> str:
                     f"{s.before.modelled.ttft_ms['p99']:.1f} → {s.after.modelled.ttft_ms['p99']:.1f} ms"
                 )
     out += [f"- {n}" for n in r.notes]
+    if r.better is not None:
+        out += ["", "### A better candidate the steps did not take", "", f"**{r.better.figures()}**", ""]
+        out += [f"- {w}" for w in r.better.why]
     out += ["", "## Working set", ""]
     out.append(
         f"Distinct reused prefix live at the peak: {ws.within['1m']:,} {u} within 1 minute, {ws.within['5m']:,} "

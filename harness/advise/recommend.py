@@ -1,18 +1,21 @@
 """The recommendation, in the order serving engineers change things: prompts prefix-stable -> a bigger pool
 -> a host tier with write_through -> write_through_selective -> storage -> eviction policy last.
 
-A step is taken only when the exact replay says it pays (MIN_GAIN of hit rate and a lower modelled TTFT
-p50); "no change pays" is a valid answer. Each step carries the numbers it rests on.
+A step is taken only when the exact replay says it pays (MIN_GAIN of hit rate and no higher modelled TTFT
+mean); "no change pays" is a valid answer. Each step carries the numbers it rests on and the lever that
+reaches it (harness.advise.levers). After the steps, a better candidate the steps did not reach is named
+with its costs (harness.advise.better).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.advise.better import MIN_GAIN, Better, better_candidate
 from harness.advise.grid import Candidate, config_dict
+from harness.advise.levers import Levers
 from harness.advise.working_set import WorkingSet
 
-MIN_GAIN = 0.01  # one point of hit rate: less is within what live runs scatter by
 UNSTABLE_SHARE = 0.10
 
 
@@ -44,6 +47,7 @@ class Recommendation:
     baseline: Candidate
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    better: Better | None = None  # the best candidate, when it beats `chosen` by MIN_GAIN or more
 
     def to_dict(self) -> dict:
         c = self.chosen.config
@@ -53,6 +57,7 @@ class Recommendation:
             **config_dict(c),
             "steps": [s.to_dict() for s in self.steps],
             "notes": self.notes,
+            "better_candidate": None if self.better is None else self.better.to_dict(),
         }
 
 
@@ -88,6 +93,8 @@ def recommend(
     no_host: str = "no host ratio fits the host memory",
     slow_storage: tuple[str, ...] = (),
     typical_tokens: int = 0,
+    levers: Levers | None = None,
+    host_memory_gb: float | None = None,
 ) -> Recommendation:
     def pick(policy: str | None = "lru", pool: int | None = None, host: bool | None = None, write=None):
         return [
@@ -114,11 +121,13 @@ def recommend(
     # grow the pool (lru, no host)
     here = baseline
     grown = _best(pick("lru", None, False))
-    if grown.config.pool != here.config.pool and _pays(here, grown):
+    lever = levers.pool_lever(grown.config.pool) if levers is not None else None
+    if grown.config.pool != here.config.pool and _pays(here, grown) and (levers is None or lever is not None):
+        size = levers.size(grown.config.pool) if levers is not None else f"{grown.config.pool:,} {unit_name}"
         steps.append(
             Step(
-                f"grow the device pool to {grown.config.pool:,} {unit_name} (memory fraction, or FP8 KV past the "
-                "card's default)",
+                f"grow the device pool to {size}: "
+                + (lever.text if lever is not None else "memory fraction, or FP8 KV past the card's default"),
                 f"hits come back from further than the pool holds: 90% of the hit tokens need "
                 f"{ws.reuse_distance.get('p90', 0):,} {unit_name}, the pool is {here.config.pool:,}",
                 here,
@@ -142,7 +151,12 @@ def recommend(
             )
             steps.append(
                 Step(
-                    f"enable HiCache: host tier {best_host.config.host_ratio:g}x, write_through",
+                    f"enable HiCache: host tier {best_host.config.host_ratio:g}x, write_through"
+                    + (
+                        f" ({levers.host_lever(pool, best_host.config.host_ratio, host_memory_gb)})"
+                        if levers is not None
+                        else ""
+                    ),
                     f"the 5-minute working set ({w5:,} {unit_name}) exceeds the device pool ({pool:,})",
                     here,
                     best_host,
@@ -199,9 +213,16 @@ def recommend(
             )
         )
         here = best_pol
+    better = better_candidate(cands, here, levers, host_memory_gb)
     if not steps:
-        notes.insert(0, "no change pays: every candidate is within one point of the current configuration")
-    return Recommendation(hicache, headline, here, baseline, steps, notes)
+        notes.insert(
+            0,
+            "no change pays: every candidate is within one point of the current configuration"
+            if better is None
+            else "no step pays on its own (each changes one lever and must add a point without slowing the "
+            "first token)",
+        )
+    return Recommendation(hicache, headline, here, baseline, steps, notes, better)
 
 
 def _storage_step(

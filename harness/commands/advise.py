@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             out.mkdir(parents=True, exist_ok=True)
         if args.confirm:
             keep = out / "confirm" if out is not None else None
-            a.confirmed = confirm(path, a, launch, keep)
+            a.confirmed = confirm(path, a, launch, keep, trace, profile)
             failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
             if a.replicas is not None and a.replicas.chosen:
                 from harness.advise.replicas_confirm import confirm_replicas

@@ -41,8 +41,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--storage-prefetch-policy",
-        default="best_effort",
-        help="L3 prefetch stop policy: best_effort (SGLang's default), wait_complete, timeout",
+        default="timeout",
+        help="L3 prefetch stop policy: timeout (SGLang 0.5.23's default), best_effort, wait_complete",
     )
     p.add_argument("--page-size", type=int, default=1)
     p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")

@@ -18,6 +18,7 @@ from harness.sim.storage import BACKENDS as _BACKENDS
 from harness.sim.storage import PREFETCH_POLICIES
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+NO_MODEL = "sim-model"  # the served name when no --model-path is given (SGLang itself needs one)
 STORAGE_BACKENDS = tuple(_BACKENDS)
 CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
 POLICY_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
@@ -162,13 +163,14 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a(
         "--model-path",
         "--model",
-        default="sim-model",
+        default=None,
         help="the model whose shape the timing model uses: a local folder's config.json or a built-in"
-        " (Qwen3-0.6B, Qwen3-8B, Qwen3-30B-A3B, Llama-3.1-8B-Instruct); weights are never loaded",
+        " (Qwen3-0.6B, Qwen3-8B, Qwen3-30B-A3B, Llama-3.1-8B-Instruct); weights are never loaded"
+        f" (default: none, served as {NO_MODEL!r} with Llama-3.1-8B-Instruct's shape)",
     )
     a("--served-model-name", default=None, help="model name in the API (default: --model-path)")
     a("--max-total-tokens", type=int, default=None, help="device KV pool in tokens (default: the card's)")
-    a("--page-size", type=int, default=1)
+    a("--page-size", type=int, default=None, help="tokens a KV page holds (default 1, as SGLang resolves it)")
     a("--radix-eviction-policy", default="lru", choices=POLICIES)
     a("--radix-eviction-policy-config", default=None, help='JSON, e.g. {"protected_threshold": 4}')
     a(
@@ -192,7 +194,7 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
         help="L3 storage tier (harness.sim.storage); its pages live in $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
         " (default /tmp/hicache), shared by every server pointed there",
     )
-    a("--hicache-storage-prefetch-policy", default="best_effort", choices=PREFETCH_POLICIES)
+    a("--hicache-storage-prefetch-policy", default="timeout", choices=PREFETCH_POLICIES)
     a("--disable-radix-cache", action="store_true")
     a("--max-running-requests", type=int, default=None)
     a("--chunked-prefill-size", type=int, default=None, help="default: the card's; -1 disables chunking")
@@ -210,7 +212,12 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     a("--decode-log-interval", type=int, default=40)
     a("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"))
     a("--api-key", default=None, help="require 'Authorization: Bearer KEY' (as SGLang does)")
-    a("--random-seed", type=int, default=0, help="seed of the generated answers")
+    a(
+        "--random-seed",
+        type=int,
+        default=None,
+        help="seed of the generated answers (default 0; SGLang draws one at random)",
+    )
     a("--stream-interval", type=int, default=1)
     sim = p.add_argument_group("sim-only")
     sim.add_argument(
@@ -358,7 +365,16 @@ def parse_policy_config(policy: str, text: str | None) -> dict[str, Any]:
 
 
 def validate(ns: argparse.Namespace) -> None:
-    """Startup checks SGLang would fail on; fills derived fields (policy_config)."""
+    """Startup checks SGLang would fail on; fills derived fields (policy_config) and resolves the defaults
+    SGLang leaves None in its parser: --page-size 1 (as its resolution does), --random-seed 0 (SGLang draws
+    one at random; the sim's answers repeat), no --model-path (SGLang refuses to start; the sim serves
+    NO_MODEL)."""
+    if ns.page_size is None:
+        ns.page_size = 1
+    if ns.random_seed is None:
+        ns.random_seed = 0
+    if ns.model_path is None:
+        ns.model_path = NO_MODEL
     ns.policy_config = parse_policy_config(ns.radix_eviction_policy, ns.radix_eviction_policy_config)
     if ns.radix_eviction_policy == "tlru" and getattr(ns, "sim_radix_tree", "unified") == "radix":
         raise HarnessError(

@@ -32,7 +32,7 @@ from harness.sim.sched_records import (
     SimRequest,
     stuck_message,
 )
-from harness.sim.storage_tier import StorageTier, chunk_part
+from harness.sim.storage_tier import PREFETCHING, StorageTier, chunk_part, prefetch_poll
 from harness.sim.tier_time import HostTierClock, prefill_s
 
 
@@ -143,7 +143,9 @@ class Engine(KvPool):
         if batch is None and self.busy() and hc is not None and self.tree.pending_backups():
             batch = hc.after_copies(self.tree, now, self._schedule_prefill)  # spin until they land
         if batch is None and self.busy():
-            raise SchedulerStuck(stuck_message(self))
+            batch = prefetch_poll(self.waiting, now)  # an idle loop polling a prefetch still landing
+            if batch is None:
+                raise SchedulerStuck(stuck_message(self))
         if batch is not None and hc is not None:
             batch.duration += hc.blocked_s(self.tree) + hc.write_steal_s(now, batch.duration)
         return batch
@@ -209,23 +211,26 @@ class Engine(KvPool):
         self.chunked = None if take == left else req
 
     def _admit_waiting(self, budget: PrefillBudget, plan: PrefillPlan) -> None:
-        """Admit from the head of the queue while batch slots, the chunk and the pool allow."""
+        """Admit in queue order while batch slots, the chunk and the pool allow; a request whose L3
+        prefetch is still landing stays queued and the ones behind it pass (_get_new_batch_prefill_raw)."""
         limit = int(self.config.max_running_requests or 1)
-        while self.waiting and self.chunked is None:
-            req = self.waiting[0]
+        i = 0
+        while i < len(self.waiting) and self.chunked is None:
+            req = self.waiting[i]
             if req.aborted:
-                self.waiting.popleft()
+                del self.waiting[i]
                 continue
             if plan.running_bs + len(plan.parts) >= limit and not preempt_for(self, req, budget, plan):
                 break
-            if not self._admit_one(req, budget, plan):
-                break
-            if self.chunked is not None or budget.chunk <= 0 or budget.input <= 0:
+            got = self._admit_one(req, i, budget, plan)
+            if got is PREFETCHING:  # it stays queued
+                i += 1
+            elif not got or self.chunked is not None or budget.chunk <= 0 or budget.input <= 0:
                 break
 
-    def _admit_one(self, req: SimRequest, budget: PrefillBudget, plan: PrefillPlan) -> bool:
-        """Match the head request's prefix, check it fits (prefix + new tokens + output reservation),
-        load its host hit back and add it to the batch; False (and unlocked) when it does not fit."""
+    def _admit_one(self, req: SimRequest, index: int, budget: PrefillBudget, plan: PrefillPlan) -> object:
+        """Match the queued request's prefix, check it fits (prefix + new tokens + output reservation), load
+        its host hit back and add it to the batch; False / PREFETCHING (unlocked) when it does not fit / waits."""
         fill = req.fill_ids
         dev_len, host_len, match = 0, 0, None
         if self.caching:
@@ -234,6 +239,9 @@ class Engine(KvPool):
             host_len = match.host_len if self.config.hicache else 0
             self._lock(req, match.last_device_node, dev_len)
         load = host_len if host_len >= MIN_LOAD_BACK else 0
+        if self.l3 is not None and self.l3.pending(req, dev_len + load, self.now) is not None:
+            self._unlock(req)
+            return PREFETCHING
         extend = len(fill) - dev_len - load
         out_reserve = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
         fits_total = extend + load + out_reserve < self._room() - budget.offset
@@ -243,7 +251,7 @@ class Engine(KvPool):
         if not fits_total or take <= 0 or (budget.input <= 0 and plan.parts):
             self._unlock(req)
             return False
-        self.waiting.popleft()  # the request is admitted
+        del self.waiting[index]  # the request is admitted
         host_hit = 0
         if load:
             dev_len, host_hit = self._load_back(req, match, dev_len)

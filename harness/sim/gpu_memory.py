@@ -24,6 +24,8 @@ by about that much), and SGLang's Llama-2 cap of the prefill graph at 4096 token
 
 from __future__ import annotations
 
+import math
+
 from harness.sim.cards import Card
 from harness.sim.models import ModelShape
 
@@ -74,9 +76,22 @@ def mem_fraction_static(card: Card) -> float:
     return round((gpu_mib - reserved_mib(card)) / gpu_mib, 3)
 
 
-def pool_tokens(card: Card, shape: ModelShape, fraction: float | None = None) -> int:
+def max_mem_fraction(card: Card) -> float:
+    """The largest mem_fraction_static `harness advise` offers on this card: the one that leaves only the
+    reserve SGLang keeps on its smallest cards (chunked prefill 2048, decode graph batch 8, no 10 GiB
+    floor), never below the card's own default. Past it, activations and graphs run short of memory."""
+    chunk, max_bs = 2048, 8
+    least = 512 + chunk * 1.5 + 1024 / 8 + max_bs * 2 + len(prefill_graph_sizes(chunk)) * 8
+    gpu_mib = card.visible_gib * 1024
+    return max(mem_fraction_static(card), math.floor((gpu_mib - least) / gpu_mib * 1000) / 1000)
+
+
+def pool_tokens(
+    card: Card, shape: ModelShape, fraction: float | None = None, kv_bytes: int | None = None
+) -> int:
     """max_total_num_tokens: pre-load memory x mem_fraction_static - weights, in KV tokens (0 when the
-    weights leave nothing, where SGLang refuses to start). `fraction`: a --mem-fraction-static given."""
+    weights leave nothing, where SGLang refuses to start). `fraction`: a --mem-fraction-static given;
+    `kv_bytes`: the bytes a token takes when not the model's bf16 ones (FP8 KV: half)."""
     frac = mem_fraction_static(card) if fraction is None else fraction
     budget = card.visible_gib * GIB * frac - shape.weight_bytes
-    return max(0, int(budget // shape.kv_bytes_per_token))
+    return max(0, int(budget // (kv_bytes or shape.kv_bytes_per_token)))

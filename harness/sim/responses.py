@@ -36,9 +36,12 @@ def storage_class(engine: Any) -> str | None:
     return engine.l3.class_name if getattr(engine, "l3", None) is not None else None
 
 
-def cached_details(req: SimRequest, storage_backend: str | None = None) -> dict[str, Any]:
-    """cached_tokens_details by tier; with L3 on, `storage` and `storage_backend` (its class) as well
+def cached_details(req: SimRequest, storage_backend: str | None = None) -> dict[str, Any] | None:
+    """cached_tokens_details by tier; with L3 on, `storage` and `storage_backend` (its class) as well;
+    None (JSON null) when nothing was cached, as 0.5.23 sends on a full miss
     (scheduler_components/output_streamer.get_cached_tokens_details)."""
+    if req.cached_device + req.cached_host + req.cached_storage <= 0:
+        return None
     details: dict[str, Any] = {"device": req.cached_device, "host": req.cached_host}
     if storage_backend is not None:
         details["storage"] = req.cached_storage

@@ -59,7 +59,7 @@ class EngineConfig:
     # L3 (harness.sim.storage): --hicache-storage-backend, its directory and --hicache-storage-prefetch-policy
     storage_backend: str | None = None
     storage_dir: str | None = None  # None: SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR or /tmp/hicache
-    storage_prefetch_policy: str = "best_effort"
+    storage_prefetch_policy: str = "timeout"  # SGLang 0.5.23's default
     # the host tier's time mechanisms the engine models (harness.sim.tier_time.HICACHE_MECHANISMS)
     hicache_mechanisms: tuple[str, ...] = (
         "layer_overlap",
@@ -149,7 +149,7 @@ class EngineConfig:
             hicache_write_policy=ns.hicache_write_policy,
             storage_backend=getattr(ns, "hicache_storage_backend", None),
             storage_dir=getattr(ns, "hicache_storage_dir", None),
-            storage_prefetch_policy=getattr(ns, "hicache_storage_prefetch_policy", None) or "best_effort",
+            storage_prefetch_policy=getattr(ns, "hicache_storage_prefetch_policy", None) or "timeout",
             max_running_requests=ns.max_running_requests,
             chunked_prefill_size=ns.chunked_prefill_size,
             max_prefill_tokens=ns.max_prefill_tokens,
@@ -207,6 +207,10 @@ class SimRequest:
     cached_storage: int = 0  # tokens prefetched from L3 (cached_tokens_details.storage)
     storage_end: int = 0  # L3 holds this request's prefix up to here (looked up when it is received)
     storage_wait_s: float = 0.0  # what admission waited for its prefetch
+    # wait_complete / timeout: when its prefetch lets it go (set at the first blocked poll; later requests
+    # pass it meanwhile, as SGLang's scheduler skips a request whose prefetch is still landing)
+    prefetch_ready_at: float | None = None
+    prefetch_landed: tuple[int, str | None] = (0, None)  # what it takes then: tokens, the shortfall's reason
     first_token_time: float | None = None
     finish_time: float | None = None
     generated: int = 0

@@ -304,6 +304,8 @@ class SimServer:
             async for _ in self._generate_events(request, req, faults, hint):
                 pass
             self._finish_stats(req)
+            if req.abort_message is not None:
+                return _abort_error(req.abort_message)
             text = self._decode(req.output_ids[: req.generated])
             return web.json_response(shape.completion(req, text, self._usage(req)))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -401,6 +403,8 @@ class SimServer:
             async for _ in self._generate_events(request, req, faults, hint):
                 pass
             self._finish_stats(req)
+            if req.abort_message is not None:
+                return _abort_error(req.abort_message)
             return web.json_response(self._generate_payload(req, req.generated))
         resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await resp.prepare(request)
@@ -462,6 +466,14 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response(
         {"object": "error", "message": message, "type": kind, "param": None, "code": status}, status=status
     )
+
+
+def _abort_error(message: str) -> web.Response:
+    """A scheduler abort with a status (the queue limit) on a non-streamed request: 0.5.23's tokenizer
+    manager raises HTTPException(503) (`_handle_abort_finish_reason`) and the server answers its
+    ErrorResponse, type the status code as a string."""
+    body = {"object": "error", "message": message, "type": "503", "param": None, "code": 503}
+    return web.json_response(body, status=503)
 
 
 async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:

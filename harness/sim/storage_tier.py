@@ -4,10 +4,11 @@ admitted, and write what the host tier backed up (harness.sim.storage holds the 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.sched_records import EngineConfig, EngineStats, PrefillBudget, PrefillPlan, SimRequest
+from harness.sim.sched_records import Batch, EngineConfig, EngineStats, PrefillBudget, PrefillPlan, SimRequest
 from harness.sim.storage import (
     BACKENDS,
     DEFAULT_STORAGE_DIR,
@@ -18,6 +19,16 @@ from harness.sim.storage import (
     page_keys,
     prefetch_outcome,
 )
+
+PREFETCHING = object()  # Engine._admit_one: the request waits for its L3 prefetch; later ones may pass
+PREFETCH_POLL_S = 0.001  # an idle scheduler's loop polls a landing prefetch this often (modelled seconds)
+
+
+def prefetch_poll(waiting: Iterable[SimRequest], now: float) -> Batch | None:
+    """Nothing to run but a queued request whose L3 prefetch is still landing: an empty forward up to the
+    idle loop's next poll (PREFETCH_POLL_S, or the moment it lands); None when no prefetch is landing."""
+    later = [t for r in waiting if (t := r.prefetch_ready_at) is not None and t > now]
+    return Batch("prefill", now, min(min(later) - now, PREFETCH_POLL_S)) if later else None
 
 
 def storage_directory(config: EngineConfig) -> str:
@@ -62,14 +73,42 @@ class StorageTier:
         keys = page_keys(req.input_ids[: len(req.input_ids) - 1], self.page)
         req.storage_end = self.store.hit_pages(keys) * self.page
 
+    def _since(self, req: SimRequest, now: float) -> float:
+        return max(0.0, now - (req.received if req.received is not None else req.arrival))
+
+    def pending(self, req: SimRequest, matched: int, now: float) -> float | None:
+        """Scheduler.check_prefetch_progress before admission: the time the request's prefetch lets it
+        go when that is later than `now` (the scheduler skips it and admits later requests meanwhile),
+        else None. wait_complete waits for the whole read; timeout for at most its budget from this first
+        blocked poll (`_start_storage_prefetch_wait`); best_effort never waits."""
+        hit = req.storage_end - matched
+        if hit <= 0 or req.counted or self.policy == "best_effort":
+            return None
+        if req.prefetch_ready_at is None:
+            out = prefetch_outcome(
+                self.policy, self.backend, hit, self._since(req, now), self.kv_bytes, self.page
+            )
+            if out.wait_s <= 0.0:
+                return None
+            req.prefetch_ready_at = now + out.wait_s
+            req.prefetch_landed = (out.fulfilled, out.reason)
+            req.storage_wait_s = out.wait_s
+        return req.prefetch_ready_at if now < req.prefetch_ready_at else None
+
     def admit(self, req: SimRequest, matched: int, now: float) -> PrefetchOutcome:
         """At admission, after the device match and any load-back: the L3 tokens past `matched` the
-        request takes under the prefetch policy; counts the outcome."""
+        request takes under the prefetch policy; counts the outcome. A request that waited in the queue
+        for its prefetch (`pending`) takes what had landed when it was let go (timeout: the rest `deadline`)."""
         hit = req.storage_end - matched
         if hit <= 0 or req.counted:
             return PrefetchOutcome(0, 0.0, 0, None)
-        since = now - (req.received if req.received is not None else req.arrival)
-        out = prefetch_outcome(self.policy, self.backend, hit, max(0.0, since), self.kv_bytes, self.page)
+        since = self._since(req, now)
+        if req.prefetch_ready_at is not None:  # what landed by the time `pending` let it go
+            landed, reason = req.prefetch_landed
+            got = min(landed, hit)
+            out = PrefetchOutcome(got, 0.0, hit - got, reason if got < hit else None)
+        else:
+            out = prefetch_outcome(self.policy, self.backend, hit, since, self.kv_bytes, self.page)
         if out.fulfilled and not self._host_room(out.fulfilled):
             out = PrefetchOutcome(0, 0.0, hit, "host_capacity")
         st = self.stats
@@ -78,7 +117,8 @@ class StorageTier:
             st.prefetched_tokens += out.fulfilled
         if out.reason is not None and out.unfulfilled:
             st.storage_unfulfilled[out.reason] = st.storage_unfulfilled.get(out.reason, 0) + out.unfulfilled
-        req.storage_wait_s = out.wait_s
+        if req.prefetch_ready_at is None:
+            req.storage_wait_s = out.wait_s
         return out
 
     def _host_room(self, tokens: int) -> bool:

@@ -28,7 +28,7 @@ class Config:
     storage: str = (
         ""  # L3 backend (harness.sim.storage.BACKENDS); "" = none. Needs a host tier and the engine
     )
-    storage_policy: str = "best_effort"  # --storage-prefetch-policy
+    storage_policy: str = "timeout"  # --storage-prefetch-policy (SGLang 0.5.23's default)
 
 
 def _own_config(policy: str, tree: str, policy_config: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def build_grid(
     mode: str = "sglang",
     tree: str = "unified",
     storages: Sequence[str] = ("",),
-    storage_policy: str = "best_effort",
+    storage_policy: str = "timeout",
 ) -> list[Config]:
     """Every configuration, policy-major; a write policy and an L3 backend vary only where there is a host
     tier."""

@@ -59,6 +59,7 @@ class Result:
     concurrency: int = 1
     cached_per_request: list[int] = field(default_factory=list, repr=False)  # in the trace's order
     storage_hit_tokens: int = 0  # L3 hits (engine replays with a storage backend)
+    host_written_tokens: int = 0  # tokens copied device -> host (under write_back: at eviction)
     # seconds the hits' copies cost on the card, summed over requests (harness.sim.tier_time; not overlapped)
     tier_seconds: dict[str, float] = field(default_factory=dict)
     # per priority class (a spec's or capture's `priorities:`): (hit, ideal, prompt) and TTFT percentiles
@@ -257,7 +258,7 @@ def replay_sequential(
     seconds = time.perf_counter() - t0
     st = cache.stats
     evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls)
-    return tally.result(cfg, trace, evicted, seconds, ttft)
+    return tally.result(cfg, trace, evicted, seconds, ttft, host_written_tokens=st.host_written_tokens * unit)
 
 
 def engine_config(cfg: Config, card: str | CardProfile | None = None) -> EngineConfig:
@@ -395,7 +396,17 @@ def replay_engine(
     unit = trace.unit
     evicted = (st.evicted_tokens * unit, st.load_back_tokens * unit, st.load_back_calls) if st else (0, 0, 0)
     concurrency = int(trace.concurrency or 1)
-    res = tally.result(cfg, trace, evicted, seconds, ttft, replay="engine", concurrency=concurrency)
+    written = st.host_written_tokens * unit if st else 0
+    res = tally.result(
+        cfg,
+        trace,
+        evicted,
+        seconds,
+        ttft,
+        replay="engine",
+        concurrency=concurrency,
+        host_written_tokens=written,
+    )
     res.tier_seconds = tier_seconds(res, econf)
     return res
 

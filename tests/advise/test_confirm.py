@@ -41,11 +41,14 @@ def test_a_candidate_is_sglangs_flags_and_vllm_gets_its_pool_in_blocks():
         "file",
     ]
     assert server_args(_cand(pool=40), 16, "sim")[1:3] == ["--max-total-tokens", "640"]  # 40 blocks x 16
-    assert server_args(_cand(pool=1000), 1, "vllm") == [
+    assert server_args(_cand(pool=1000), 1, "vllm") == [  # 32-token blocks: vLLM's CPU build refuses 16
         "--num-gpu-blocks-override",
-        "63",
+        "33",  # 32 for the pool and vLLM's null block
         "--block-size",
-        "16",
+        "32",
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
     ]
 
 

@@ -3,6 +3,8 @@ test_advice.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness.advise.grid import Candidate
 from harness.advise.physics import Modelled
 from harness.advise.recommend import recommend
@@ -107,3 +109,58 @@ def test_when_only_l3_behind_the_host_tier_pays_the_headline_says_so():
         r.headline
         == "HiCache pays with a storage tier: hit rate 30.0% -> 45.0%, modelled TTFT mean 300 -> 250 ms"
     )
+
+
+def test_a_better_candidate_the_steps_did_not_take_is_named_with_its_costs():
+    from dataclasses import replace
+
+    from harness.advise.levers import Levers
+    from harness.sim.timing import resolve_profile
+
+    wb = cand("lru", 2000, 0.50, 240, ratio=2.0, write="write_back")
+    wb = replace(wb, result=replace(wb.result, host_written_tokens=8_000))
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.40, 250, ratio=2.0),  # the host tier step: write_through
+        wb,  # a bigger pool and write_back at once: no single step reaches it
+        cand("lfu", 1000, 0.495, 260, ratio=2.0),  # within a point of the best: not the one named
+    ]
+    levers = Levers(resolve_profile("l4", "Qwen3-0.6B"), 1)
+    r = recommend(cands, 1000, ws(w5=5000), "tokens", levers=levers, host_memory_gb=64)
+    assert [s.action.split(" ")[0] for s in r.steps] == ["enable"]
+    assert r.steps[0].action.endswith("(--hicache-ratio 2: 0.2 GB of the 64 GB host memory)")
+    assert r.chosen.config == Config("lru", 1000, 2.0, "write_through")
+    b = r.better
+    assert b is not None and b.candidate is wb and b.gain_points == pytest.approx(10.0)
+    why = " ".join(b.why)
+    assert "differs in device pool and write policy" in why
+    assert (
+        "Memory: a device pool of 2,000 tokens, against 1,000 tokens now, takes the card's default pool"
+        in why
+    )
+    per_request = 8_000 * levers.profile.kv_bytes_per_token / (levers.profile.h2d_gb_per_s * 1e9) * 1e3 / 10
+    assert f"{per_request:.1f} ms a request" in why and "write_back" in why
+    assert "Latency" not in why  # its TTFT mean is lower
+    d = r.to_dict()["better_candidate"]
+    assert d["config"] == "lru, pool 2,000, host 2x write_back" and d["hit_rate"] == 0.5 and d["why"] == b.why
+    assert b.line().startswith("better by the candidates' own measure: lru, pool 2,000, host 2x write_back")
+
+
+def test_no_better_candidate_when_none_beats_the_choice_by_a_point():
+    cands = [
+        cand("lru", 1000, 0.30, 300),
+        cand("lru", 1000, 0.40, 250, ratio=2.0),
+        cand("lru", 1000, 0.409, 200, ratio=2.0, write="write_back"),  # 0.9 point: not named
+    ]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert r.better is None and r.to_dict()["better_candidate"] is None
+
+
+def test_a_slower_better_candidate_names_its_latency_and_no_step_pays_alone():
+    cands = [cand("lru", 1000, 0.30, 300), cand("lru", 1000, 0.45, 330, ratio=2.0)]
+    r = recommend(cands, 1000, ws(w5=5000), "tokens")
+    assert not r.steps and r.notes[0].startswith("no step pays on its own")
+    assert r.better is not None and any(
+        w.startswith("Latency: its modelled TTFT mean is higher") for w in r.better.why
+    )
+    assert any(w.startswith("Host bandwidth") for w in r.better.why)

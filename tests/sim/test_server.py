@@ -122,7 +122,9 @@ def test_generate_input_ids_and_cumulative_stream(sim):
     r = httpx.post(sim.url + "/generate", json=body, timeout=30).json()
     meta = r["meta_info"]
     assert meta["prompt_tokens"] == 40 and meta["completion_tokens"] == 5
-    assert meta["cached_tokens"] == 0 and meta["cached_tokens_details"] == {"device": 0, "host": 0}
+    assert (
+        meta["cached_tokens"] == 0 and meta["cached_tokens_details"] is None
+    )  # a full miss: null, as 0.5.23
     assert meta["finish_reason"]["type"] == "length" and meta["e2e_latency"] > 0
     again = httpx.post(sim.url + "/generate", json=body, timeout=30).json()["meta_info"]
     assert again["cached_tokens"] == 39 == again["cached_tokens_details"]["device"]
@@ -236,3 +238,41 @@ def test_priority_must_be_an_integer_on_every_api(sim):
         bad = httpx.post(sim.url + path, json={**body, "priority": "high"}, timeout=30)
         assert bad.status_code == 400 and "priority must be an integer" in bad.text, (path, bad.text)
         assert httpx.post(sim.url + path, json={**body, "priority": -3}, timeout=30).status_code == 200
+
+
+def test_a_queue_limit_abort_answers_503_as_sglang_does(tmp_path):
+    """--max-queued-requests 1 behind one running request: a third request is aborted by the scheduler
+    and, not streamed, answered HTTP 503 with SGLang 0.5.23's ErrorResponse (tokenizer_manager
+    `_handle_abort_finish_reason` raises HTTPException(503); /generate and the OpenAI routes both answer it)."""
+    s = SimProc(
+        tmp_path, "--card-profile", "tiny-test", "--time-scale", "1", "--max-running-requests", "1",
+        "--max-queued-requests", "1", "--max-total-tokens", "6000",
+    )  # fmt: skip
+    try:
+        long = {
+            "input_ids": list(range(100, 140)),
+            "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True},
+        }
+        answers: dict[str, httpx.Response] = {}
+
+        def send(name: str) -> None:
+            answers[name] = httpx.post(s.url + "/generate", json=long, timeout=120)
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in ("running", "queued")]
+        for t in threads:
+            t.start()
+            time.sleep(0.5)
+        refused = httpx.post(s.url + "/generate", json=long, timeout=60)
+        body = {"model": "m", "prompt": "one two three", "max_tokens": 4}
+        refused_openai = httpx.post(s.url + "/v1/completions", json=body, timeout=60)
+        for t in threads:
+            t.join()
+    finally:
+        assert s.stop() == 0
+    for r in (refused, refused_openai):
+        assert r.status_code == 503, r.text
+        err = r.json()
+        assert err["object"] == "error" and err["code"] == 503 and err["type"] == "503"
+        assert "queue" in err["message"].lower()
+    assert answers["running"].status_code == 200 and answers["queued"].status_code == 200
+    assert answers["queued"].json()["meta_info"]["completion_tokens"] == 1500
