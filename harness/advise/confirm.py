@@ -165,11 +165,6 @@ def _options(launch: Launch, capture: Path) -> Any:
 def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work: Path) -> list[float | None]:
     """Every candidate's server up in turn for the live point; the measured hit rate of each (None: its
     run did not end ok)."""
-    from harness.capture import point_dir
-    from harness.capture.redact import spec_redactor
-    from harness.sweep.bench import run_plans
-    from harness.sweep.plan import plan_experiment
-
     launch_as = "vllm" if launch.server_kind == "vllm" else "sglang"
     servers = []
     for i, c in enumerate(cands, 1):
@@ -183,8 +178,24 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
         if launch.server_kind == "vllm":
             server["env"] = vllm_env(c, live.unit_tokens)
         servers.append(server)
+    out: list[float | None] = []
+    for pdir in run_live_point(live, servers, launch, work / "cap"):
+        out.append(measured_hit_rate(pdir) if pdir is not None else None)
+    return out
+
+
+def run_live_point(
+    live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, capture: Path
+) -> list[Path | None]:
+    """Each server profile up in turn for the live spec's one point (single servers or `replicas:` fleets);
+    the point folder of each, None where its run did not end ok."""
+    from harness.capture import point_dir
+    from harness.capture.redact import spec_redactor
+    from harness.sweep.bench import run_plans
+    from harness.sweep.plan import plan_experiment
+
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
-    opts = _options(launch, work / "cap")
+    opts = _options(launch, capture)
     plan = plan_experiment(spec, opts)
     for sp in plan.servers:
         sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
@@ -193,14 +204,11 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
     outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
     if outcome.server_failures:
         raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
-    out: list[float | None] = []
+    out: list[Path | None] = []
     for sp in plan.servers:
         item = sp.points[0]
-        if outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") != "ok":
-            out.append(None)
-            continue
-        pdir = point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name)
-        out.append(measured_hit_rate(pdir))
+        ok = outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") == "ok"
+        out.append(point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name) if ok else None)
     return out
 
 

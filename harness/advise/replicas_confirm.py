@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.advise.advice import Advice
-from harness.advise.confirm import Launch, _options, config_args
+from harness.advise.confirm import Launch, config_args, run_live_point
 from harness.advise.live_spec import live_spec
 from harness.advise.replicas import ReplicaAdvice, Row
 from harness.errors import HarnessError
@@ -29,11 +29,7 @@ def fleets(ra: ReplicaAdvice, k: int) -> list[Row]:
 
 def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> list[dict[str, Any]]:
     """Launch each chosen fleet for the input's first point and compare; `keep` holds captures and logs."""
-    from harness.capture import point_dir
-    from harness.capture.redact import spec_redactor
     from harness.summarize.routing_check import check_point
-    from harness.sweep.bench import run_plans
-    from harness.sweep.plan import plan_experiment
 
     ra = a.replicas
     if ra is None or not ra.chosen:
@@ -53,24 +49,14 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
             args = config_args(cfg, live.unit_tokens, launch.server_kind)
             servers.append({"name": f"fleet-{i}", "launch": launch_as, "args": args, "replicas": r.replicas,
                             "router": {"policy": r.policy}})  # fmt: skip
-        spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
-        opts = _options(launch, root / "cap-replicas")
-        plan = plan_experiment(spec, opts)
-        for sp in plan.servers:
-            sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
-            if launch.server_kind == "sim" and launch.model:
-                sp.model = launch.model
-        outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
-        if outcome.server_failures:
-            raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
-        for r, sp in zip(rows, plan.servers, strict=True):
-            item = sp.points[0]
+        points = run_live_point(live, servers, launch, root / "cap-replicas")
+        for r, pdir in zip(rows, points, strict=True):
             entry: dict[str, Any] = {"fleet": r.label(), "server_kind": launch.server_kind,
                                      "predicted_hit_rate": round(r.hit_rate, 6)}  # fmt: skip
-            if outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") != "ok":
+            if pdir is None:
                 out.append(entry | {"measured_hit_rate": None, "workers": []})
                 continue
-            c = check_point(point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name))
+            c = check_point(pdir)
             d = c.to_dict()
             out.append(
                 entry

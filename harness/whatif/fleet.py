@@ -24,8 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.sim.hicache import HostTier
-from harness.sim.radix import RadixCache, serve_request
+from harness.sim.radix import serve_request
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 from harness.whatif.grid import Config
 from harness.whatif.inputs import Trace
@@ -36,6 +35,7 @@ from harness.whatif.replay import (
     closed_loop,
     engine_config,
     ideal_hits,
+    new_cache,
     tier_seconds,
 )
 from harness.whatif.routing import PrefixHash, Request, Router, RouterConfig, make_router, routing_text
@@ -223,24 +223,7 @@ def _sequential(
 ) -> FleetResult:
     """Requests one at a time (no overlap, every load 0), each on its routed worker's tree."""
 
-    def cache() -> RadixCache:
-        counter = itertools.count(1)
-        host = (
-            HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
-            if cfg.host_ratio > 0
-            else None
-        )
-        return RadixCache(
-            page_size=cfg.page_size,
-            policy=cfg.policy,
-            policy_config=dict(cfg.policy_config) or None,
-            clock=lambda: float(next(counter)),
-            host=host,
-            mode=cfg.mode,
-            flavor=cfg.tree,
-        )
-
-    caches = [cache() for _ in range(n)]
+    caches = [new_cache(cfg) for _ in range(n)]
     profile = card if isinstance(card, CardProfile) else get_profile(card or DEFAULT_PROFILE)
     texts = request_texts(trace)
     zero = [0] * n

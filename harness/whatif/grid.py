@@ -1,4 +1,5 @@
-"""The configurations a what-if run replays: every policy x pool x host ratio x write policy asked for.
+"""The configurations a what-if run replays: every policy x pool x host ratio x write policy asked for, and
+the empty cache a configuration starts from (`new_cache`: one instance, or each replica of a routed fleet).
 
 Checked here, before any replay, with the same one-line errors `harness whatif` has always given
 (they name the flag a value came from).
@@ -6,13 +7,15 @@ Checked here, before any replay, with the same one-line errors `harness whatif` 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.hicache import WRITE_POLICIES
+from harness.sim.hicache import WRITE_POLICIES, HostTier
 from harness.sim.policies import validate
+from harness.sim.radix import RadixCache
 
 
 @dataclass(frozen=True)
@@ -94,3 +97,22 @@ def build_grid(
                     for b in storages if ratio > 0 else ("",):
                         out.append(Config(pol, pool, ratio, w, page_size, mode, own, tree, b, storage_policy))
     return out
+
+
+def new_cache(cfg: Config) -> RadixCache:
+    """One configuration's empty tree and host tier on a counter clock (one per replica when routed)."""
+    counter = itertools.count(1)
+    host = (
+        HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
+        if cfg.host_ratio > 0
+        else None
+    )
+    return RadixCache(
+        page_size=cfg.page_size,
+        policy=cfg.policy,
+        policy_config=dict(cfg.policy_config) or None,
+        clock=lambda: float(next(counter)),
+        host=host,
+        mode=cfg.mode,
+        flavor=cfg.tree,
+    )

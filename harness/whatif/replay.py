@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import itertools
 import multiprocessing
 import os
 import tempfile
@@ -28,10 +27,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.sim.hicache import HostTier
 from harness.sim.radix import RadixCache, serve_request
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
-from harness.whatif.grid import Config
+from harness.whatif.grid import Config, new_cache
 from harness.whatif.inputs import Trace, TraceRequest
 
 if TYPE_CHECKING:  # the engine is imported when a replay needs it (see replay_engine)
@@ -219,21 +217,7 @@ def replay_sequential(
     trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | CardProfile | None = None
 ) -> Result:
     """Requests one at a time in trace order (a counter clock), through serve_request."""
-    counter = itertools.count(1)
-    host = (
-        HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
-        if cfg.host_ratio > 0
-        else None
-    )
-    cache = RadixCache(
-        page_size=cfg.page_size,
-        policy=cfg.policy,
-        policy_config=dict(cfg.policy_config) or None,
-        clock=lambda: float(next(counter)),
-        host=host,
-        mode=cfg.mode,
-        flavor=cfg.tree,
-    )
+    cache = new_cache(cfg)
     ideal = ideal if ideal is not None else ideal_hits(trace, cfg.page_size)
     # a whole profile: advise's card x model
     profile = card if isinstance(card, CardProfile) else get_profile(card or DEFAULT_PROFILE)

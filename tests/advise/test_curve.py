@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import harness.whatif.grid as whatif_grid
 import harness.whatif.replay as whatif_replay
 from harness.advise.curve import INF, curve_points, stack_distances
 from harness.sim.radix import RadixCache
@@ -102,7 +103,7 @@ def test_curve_equals_the_tree_without_the_split_tail_stamp(monkeypatch, seed):
     sd = stack_distances(trace)
     sizes = range(sd.longest_request, sd.knee_pool + 1, max(1, (sd.knee_pool - sd.longest_request) // 12))
     sglang = [replay_sequential(trace, Config("lru", p, mode="exact")).hit_tokens for p in sizes]
-    monkeypatch.setattr(whatif_replay, "RadixCache", KeepTailStamp)
+    monkeypatch.setattr(whatif_grid, "RadixCache", KeepTailStamp)  # new_cache builds the tree
     for pool in sizes:
         kept = whatif_replay.replay_sequential(trace, Config("lru", pool, mode="exact"))
         assert sd.hit_tokens(pool) == kept.hit_tokens, pool
@@ -119,7 +120,7 @@ def test_curve_equals_the_tail_stamp_free_replay_on_the_conversation_trace(monke
     """Where the one pass differs most from SGLang's tree (10,000-20,000 blocks), the tail's stamp is
     the whole difference."""
     trace, sd = conversation
-    monkeypatch.setattr(whatif_replay, "RadixCache", KeepTailStamp)
+    monkeypatch.setattr(whatif_grid, "RadixCache", KeepTailStamp)  # new_cache builds the tree
     for pool in (10_000, 20_000):
         assert (
             sd.hit_tokens(pool)

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.announce import announce, setup_step
+from tests.helpers.announce import setup_step
+from tests.helpers.sglang_venv import sglang_cpu_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,20 +33,8 @@ class SglangSetup:
 def sglang_setup() -> SglangSetup:
     from harness.realserver.hf_model import make_hf_model
     from harness.realserver.sglang_suite import SGLANG_SHAPE
-    from harness.servers.sglang_cpu.venv import SglangEnvError, cached_env, ensure_sglang
 
-    try:
-        if cached_env() is None:
-            with setup_step(
-                "SGLang 0.5.23 CPU venv from its lock file (installed once into the cache, ~3 min)"
-            ):
-                env = ensure_sglang(log=announce)
-        else:
-            env = ensure_sglang(log=None)
-    except SglangEnvError as e:
-        if e.unobtainable:
-            pytest.skip(f"the SGLang CPU venv cannot be installed here: {e}")
-        raise
+    env = sglang_cpu_env("SGLang 0.5.23 CPU venv from its lock file")
     model = make_hf_model(env.python, SGLANG_SHAPE, log=None)
     return SglangSetup(env.python, model.folder, env.sglang_version)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.announce import announce, setup_step
+from tests.helpers.sglang_venv import sglang_cpu_env
 
 pytestmark = pytest.mark.slow
 
@@ -129,20 +129,8 @@ def test_make_gpu_bundle_is_cp312_manylinux_and_under_64_mib(tmp_path: Path) -> 
 @pytest.mark.real_server
 def test_gpu_check_rehearsed_on_the_cpu(tmp_path: Path) -> None:
     """The check's own steps with `--device cpu`: everything but the probe and the clock lock."""
-    from harness.servers.sglang_cpu.venv import SglangEnvError, cached_env, ensure_sglang
 
-    try:
-        if cached_env() is None:
-            with setup_step(
-                "SGLang 0.5.23 CPU venv (torch + transformers for transformers serve, ~3 min once)"
-            ):
-                env = ensure_sglang(log=announce)
-        else:
-            env = ensure_sglang(log=None)
-    except SglangEnvError as e:
-        if e.unobtainable:
-            pytest.skip(f"the CPU venv with torch + transformers cannot be installed here: {e}")
-        raise
+    env = sglang_cpu_env("SGLang 0.5.23 CPU venv (torch + transformers for transformers serve)")
     ver = subprocess.run(
         [str(env.python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
         capture_output=True,

@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers.announce import announce, setup_step
 from tests.helpers.cli import harness
+from tests.helpers.sglang_venv import sglang_cpu_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_server]
 
@@ -24,20 +25,8 @@ def tf_cpu() -> tuple[Path, Path, Path, Path]:
     from harness.realserver.hf_model import make_hf_model
     from harness.realserver.sglang_suite import SGLANG_SHAPE
     from harness.realserver.tf_serve import accelerate_dir, cpu_extras
-    from harness.servers.sglang_cpu.venv import SglangEnvError, cached_env, ensure_sglang
 
-    try:
-        if cached_env() is None:
-            with setup_step(
-                "SGLang 0.5.23 CPU venv (torch + transformers for transformers serve, ~3 min once)"
-            ):
-                env = ensure_sglang(log=announce)
-        else:
-            env = ensure_sglang(log=None)
-    except SglangEnvError as e:
-        if e.unobtainable:
-            pytest.skip(f"the CPU venv with torch + transformers cannot be installed here: {e}")
-        raise
+    env = sglang_cpu_env("SGLang 0.5.23 CPU venv (torch + transformers for transformers serve)")
     model = make_hf_model(env.python, SGLANG_SHAPE, log=None)
     if (accelerate_dir() / "installed").is_file():
         extras = cpu_extras(env.python, log=None)
