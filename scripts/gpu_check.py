@@ -459,17 +459,6 @@ def _gpu_name() -> str:
         pynvml.nvmlShutdown()
 
 
-def _gpu_name() -> str:
-    import pynvml  # noqa: PLC0415 - present: no_gpu_reason said yes
-
-    pynvml.nvmlInit()
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return f"{pynvml.nvmlDeviceGetName(h)}, driver {pynvml.nvmlSystemGetDriverVersion()}"
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bundle", type=Path, default=ROOT / "gpu-bundle")

@@ -37,6 +37,7 @@ from harness.whatif.replay import (
     ideal_hits,
     new_cache,
     tier_seconds,
+    tier_tokens,
 )
 from harness.whatif.routing import PrefixHash, Request, Router, RouterConfig, make_router, routing_text
 
@@ -355,9 +356,7 @@ def _engine(
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = done.get(i)
         dk, hk, lk = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
-        dt = trace.hit_tokens(r, dk)
-        ht = trace.hit_tokens(r, dk + hk) - dt
-        lt = trace.hit_tokens(r, dk + hk + lk) - dt - ht
+        dt, ht, lt = tier_tokens(trace, r, dk, hk, lk)
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         hits.append((dt, ht, lt))
         if d is not None and d.first_token_time is not None:

@@ -213,6 +213,14 @@ def replay(
     return replay_sequential(trace, cfg, ideal, card)
 
 
+def tier_tokens(trace: Trace, r: TraceRequest, dk: int, hk: int, lk: int) -> tuple[int, int, int]:
+    """The engine counts key elements (blocks on a block trace): each tier's hit in tokens, device, host,
+    storage, the last block at its real length, as replay_sequential counts."""
+    dt = trace.hit_tokens(r, dk)
+    ht = trace.hit_tokens(r, dk + hk) - dt
+    return dt, ht, trace.hit_tokens(r, dk + hk + lk) - dt - ht
+
+
 def replay_sequential(
     trace: Trace, cfg: Config, ideal: list[int] | None = None, card: str | CardProfile | None = None
 ) -> Result:
@@ -366,11 +374,7 @@ def replay_engine(
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = by_index.get(i)
         dk, hk, lk = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
-        # the engine counts key elements (blocks on a block trace): each tier's share in tokens, the
-        # last block at its real length, as replay_sequential does
-        dt = trace.hit_tokens(r, dk)
-        ht = trace.hit_tokens(r, dk + hk) - dt
-        lt = trace.hit_tokens(r, dk + hk + lk) - dt - ht
+        dt, ht, lt = tier_tokens(trace, r, dk, hk, lk)
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
         if d is not None and d.first_token_time is not None:
             ttft.append(d.first_token_time - d.arrival)
