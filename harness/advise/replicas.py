@@ -24,12 +24,12 @@ from typing import Any
 from harness.advise.recommend import MIN_GAIN
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
+from harness.spec.router_policies import ADVISED_POLICIES
 from harness.whatif.fleet import replay_fleet
 from harness.whatif.grid import Config
 from harness.whatif.routing import RouterConfig
 from harness.whatif.trace import Trace
 
-POLICIES = ("round_robin", "cache_aware", "prefix_hash", "least_load")
 L3_BACKEND = "file"
 
 
@@ -147,7 +147,7 @@ def advise_replicas(
     for n in sorted(set(replicas)):
         if n < 2:
             continue
-        by_policy = {p: _row(trace, base, n, p, False, profile, slo_ms, seeds) for p in POLICIES}
+        by_policy = {p: _row(trace, base, n, p, False, profile, slo_ms, seeds) for p in ADVISED_POLICIES}
         out.rows += by_policy.values()
         rr = by_policy["round_robin"]
         paying = [r for r in by_policy.values() if r is not rr and _pays(rr, r)]

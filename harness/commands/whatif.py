@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.spec.router_policies import policy_list
 
 DEFAULT_OUTPUT = "whatif-out"
 
@@ -70,8 +71,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     r.add_argument(
         "--router",
         default="cache_aware",
-        help="smg policies, comma list: round_robin, random, cache_aware, prefix_hash, consistent_hashing, "
-        "power_of_two, least_load, or all (default cache_aware)",
+        help=f"smg policies, comma list: {policy_list()}, or all (default cache_aware)",
     )
     r.add_argument("--router-seed", type=int, default=0, help="seed of the replay's random choices")
     r.add_argument("--cache-threshold", type=float, default=0.3, help="smg's --cache-threshold")

@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
-from harness.servers.control import VLLM_RESET_PATH
 from harness.spec.servers import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
+# vLLM's (VLLM_SERVER_DEV_MODE=1), also emptying a KV connector's tier (offloading, LMCache): a no-op
+# success without one
+VLLM_RESET_PATH = "/reset_prefix_cache?reset_external=true"
 
 # canonical counter -> engine metric name (Prometheus text from GET metrics_path): harness.metrics
 SGLANG_METRICS = SGLANG_NAMES
@@ -45,6 +47,7 @@ class Adapter:
     metrics_path: str | None = "/metrics"
     metric_names: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
+    gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 
@@ -130,6 +133,7 @@ SGLANG = Adapter(
     info_paths=("/get_server_info", "/server_info"),
     flush_path="/flush_cache",
     metric_names=SGLANG_METRICS,
+    gateway_flush=True,
 )
 SIM = replace(SGLANG, name="sim", argv=_sim_argv)  # SGLang's surface, launched as `harness serve-sim`
 LLAMACPP = Adapter(
@@ -167,6 +171,9 @@ VLLM = Adapter(
 GENERIC = Adapter(name="generic", argv=_command_argv, info_paths=("/get_server_info", "/v1/models"))
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLANG, SIM, VLLM, LLAMACPP, GENERIC)}
+# a server the harness did not launch: every engine's reset endpoint in turn (the first that exists)
+RESET_PATHS: tuple[str, ...] = tuple(dict.fromkeys(a.flush_path for a in ADAPTERS.values() if a.flush_path))
+ATTACHED_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang 0.5.23's name first; the old one warns
 
 
 def adapter_for(profile: ServerProfile) -> Adapter:

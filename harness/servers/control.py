@@ -17,6 +17,7 @@ import httpx
 
 from harness.client.dialects import normalize_base_url
 from harness.errors import HarnessError
+from harness.servers.adapters import RESET_PATHS
 
 FLUSH_TRIES = 60
 FLUSH_WAIT_S = 0.5
@@ -132,12 +133,6 @@ def check_server(
         raise HarnessError(
             f"--server-url: {base_url} not ready after {ready_wait_s:g}s (/health answers 503)"
         ) from None
-
-
-# SGLang's; vLLM's (VLLM_SERVER_DEV_MODE=1), also emptying a KV connector's tier (offloading, LMCache):
-# a no-op success without one
-VLLM_RESET_PATH = "/reset_prefix_cache?reset_external=true"
-RESET_PATHS = ("/flush_cache", VLLM_RESET_PATH)
 
 
 def flush_cache(

@@ -19,16 +19,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import signals
-from harness.capture import SERVER_INFO, SERVER_LOG, write_json_atomic
+from harness.capture import METRICS_AFTER, METRICS_BEFORE, SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.adapters import Adapter, Launch, adapter_for
-from harness.servers.control import NotReady, fetch_server_info, wait_ready
+from harness.servers.control import NotReady, fetch_metrics, fetch_server_info, flush_cache, wait_ready
+from harness.servers.server import LogMark
+from harness.spec.flags import storage_backend
 from harness.spec.servers import ServerProfile, env_refs, fill_placeholders
 
 _PORT_IN_USE = re.compile(r"address already in use|errno 98|port .* (is )?(already )?in use", re.I)
@@ -116,6 +119,10 @@ class ServerProcess:
             raise ServerError(f"server {self.profile.name}: not started")
         host = self.profile.host if self.profile.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
 
     @property
     def pid(self) -> int | None:
@@ -294,15 +301,27 @@ class ServerProcess:
         except OSError:
             return 0
 
-    def log_lines_since(self, offset: int, needle: str) -> list[str]:
-        """The lines written since `offset` that contain `needle` (e.g. a replaced kernel's loud line)."""
+    def log_mark(self) -> LogMark:
+        return (self.log_size(),)
+
+    def log_lines_since(self, mark: LogMark, needle: str) -> list[str]:
+        """The lines written since `mark` that contain `needle` (e.g. a replaced kernel's loud line)."""
         try:
             with open(self.log_path, "rb") as f:
-                f.seek(offset)
+                f.seek(mark[0] if mark else 0)
                 text = f.read().decode("utf-8", errors="replace")
         except OSError:
             return []
         return [ln.strip() for ln in text.splitlines() if needle in ln]
+
+    def exit_cause(self, mark: LogMark) -> str | None:
+        """The line that says why the process ended (a startup error's, else its last), since `mark`."""
+        lines = self.log_lines_since(mark, "")
+        return startup_error(lines) or (lines[-1][:400] if lines else "(nothing in its log)")
+
+    def death(self, tail: bool = True) -> str:
+        said = f"server exited with code {self.returncode}"
+        return f"{said} during the point; log tail: {self.quoted_tail()}" if tail else said
 
     def log_tail(self, n: int = 20) -> list[str]:
         """The last n lines this launch wrote to server.log."""
@@ -312,6 +331,38 @@ class ServerProcess:
     def quoted_tail(self, n: int = 8) -> str:
         """The last n log lines on one line (each cut to 200 characters), for error messages."""
         return " | ".join(t[:200] for t in self.log_tail(n)) or "(log is empty)"
+
+    # ---------------------------------------------------------------- per point (harness.servers.server)
+    def flush(self, headers: dict[str, str]) -> tuple[bool | None, str | None]:
+        """The adapter's reset endpoint (none known: the point says so)."""
+        return flush_cache(self.base_url, headers=headers, paths=self.reset_paths)
+
+    def scrape(self, pdir: Path, when: str, headers: dict[str, str]) -> None:
+        fetch_metrics(self.base_url, pdir / (METRICS_BEFORE if when == "before" else METRICS_AFTER), headers)
+
+    def worker_urls(self) -> dict[str, str] | None:
+        return None
+
+    def fingerprint(self) -> str:
+        return server_fingerprint(self)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self, quote: Callable[[str], str]) -> list[str]:
+        p = self.profile
+        how = (
+            f"attach {p.url}"
+            if self.attached
+            else " ".join(quote(a) for a in self.display_argv(port="{port}"))
+        )
+        return [f"  server {p.name} [{p.launch}]: {how}"]
+
+    def storage_envs(self) -> list[tuple[dict[str, str], str]]:
+        """A launched server with an L3 backend: its own environment gets the new storage directory."""
+        if self.attached or storage_backend(list(self.profile.args or self.profile.command or [])) is None:
+            return []
+        return [(self.extra_env, self.profile.name)]
 
     def stop(self) -> None:
         """SIGTERM to the whole group, wait, then SIGKILL; idempotent, safe from signal handlers and atexit."""

@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,11 @@ from harness.capture import (
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
-from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
+from harness.servers.adapters import RESET_PATHS
+from harness.servers.control import fetch_metrics, flush_cache
 from harness.servers.process import ServerError, ServerProcess, free_port, server_fingerprint
+from harness.servers.server import LogMark
+from harness.spec.flags import storage_backend
 from harness.spec.servers import ServerProfile
 from harness.telemetry.gpus import sampling_plan
 
@@ -201,6 +205,10 @@ class ReplicaGroup:
         return False
 
     @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
     def members(self) -> list[ServerProcess]:
         return [*self.workers, *([self.gateway] if self.gateway is not None else [])]
 
@@ -214,7 +222,7 @@ class ReplicaGroup:
     def pid(self) -> int | None:
         return self.gateway.pid if self.gateway else None
 
-    def worker_urls(self) -> dict[str, str]:
+    def worker_urls(self) -> dict[str, str] | None:
         """worker name -> its URL as the gateway names it (the routed-worker header's value)."""
         return {worker_name(i): w.base_url for i, w in enumerate(self.workers) if w.port is not None}
 
@@ -239,20 +247,51 @@ class ReplicaGroup:
             {"worker": server_fingerprint(self.workers[0]), "n": len(self.workers), "router": argv}
         )
 
-    # ---------------------------------------------------------------- the point's log slices
-    def log_size(self) -> int:
-        """Marks where the point begins in every worker's log (kept here; the int returned is unused)."""
-        self._marks = [w.log_size() for w in self.workers]
-        return 0
+    def manifest_fields(self) -> dict[str, Any]:
+        """What the manifest adds for a group: the count, the policy, the gateway's line, the storage mode."""
+        return {
+            "replicas": len(self.workers),
+            "router_policy": self.policy,
+            "router_argv": self.router_display_argv(),
+            "storage": self.profile.storage,
+        }
 
-    def log_lines_since(self, offset: int, needle: str) -> list[str]:
-        """Each worker's lines since the last mark that contain `needle`, prefixed with the worker."""
-        marks = getattr(self, "_marks", [])
+    def describe(self, quote: Callable[[str], str]) -> list[str]:
+        """The dry run's lines: each worker's launch, then the gateway's."""
+        p = self.profile
+        out = [
+            f"  server {p.name} [{p.launch}] x{len(self.workers)} behind smg ({self.policy}, storage {p.storage}):"
+        ]
+        for i, w in enumerate(self.workers):
+            gpus = w.profile.env.get("CUDA_VISIBLE_DEVICES")
+            line = " ".join(quote(a) for a in w.display_argv(port=f"{{port{i}}}"))
+            out.append(f"    worker w{i}{f' (GPUs {gpus})' if gpus else ''}: {line}")
+        out.append(f"    gateway: {' '.join(quote(a) for a in self.router_display_argv())}")
+        return out
+
+    def storage_envs(self) -> list[tuple[dict[str, str], str]]:
+        """With an L3 backend: one new directory per worker, or with `storage: shared` one for all."""
+        if storage_backend(list(self.profile.args or self.profile.command or [])) is None:
+            return []
+        if self.profile.storage == "shared":
+            return [(self.extra_env, self.profile.name)]
+        return [(env, f"{self.profile.name}-{worker_name(i)}") for i, env in enumerate(self.worker_env)]
+
+    # ---------------------------------------------------------------- the point's log slices
+    def log_mark(self) -> LogMark:
+        """Where the point begins in every worker's log."""
+        return tuple(w.log_size() for w in self.workers)
+
+    def log_lines_since(self, mark: LogMark, needle: str) -> list[str]:
+        """Each worker's lines since its mark that contain `needle`, prefixed with the worker."""
         return [
             f"{worker_name(i)}: {ln}"
             for i, w in enumerate(self.workers)
-            for ln in w.log_lines_since(marks[i] if i < len(marks) else offset, needle)
+            for ln in w.log_lines_since(mark[i : i + 1], needle)
         ]
+
+    def exit_cause(self, mark: LogMark) -> str | None:
+        return None  # which member went down says more (death)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> ReplicaGroup:
@@ -361,16 +400,7 @@ class ReplicaGroup:
             return "every worker and the gateway are running"
         what, proc = d
         said = f"{what} of {self.profile.name} exited with code {proc.returncode}"
-        return f"{said}; log tail: {proc.quoted_tail()}" if tail else said
-
-    def manifest_fields(self) -> dict[str, Any]:
-        """What the manifest adds for a group: the count, the policy, the gateway's line, the storage mode."""
-        return {
-            "replicas": len(self.workers),
-            "router_policy": self.policy,
-            "router_argv": self.router_display_argv(),
-            "storage": self.profile.storage,
-        }
+        return f"{said} during the point" + (f"; log tail: {proc.quoted_tail()}" if tail else "")
 
     def quoted_tail(self, n: int = 8) -> str:
         d = self.down()
@@ -410,9 +440,8 @@ class ReplicaGroup:
     # ---------------------------------------------------------------- per point
     def flush(self, headers: dict[str, str]) -> tuple[bool | None, str | None]:
         """SGLang's workers through the gateway (its /flush_cache reaches all); others one by one."""
-        if self.reset_paths == ("/flush_cache",):
-            ok, note = flush_cache(self.base_url, headers=headers, paths=self.reset_paths)
-            return ok, note
+        if self.workers[0].adapter.gateway_flush:
+            return flush_cache(self.base_url, headers=headers, paths=self.reset_paths)
         results = [
             flush_cache(w.base_url, headers=headers, paths=w.reset_paths or RESET_PATHS) for w in self.workers
         ]
@@ -448,8 +477,3 @@ def gateway_workers(base_url: str, headers: dict[str, str] | None = None) -> dic
         if isinstance(w, dict) and isinstance(w.get("url"), str):
             out[w["url"].rstrip("/")] = bool(w.get("is_healthy", w.get("healthy")))
     return out
-
-
-def fingerprint_of(proc: ServerProcess | ReplicaGroup) -> str:
-    """The launch fingerprint a capture folder is checked against (a group's includes the gateway)."""
-    return proc.fingerprint() if isinstance(proc, ReplicaGroup) else server_fingerprint(proc)

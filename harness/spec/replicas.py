@@ -13,18 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import SpecError
+from harness.spec.router_policies import DEFAULT_POLICY, ROUTER_POLICIES, policy_list
 
-# smg 1.13.0's --policy choices that route plain (not prefill/decode-split) workers by request
-ROUTER_POLICIES = (
-    "cache_aware",
-    "round_robin",
-    "random",
-    "prefix_hash",
-    "consistent_hashing",
-    "power_of_two",
-    "least_load",
-)
-DEFAULT_POLICY = "cache_aware"  # smg's own default
 STORAGE_MODES = ("own", "shared")
 MAX_REPLICAS = 64
 # chosen by the harness at run time, or meaningless for a plain worker list
@@ -87,7 +77,7 @@ def _parse_router(raw: Any, f: str, key: str) -> RouterSpec:
         raise SpecError(f, f"{key}.router", f"expected a mapping (policy: and smg flags), got {raw!r}")
     policy = raw.get("policy", DEFAULT_POLICY)
     if not isinstance(policy, str):
-        raise SpecError(f, f"{key}.router.policy", f"expected one of {', '.join(ROUTER_POLICIES)}")
+        raise SpecError(f, f"{key}.router.policy", f"expected one of {policy_list()}")
     options: list[tuple[str, str]] = []
     for k, v in raw.items():
         if k == "policy":
@@ -120,9 +110,7 @@ def check_filled(replicas: str, router: RouterSpec, f: str, key: str) -> int:
     if not 1 <= n <= MAX_REPLICAS:
         raise SpecError(f, f"{key}.replicas", f"expected 1 to {MAX_REPLICAS} workers, got {n}")
     if router.policy not in ROUTER_POLICIES:
-        raise SpecError(
-            f, f"{key}.router.policy", f"expected one of {', '.join(ROUTER_POLICIES)}, got {router.policy!r}"
-        )
+        raise SpecError(f, f"{key}.router.policy", f"expected one of {policy_list()}, got {router.policy!r}")
     return n
 
 

@@ -27,11 +27,11 @@ from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
 from harness.capture.redact import Redactor, spec_redactor
 from harness.errors import HarnessError
-from harness.servers.process import ServerError, ServerProcess
-from harness.servers.replicas import ReplicaGroup, fingerprint_of
+from harness.servers.attached import Attached
+from harness.servers.process import ServerError
+from harness.servers.server import LogMark, Server
 from harness.spec import ExperimentSpec, Point
 from harness.spec.servers import ServerProfile
-from harness.sweep.attached import Attached, save_attached_info
 from harness.sweep.cold_start import cold_storage_point, flush_killed, prepare_cold_storage
 from harness.sweep.plan import (
     DEFAULT_CARD,
@@ -89,19 +89,15 @@ class _Sweep:
 # ------------------------------------------------------------------ the loop
 
 
-Server = ServerProcess | ReplicaGroup | Attached
-
-
 def sweep_server(sw: _Sweep, sp: ServerPlan, server: Server, outcome: Outcome) -> None:
     """Every planned point of one server in sweep order: skip the done, run the rest with retries."""
     name = sp.profile.name
-    attached = isinstance(server, Attached)
     if sw.spec.search is not None:  # a capacity search: the points are chosen as it goes
         _search_server(sw, name, server, outcome)
         return
     for item in sp.points:
         if item.done:
-            if attached:
+            if server.attached:
                 sw.log(f"{name} {item.name}: already ok, skipped")
             outcome.records.append(_as_record(item.old))
             continue
@@ -145,12 +141,12 @@ def _run_with_retries(
             server.restart()
             outcome.restarts += 1
         cold = cold_storage_point(server)  # L3 servers: a fresh server on an empty directory, no flush
-        log_at = 0 if isinstance(server, Attached) else server.log_size()
+        log_at = server.log_mark()
         rec = run_point(
             spec,
             point,
             seed,
-            base_url=server.base_url,
+            server=server,
             server_name=name,
             node=sw.node,
             capture_root=sw.capture,
@@ -158,11 +154,7 @@ def _run_with_retries(
             telemetry=sw.telemetry,
             attempt=attempt,
             prompt_maker=sw.prompt_maker,
-            reset_paths=server.reset_paths,
-            fresh_server=server.fresh,
-            settle_s=server.settle_s,
             cold_note=cold,
-            group=server if isinstance(server, ReplicaGroup) else None,
         )
         server.points_run += 1
         status = rec.status
@@ -172,15 +164,15 @@ def _run_with_retries(
             mark_failed(pdir, failure)
             sw.log(f"{key}: failed (attempt {attempt}): {failure}")
             return "failed", rec
-        if status != "ok" and not isinstance(server, Attached):
+        if status != "ok":
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
-            failure = flush_killed(server, rec, log_at) or _death(server)
+            failure = flush_killed(server, rec, log_at) or server.death()
             mark_failed(pdir, failure)
             status = "failed"
             more = tries < sw.retries
             sw.log(
-                f"{key}: failed (attempt {attempt}): {_death(server, tail=False)}"
+                f"{key}: failed (attempt {attempt}): {server.death(tail=False)}"
                 + ("; restarting and retrying" if more else "; no retries left")
             )
             if more:
@@ -189,7 +181,7 @@ def _run_with_retries(
                 attempt += 1
                 continue
             break
-        if not isinstance(server, Attached):
+        if not server.attached:
             sw.log(
                 f"{key}: {status} (attempt {attempt}, {rec.requests_ok}/{rec.requests_scheduled} ok"
                 + (f", {rec.failure}" if rec.failure else "")
@@ -204,21 +196,11 @@ def _run_with_retries(
     return status, rec
 
 
-def _death(server: Server, tail: bool = True) -> str:
-    """Why the point failed when its server went down: a group names the worker (or the gateway)."""
-    if isinstance(server, ReplicaGroup):
-        return f"{server.death(tail)} during the point"
-    said = f"server exited with code {server.returncode}"
-    return f"{said} during the point; log tail: {server.quoted_tail()}" if tail else said
-
-
-def _replaced_kernel_calls(server: Server, offset: int) -> list[str]:
+def _replaced_kernel_calls(server: Server, mark: LogMark) -> list[str]:
     """Lines a CPU stand-in printed during the point (harness.servers.sglang_cpu): each is a failed point."""
-    if isinstance(server, Attached):
-        return []
     from harness.servers.sglang_cpu import SHIM_MARK
 
-    return server.log_lines_since(offset, f"{SHIM_MARK}: kernel")
+    return server.log_lines_since(mark, f"{SHIM_MARK}: kernel")
 
 
 def _as_record(old: dict[str, Any] | None) -> PointRecord | dict[str, Any]:
@@ -228,7 +210,7 @@ def _as_record(old: dict[str, Any] | None) -> PointRecord | dict[str, Any]:
         return old or {}
 
 
-def _wait_exit(proc: ServerProcess | ReplicaGroup, within_s: float) -> None:
+def _wait_exit(proc: Server, within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while proc.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -269,8 +251,8 @@ def write_bench_manifest(
             "env": sp.profile.env,
             "matrix": sp.profile.matrix,
             "template": sp.profile.template,
-            "fingerprint": fingerprint_of(proc),
-            **(proc.manifest_fields() if isinstance(proc, ReplicaGroup) else {}),
+            "fingerprint": proc.fingerprint(),
+            **proc.manifest_fields(),
         }
     fields = {
         **host_facts(),
@@ -375,7 +357,7 @@ def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | No
 def sweep_started(
     plan: ExperimentPlan,
     sp: ServerPlan,
-    server: ServerProcess | ReplicaGroup,
+    server: Server,
     opts: BenchOptions,
     log: Log,
     outcome: Outcome,
@@ -439,10 +421,17 @@ def run_points(
         log or (lambda _msg: None),
     )
     outcome = Outcome()
+    server = Attached(
+        base_url,
+        name=server_name,
+        server_dir=server_dir(Path(capture_root), node, spec.name, server_name),
+        headers=spec.resolved_headers(),
+        redactor=spec_redactor([spec]),
+    )
     if sp.todo:
-        save_attached_info(spec, base_url, server_dir(Path(capture_root), node, spec.name, server_name))
+        server.start()
     with sweep_progress(len(sp.todo), quiet):
-        sweep_server(sw, sp, Attached(base_url), outcome)
+        sweep_server(sw, sp, server, outcome)
     return outcome.records
 
 

@@ -15,37 +15,29 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any
 
-from harness.capture.records import STORAGE_COLD_NOTE
-from harness.servers.process import ServerProcess, startup_error
-from harness.servers.replicas import ReplicaGroup
-from harness.spec.flags import storage_backend
+from harness.capture.records import STORAGE_COLD_NOTE, PointRecord
+from harness.servers.server import LogMark, Server
 
 STORAGE_DIR_ENV = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
 COLD_NOTE = STORAGE_COLD_NOTE
 
 
-def _has_l3(server: Any) -> bool:
-    if not isinstance(server, ServerProcess | ReplicaGroup) or server.attached:
-        return False
-    return storage_backend(list(server.profile.args or server.profile.command or [])) is not None
+def _has_l3(server: Server) -> bool:
+    return bool(server.storage_envs())
 
 
-def _new_dirs(server: ServerProcess | ReplicaGroup) -> None:
+def _new_dirs(server: Server) -> None:
     """New, empty storage directories for the server's next launch: one per worker, or one shared."""
-    if isinstance(server, ServerProcess) or server.profile.storage == "shared":
-        _swap_dir(server.extra_env, server.profile.name)
-    else:
-        for i, env in enumerate(server.worker_env):
-            _swap_dir(env, f"{server.profile.name}-w{i}")
+    for env, name in server.storage_envs():
+        _swap_dir(env, name)
 
 
 # server -> the launch that started on new, empty directories: its first point needs no restart
-_NEW_DIRS_AT: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_NEW_DIRS_AT: weakref.WeakKeyDictionary[Server, int] = weakref.WeakKeyDictionary()
 
 
-def prepare_cold_storage(server: Any) -> None:
+def prepare_cold_storage(server: Server) -> None:
     """Before a server's first launch: L3 on new, empty directories, so its first point is cold as launched
     (a restart there would load the model twice: minutes for SGLang replicas on a CPU)."""
     if _has_l3(server):
@@ -53,7 +45,7 @@ def prepare_cold_storage(server: Any) -> None:
         _NEW_DIRS_AT[server] = server.launches + 1
 
 
-def cold_storage_point(server: Any) -> str | None:
+def cold_storage_point(server: Server) -> str | None:
     """Before a point on a launched server with L3: restart it on a new, empty storage directory; returns
     the note the point records (None: not such a server, flush as usual). Replicas get one directory each,
     or with `storage: shared` one for all of them. A server that has run nothing since it was launched on
@@ -79,10 +71,11 @@ def _swap_dir(env: dict[str, str], name: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def flush_killed(server: Any, rec: Any, log_at: int) -> str | None:
+def flush_killed(server: Server, rec: PointRecord, mark: LogMark) -> str | None:
     """When the point's flush failed and the server is gone: the failure, quoting the server's own line."""
-    if not isinstance(server, ServerProcess) or server.alive() or rec.flushed is not False:
+    if server.alive() or rec.flushed is not False:
         return None
-    lines = server.log_lines_since(log_at, "")
-    said = startup_error(lines) or (lines[-1][:400] if lines else "(nothing in its log)")
+    said = server.exit_cause(mark)
+    if said is None:
+        return None
     return f"the cache flush killed the server (exit {server.returncode}): {said}"

@@ -24,7 +24,8 @@ from harness.capture.points import is_done, read_point
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.process import ServerProcess
-from harness.servers.replicas import ReplicaGroup, fingerprint_of, plan_gpus, smg_command
+from harness.servers.replicas import ReplicaGroup, plan_gpus, smg_command
+from harness.servers.server import Server
 from harness.spec import ExperimentSpec, Point, load_spec
 from harness.spec.servers import ServerProfile, SimSettings
 
@@ -255,7 +256,7 @@ def plan_all(specs: list[ExperimentSpec], opts: BenchOptions) -> list[Experiment
     return plans
 
 
-def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> ServerProcess | ReplicaGroup:
+def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> Server:
     """The (not yet started) process of a server plan: its model, capture folder, redactor and headers;
     a replicas profile's workers and gateway (harness.servers.replicas)."""
     spec = plan.spec
@@ -283,15 +284,7 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
             continue
         lines.append(f"experiment {spec.name} ({plan.path}): {len(plan.servers)} servers, seeds {spec.seeds}")
         for sp in plan.servers:
-            proc = server_proc(plan, sp, redactor)
-            if sp.profile.launch == "attach":
-                how = f"attach {sp.profile.url}"
-            else:
-                how = " ".join(_quote(a) for a in proc.display_argv(port="{port}"))
-            if isinstance(proc, ReplicaGroup):
-                lines += _describe_group(proc)
-            else:
-                lines.append(f"  server {sp.profile.name} [{sp.profile.launch}]: {how}")
+            lines += server_proc(plan, sp, redactor).describe(_quote)
             if sp.profile.env:
                 lines.append(
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"
@@ -309,20 +302,6 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
     done = sum(len(sp.done) for p in plans for sp in p.servers)
     lines.append(f"total: {total} points to run, {done} already ok; capture {opts.capture / opts.node}")
     return lines
-
-
-def _describe_group(group: ReplicaGroup) -> list[str]:
-    """A replicas profile's dry-run lines: each worker's launch, then the gateway's."""
-    p = group.profile
-    out = [
-        f"  server {p.name} [{p.launch}] x{len(group.workers)} behind smg ({group.policy}, storage {p.storage}):"
-    ]
-    for i, w in enumerate(group.workers):
-        gpus = w.profile.env.get("CUDA_VISIBLE_DEVICES")
-        line = " ".join(_quote(a) for a in w.display_argv(port=f"{{port{i}}}"))
-        out.append(f"    worker w{i}{f' (GPUs {gpus})' if gpus else ''}: {line}")
-    out.append(f"    gateway: {' '.join(_quote(a) for a in group.router_display_argv())}")
-    return out
 
 
 def check_router(plans: list[ExperimentPlan]) -> None:
@@ -397,7 +376,7 @@ def check_capture_matches(plan: ExperimentPlan, redactor: Redactor) -> None:
     check_same_spec(plan.spec, edir, manifest)
     for sp in plan.servers:
         was = (manifest.get("servers") or {}).get(sp.profile.name) or {}
-        now = fingerprint_of(server_proc(plan, sp, redactor))
+        now = server_proc(plan, sp, redactor).fingerprint()
         if was.get("fingerprint") not in (None, now) and any((edir / sp.profile.name).glob(f"*/{POINT}")):
             raise HarnessError(
                 f"{edir / sp.profile.name}: was run with a different server launch ({' '.join(was.get('argv') or [])}); "

@@ -14,19 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import signals
-from harness.capture import METRICS_AFTER, METRICS_BEFORE, POINT, REQUESTS, point_dir, point_name
+from harness.capture import POINT, REQUESTS, point_dir, point_name
 from harness.capture.files import write_json_atomic
 from harness.capture.points import count_requests, move_aside
 from harness.capture.records import PointRecord
 from harness.loadgen.loop import run as run_loop
 from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
-from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
 from harness.workloads import PromptMaker, build_schedule
 
 if TYPE_CHECKING:
-    from harness.servers.replicas import ReplicaGroup
+    from harness.servers.server import Server
 
 # warm-up requests are drawn like the measured ones from a seed this far apart: other prompt text, so
 # they warm the server without caching a measured prefix
@@ -52,7 +51,7 @@ def run_point(
     point: Point,
     seed: int,
     *,
-    base_url: str,
+    server: Server,
     server_name: str,
     node: str,
     capture_root: Path,
@@ -60,19 +59,17 @@ def run_point(
     telemetry: Telemetry | None = None,
     attempt: int = 1,
     prompt_maker: PromptMaker | None = None,
-    reset_paths: tuple[str, ...] = RESET_PATHS,
-    fresh_server: bool = False,
-    settle_s: float = 0.0,
     cold_note: str | None = None,
-    group: ReplicaGroup | None = None,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
-    The cache is reset first through the server's reset endpoint (`reset_paths`, the first that exists);
-    point.json records what happened (`flushed`, `flush_note`, `fresh_server`: a point on a server started
-    for it is cold without a reset); whether the point began cold is judged by the summary
-    (harness.verdicts.cold), with the server's block size, not here. Behind a gateway (`group`) the
-    flush goes through it, and every worker's counters are read (harness.servers.replicas)."""
+    The cache is reset first (`server.flush`: the engine's reset endpoint, behind a gateway through it or
+    each worker's); point.json records what happened (`flushed`, `flush_note`, `fresh_server`: a point on a
+    server started for it is cold without a reset); whether the point began cold is judged by the summary
+    (harness.verdicts.cold), with the server's block size, not here. `server.scrape` reads its counters
+    (every worker's and the gateway's behind one: harness.servers.replicas)."""
+    base_url = server.base_url
+    fresh_server = server.fresh
     pname = point_name(point.sweep, seed)
     pdir = point_dir(Path(capture_root), node, spec.name, server_name, pname)
     pdir.mkdir(parents=True, exist_ok=True)
@@ -98,11 +95,8 @@ def run_point(
     flushed: bool | None = None
     note: str | None = cold_note  # made cold another way (harness.sweep.cold_start): no flush
     if cold_note is None:
-        if group is not None:
-            flushed, note = group.flush(headers)
-        else:
-            flushed, note = flush_cache(base_url, headers=headers, paths=reset_paths)
-    _scrape(group, base_url, pdir, "before", headers)
+        flushed, note = server.flush(headers)
+    server.scrape(pdir, "before", headers)
     status: str = "failed"
     failure: str | None = None
     res = tel = None
@@ -140,9 +134,9 @@ def run_point(
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
     with signals.deferred():  # the point's counters and point.json, never cut in half by a stop signal
         if res is not None:
-            if settle_s > 0:  # the server's periodic stats line that covers the point's end (vLLM)
-                time.sleep(settle_s)
-            _scrape(group, base_url, pdir, "after", headers)
+            if server.settle_s > 0:  # the server's periodic stats line that covers the point's end
+                time.sleep(server.settle_s)
+            server.scrape(pdir, "after", headers)
         telemetry_status = getattr(tel, "status", None)  # read after the sampler stopped: its last word
         counts = count_requests(pdir)
         rec = PointRecord(
@@ -170,22 +164,12 @@ def run_point(
             requests_not_sent=counts.not_sent,
             requests_warmup=counts.warmup,
             time_limited=bool(res is not None and res.time_limited),
-            workers=group.worker_urls() if group is not None else None,
+            workers=server.worker_urls(),
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
         raise KeyboardInterrupt
     return rec
-
-
-def _scrape(
-    group: ReplicaGroup | None, base_url: str, pdir: Path, when: str, headers: dict[str, str]
-) -> None:
-    """The server's /metrics, or behind a gateway every worker's and the gateway's."""
-    if group is not None:
-        group.scrape(pdir, when, headers)
-    else:
-        fetch_metrics(base_url, pdir / (METRICS_BEFORE if when == "before" else METRICS_AFTER), headers)
 
 
 def _load_args(

@@ -39,7 +39,7 @@ from harness.whatif.replay import (
     tier_seconds,
     tier_tokens,
 )
-from harness.whatif.routing import PrefixHash, Request, Router, RouterConfig, make_router, routing_text
+from harness.whatif.routing import Request, Router, RouterConfig, make_router, routing_text
 
 if TYPE_CHECKING:
     from harness.sim.engine import Engine, EngineConfig, SimRequest
@@ -170,8 +170,8 @@ class _Route:
         self.router = router
         self.follow = follow
         self.off_model: list[int] = []
-        if follow is not None and isinstance(router, PrefixHash):
-            router.known = {}  # the live ring's placement is learned from the live choices
+        if follow is not None:
+            router.follow_live()  # e.g. the live ring's placement is learned from the live choices
 
     @property
     def branches(self) -> dict[str, int]:

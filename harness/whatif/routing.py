@@ -16,22 +16,15 @@ from __future__ import annotations
 import hashlib
 import random
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.spec.router_policies import ROUTER_POLICIES
 from harness.whatif.char_tree import CharTree
 
-POLICIES = (
-    "round_robin",
-    "random",
-    "cache_aware",
-    "prefix_hash",
-    "consistent_hashing",
-    "power_of_two",
-    "least_load",
-)
+POLICIES = ROUTER_POLICIES  # harness.spec.router_policies: each name has a class registered below
 CHARS_PER_TOKEN = 4  # prefix_hash over HTTP hashes prefix_token_count x 4 characters of the text
 
 
@@ -98,6 +91,10 @@ class Router:
         self.branches: dict[str, int] = {}
         self.branch = ""  # the branch of the last `options` call
 
+    def follow_live(self) -> None:
+        """Before a replay that follows a live run's choices: a policy whose placement the replay cannot
+        know (prefix_hash's ring, placed by worker URLs) learns it from those choices instead."""
+
     def options(self, req: Request, loads: Sequence[int]) -> list[int]:
         return list(range(self.n))
 
@@ -113,12 +110,29 @@ class Router:
         return w
 
 
+_CLASSES: dict[str, type[Router]] = {}
+
+
+def replays(*names: str) -> Callable[[type[Router]], type[Router]]:
+    """Register a Router class as the replay of these smg policies (names from harness.spec.router_policies)."""
+
+    def register(cls: type[Router]) -> type[Router]:
+        for name in names:
+            if name not in ROUTER_POLICIES:
+                raise ValueError(f"{cls.__name__}: {name!r} is not in harness.spec.router_policies")
+            _CLASSES[name] = cls
+        return cls
+
+    return register
+
+
 def _least(cands: Sequence[int], loads: Sequence[int]) -> list[int]:
     """smg's expected wait on a dark fleet: the fewest in flight; every tie is drawn from."""
     low = min(loads[i] for i in cands)
     return [i for i in cands if loads[i] == low]
 
 
+@replays("round_robin")
 class RoundRobin(Router):
     def __init__(self, n: int, cfg: RouterConfig) -> None:
         super().__init__(n, cfg)
@@ -133,6 +147,7 @@ class RoundRobin(Router):
         self.count += 1
 
 
+@replays("random", "consistent_hashing")
 class Random(Router):
     """`random`, and `consistent_hashing` on a request with no routing key, authorization,
     forwarded-for or cookie header (a harness request): a uniform draw."""
@@ -142,12 +157,14 @@ class Random(Router):
         return list(range(self.n))
 
 
+@replays("least_load")
 class LeastLoad(Router):
     def options(self, req: Request, loads: Sequence[int]) -> list[int]:
         self.branch = "least_load"
         return _least(range(self.n), loads)
 
 
+@replays("power_of_two")
 class PowerOfTwo(Router):
     """Two distinct workers drawn; the fewer in flight of the two (a tie drawn)."""
 
@@ -173,6 +190,7 @@ def _position(s: str) -> int:
     return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
 
 
+@replays("prefix_hash")
 class PrefixHash(Router):
     """The head of the request (prefix_token_count tokens over gRPC, 4x as many characters of text over
     HTTP) hashed onto a ring of 150 virtual nodes per worker; a target past both load margins over the
@@ -189,6 +207,9 @@ class PrefixHash(Router):
         self.owner = [w for _, w in ring]
         self.known: dict[str, int] | None = None  # head -> worker, when learning from a live run
         self._head = ""
+
+    def follow_live(self) -> None:
+        self.known = {}
 
     def head(self, req: Request) -> str:
         if self.cfg.transport == "grpc" and req.tokens:
@@ -224,6 +245,7 @@ class PrefixHash(Router):
             self.known.setdefault(self._head, w)
 
 
+@replays("cache_aware")
 class CacheAware(Router):
     """The approximate tree (harness.whatif.char_tree): past `cache_threshold` of the text matched, the
     workers holding the matched node, less any past both load margins over the mean (then every worker
@@ -263,15 +285,9 @@ class CacheAware(Router):
         self.tree.insert(req.text, w)
 
 
-_CLASSES: dict[str, type[Router]] = {
-    "round_robin": RoundRobin,
-    "random": Random,
-    "cache_aware": CacheAware,
-    "prefix_hash": PrefixHash,
-    "consistent_hashing": Random,
-    "power_of_two": PowerOfTwo,
-    "least_load": LeastLoad,
-}
+_MISSING = set(ROUTER_POLICIES) - set(_CLASSES)
+if _MISSING:  # a policy named in the registry without a replay: caught at import, not mid-replay
+    raise ImportError(f"harness.whatif.routing: no replay class for {', '.join(sorted(_MISSING))}")
 
 
 def make_router(n: int, cfg: RouterConfig) -> Router:
