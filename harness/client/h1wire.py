@@ -116,7 +116,7 @@ _HEAD6 = itemgetter(slice(0, 6))
 
 def whole_events(data: bytes) -> tuple[list[bytes], bool] | None:
     """Fast path for reads of whole chunks that each hold one whole single-line SSE event, `data: X` and
-    a blank line (what SGLang and vLLM send): the events' data and whether the last chunk has arrived.
+    a blank line (what the engines send): the events' data and whether the last chunk has arrived.
 
     What whole_chunks then SSEParser.feed (from an idle parser) give, in one split on LF, a one-byte
     separator (memchr: several times cheaper than a split on CRLF here). Per chunk the split gives

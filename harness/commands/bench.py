@@ -17,6 +17,8 @@ from harness.sweep.suites import SUITES
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
+    from harness.servers.kind import OTHER_ENGINES, SERVER_KINDS
+
     p = argparse.ArgumentParser(
         prog=prog,
         description="Launch servers from profiles, sweep servers x points x seeds (resumable), "
@@ -35,11 +37,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--server-kind",
-        choices=("auto", "sglang", "sglang-cpu", "sim", "vllm"),
+        choices=SERVER_KINDS,
         default="auto",
         help="what `launch: sglang` profiles run as (default auto: SGLang if importable and a GPU is visible; "
         "sglang-cpu: SGLang's own server on this CPU, with the flags and stand-ins a CPU run needs; "
-        "vllm: vLLM on the same model, the profiles' SGLang flags dropped)",
+        f"{', '.join(OTHER_ENGINES)}: that engine (the sim keeps the profiles' SGLang flags, another engine "
+        "loads the same model and drops them)",
     )
     p.add_argument(
         "--sglang-python",
@@ -105,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
         from harness.servers.kind import sglang_cpu_python
 
         sglang_python = sglang_cpu_python(args.sglang_python)
-    scope = "; profiles with another launch (vllm, command, attach) run as their launch says"
+    from harness.spec.engines import LAUNCH_KINDS
+
+    others = ", ".join(k for k in LAUNCH_KINDS if k not in ("sglang", "sim"))
+    scope = f"; profiles with another launch ({others}) run as their launch says"
     if kind == "sim":
         card = args.card_profile or f"from each spec's suite.sim, else {plan.DEFAULT_CARD}"
         scale = (

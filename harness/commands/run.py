@@ -37,7 +37,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="wait this long for the server to answer (a vLLM port opens only once it is ready; "
+        help="wait this long for the server to answer (some engines open their port only once ready; "
         "default 5, 0 = fail at once); a 503 from /health is waited for at least 300 s",
     )
     p.add_argument(

@@ -113,6 +113,7 @@ def serve_profile(
     return {
         "name": name,
         "launch": "command",
+        "engine": "transformers",
         "model": str(model),
         "command": argv,
         "env": env,

@@ -1,4 +1,5 @@
-"""Engines differ in launch line, readiness and metric names, never in control flow: one small adapter each."""
+"""Engines differ in launch line, readiness, reset, info and metric names, never in control flow: one
+small adapter each, in one registry (ADAPTERS) keyed by the names of harness.spec.engines."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from harness.metrics import SGLANG_NAMES, VLLM_NAMES
+from harness.spec.engines import ENGINES
 from harness.spec.servers import ServerProfile, fill_placeholders
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
@@ -168,9 +170,17 @@ VLLM = Adapter(
     env={"VLLM_SERVER_DEV_MODE": "1"},
     settle_s=_vllm_settle,
 )
+TRANSFORMERS = Adapter(
+    name="transformers",  # `transformers serve`, as a `launch: command` profile with `engine: transformers`
+    argv=_command_argv,
+    info_paths=("/v1/models",),
+    flush_path=None,  # no cache reset endpoint: one point per launch (harness.realserver.tf_serve)
+)
 GENERIC = Adapter(name="generic", argv=_command_argv, info_paths=("/get_server_info", "/v1/models"))
 
-ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLANG, SIM, VLLM, LLAMACPP, GENERIC)}
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLANG, SIM, VLLM, LLAMACPP, TRANSFORMERS, GENERIC)}
+if set(ADAPTERS) != set(ENGINES):  # the spec's engine list and the adapters name the same engines
+    raise ImportError(f"harness.servers.adapters: engines {sorted(ENGINES)} but adapters {sorted(ADAPTERS)}")
 # a server the harness did not launch: every engine's reset endpoint in turn (the first that exists)
 RESET_PATHS: tuple[str, ...] = tuple(dict.fromkeys(a.flush_path for a in ADAPTERS.values() if a.flush_path))
 ATTACHED_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang 0.5.23's name first; the old one warns

@@ -96,7 +96,7 @@ def check_server(
 ) -> None:
     """Wait until the server answers, then while /health says 503 (loading); one line when it never does.
 
-    A closed port is waited for `wait_ready_s` (vLLM opens its port only once its engine is ready;
+    A closed port is waited for `wait_ready_s` (some engines open their port only once ready;
     0 fails at once); then a 503 (SGLang loading its weights) up to `ready_wait_s`.
     """
     url = normalize_base_url(base_url)
@@ -145,7 +145,7 @@ def flush_cache(
 ) -> tuple[bool | None, str | None]:
     """POST the first reset endpoint that exists until it succeeds; (None, note) when none exists.
 
-    Refusals are retried: SGLang's 400 while requests are pending, vLLM's 200 `{"success": false}`
+    Refusals are retried: SGLang's 400 while requests are pending, a 200 `{"success": false}`
     while blocks are still held. Anything but a success leaves the point's cache warm (harness.verdicts.cold).
     """
     missing = []
@@ -183,7 +183,7 @@ def _reset_one(
 
 
 def _says_failure(r: httpx.Response) -> bool:
-    """vLLM's reset answers 200 `{"success": false}` when blocks are still held."""
+    """A reset that answers 200 `{"success": false}` refused (blocks still held: harness.servers.adapters)."""
     if "json" not in r.headers.get("content-type", ""):
         return False
     try:

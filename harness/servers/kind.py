@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from harness.errors import HarnessError
+from harness.spec.engines import ENGINE_LAUNCHES, engine_of
+
+# `--server-kind`: auto, SGLang (on a GPU, or its own server on this CPU), or any other engine that launches
+OTHER_ENGINES: tuple[str, ...] = tuple(n for n in ENGINE_LAUNCHES if n != "sglang")
+SERVER_KINDS: tuple[str, ...] = ("auto", "sglang", "sglang-cpu", *OTHER_ENGINES)
 
 
 def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sglang-cpu, sim or vllm."""
+    """(kind, why) for `launch: sglang` profiles; requested is one of SERVER_KINDS."""
     if requested == "sglang-cpu":
         return "sglang-cpu", _sglang_cpu_why(sglang_python)
-    if requested == "sim":
-        return "sim", "asked for with --server-kind sim"
-    if requested == "vllm":
-        return (
-            "vllm",
-            "asked for with --server-kind vllm (SGLang flags in `launch: sglang` profiles are dropped)",
-        )
+    engine = engine_of(requested)
+    if requested in OTHER_ENGINES and engine is not None:
+        dropped = "" if engine.sglang_args else " (SGLang flags in `launch: sglang` profiles are dropped)"
+        return requested, f"asked for with --server-kind {requested}{dropped}"
     gpu_line = _gpu_visible()
     sglang_ok, sglang_why = (
         _sglang_importable() if requested == "sglang" or gpu_line[0] else (False, "not checked")

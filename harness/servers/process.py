@@ -168,7 +168,7 @@ class ServerProcess:
 
     @property
     def settle_s(self) -> float:
-        """How long a point waits after its load for the server's periodic stats line (vLLM)."""
+        """How long a point waits after its load for the server's periodic stats line (the adapter's settle_s)."""
         return self.adapter.settle_s(self.profile)
 
     @property
@@ -185,7 +185,7 @@ class ServerProcess:
         )
         argv = self.adapter.argv(self.profile, self._launch)
         env = dict(os.environ)
-        env.update(self.adapter.env)  # e.g. vLLM's VLLM_SERVER_DEV_MODE=1 for its reset endpoint
+        env.update(self.adapter.env)  # e.g. what the engine needs for its reset endpoint (adapters)
         env.update({k: self._fill_env(v) for k, v in self.profile.env.items()})
         env.update(self.extra_env)
         env.setdefault("PYTHONUNBUFFERED", "1")

@@ -42,7 +42,7 @@ class Server(Protocol):
 
     @property
     def settle_s(self) -> float:
-        """How long a point waits after its load for the server's periodic stats line (vLLM's log)."""
+        """How long a point waits after its load for the server's periodic stats line (adapter.settle_s)."""
         ...
 
     @property

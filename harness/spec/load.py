@@ -35,7 +35,7 @@ class LoadSettings:
     warmup_requests: int = 0
     duration_s: float | None = None
     slo: dict[str, float] | None = None  # subset of SLO_KEYS -> bound in ms
-    # OpenAI bodies carry SGLang's/vLLM's `ignore_eos` (fixed-length answers); false leaves it out, for a
+    # OpenAI bodies carry the engines' `ignore_eos` extension (fixed-length answers); false leaves it out, for a
     # strict OpenAI server that refuses unknown fields (transformers serve answers 422)
     ignore_eos: bool = True
 

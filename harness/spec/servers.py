@@ -23,11 +23,16 @@ from urllib.parse import urlsplit
 
 from harness.errors import SpecError
 from harness.paths import expand_path, fill_cache
+from harness.spec.engines import (
+    ENGINE_LAUNCHES,
+    ENGINES,
+    LAUNCH_KINDS,
+    default_engine,
+    default_ready_timeout_s,
+)
 from harness.spec.replicas import RouterSpec, check_filled, fill_router, parse_replicas
 from harness.spec.tlru import check_tlru
 
-LAUNCH_KINDS = ("sglang", "sim", "vllm", "command", "attach")
-ENGINES = ("sglang", "sim", "vllm", "llama.cpp", "generic")
 RUNTIME_KEYS = ("port", "host", "model")
 PROFILE_KEYS = {
     "name",
@@ -51,8 +56,6 @@ PROFILE_KEYS = {
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
 _RESERVED_FLAGS = {"--port": "the port is chosen at run time", "--host": "set `host:` in the profile"}
-# vLLM on CPU compiles its model on first start: minutes on 2 cores
-DEFAULT_READY_TIMEOUT_S = {"sglang": 900.0, "sim": 60.0, "vllm": 900.0, "command": 300.0, "attach": 30.0}
 DEFAULT_HOST = "127.0.0.1"
 
 
@@ -84,20 +87,16 @@ class ServerProfile:
 
     @property
     def engine_name(self) -> str:
-        if self.engine:
-            return self.engine
-        return {"sglang": "sglang", "sim": "sim", "vllm": "vllm", "command": "generic", "attach": "sglang"}[
-            self.launch
-        ]
+        return self.engine or default_engine(self.launch)
 
     @property
     def timeout_s(self) -> float:
-        return float(self.ready_timeout_s or DEFAULT_READY_TIMEOUT_S[self.launch])
+        return float(self.ready_timeout_s or default_ready_timeout_s(self.launch))
 
     def with_launch(self, launch: str) -> ServerProfile:
         """The same profile on another engine (e.g. an SGLang profile run on the sim)."""
         return dataclasses.replace(
-            self, launch=launch, engine=None if launch in ("sglang", "sim", "vllm") else self.engine
+            self, launch=launch, engine=None if launch in ENGINE_LAUNCHES else self.engine
         )
 
 
@@ -226,7 +225,7 @@ def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], l
     """`args` (sglang/sim flags, never --port/--host/--model-path) or `command` (launch: command, with {port})."""
     args = _str_list(item.get("args", []), f, f"{key}.args")
     command = _str_list(item.get("command", []), f, f"{key}.command")
-    if launch in ("sglang", "sim", "vllm"):
+    if launch in ENGINE_LAUNCHES:
         if command:
             raise SpecError(
                 f, f"{key}.command", f"only for launch: command (this profile is launch: {launch}; use args)"
@@ -235,7 +234,7 @@ def _parse_argv(item: dict, launch: str, f: str, key: str) -> tuple[list[str], l
             flag = a.split("=", 1)[0]
             if flag in _RESERVED_FLAGS:
                 raise SpecError(f, f"{key}.args[{j}]", f"{flag} is not allowed here: {_RESERVED_FLAGS[flag]}")
-            if flag == "--model-path" or (launch == "vllm" and flag == "--model"):
+            if flag in ENGINES[launch].model_flags:
                 raise SpecError(
                     f, f"{key}.args[{j}]", f"{flag} is not allowed here: set `model:` or use --model"
                 )

@@ -363,7 +363,7 @@ def sweep_started(
     outcome: Outcome,
 ) -> None:
     """Every point of `sp` on a server the caller started and stops, once each: no retries, no restart,
-    no telemetry (bench-vllm's warm re-run: two server names on one process)."""
+    no telemetry (a warm re-run under a second server name on the same process: realserver's suites)."""
     sweep_server(_sweep(plan.spec, opts, log, retries=0), sp, server, outcome)
 
 

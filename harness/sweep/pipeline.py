@@ -1,9 +1,9 @@
 """Specs in, a validated summary out: the two steps every bench entry point shares, in one module.
 
-`harness bench`, `make bench-real` (realserver.suite), `make bench-vllm` (realserver.vllm_suite), the
-SGLang suite and the fleet all run the sweep (`run_specs`: plan every spec, then bench.run_plans) and
-then the stages after it (`after_sweep`: summarize → report → validate over capture/<node>). What
-differs between them is only what comes before (preparing a server) and after (their own checks).
+`harness bench`, the real-server make targets (harness.realserver), the SGLang suite and the fleet all
+run the sweep (`run_specs`: plan every spec, then bench.run_plans) and then the stages after it
+(`after_sweep`: summarize → report → validate over capture/<node>). What differs between them is only
+what comes before (preparing a server) and after (their own checks).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def after_sweep(opts: BenchOptions, log: Log) -> StageResult:
     """summarize → report → validate over capture/<node>; logs what it wrote.
 
     The verdict lines are returned, not logged, so each caller prints them where its output ends
-    (bench and bench-real: last of all; the fleet and bench-vllm: right away).
+    (bench and the real-server suites: last of all, or right away as each asks; the fleet: right away).
     """
     from harness import verdicts
     from harness.report import write_report

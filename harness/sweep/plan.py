@@ -27,6 +27,7 @@ from harness.servers.process import ServerProcess
 from harness.servers.replicas import ReplicaGroup, plan_gpus, smg_command
 from harness.servers.server import Server
 from harness.spec import ExperimentSpec, Point, load_spec
+from harness.spec.engines import engine_of
 from harness.spec.servers import ServerProfile, SimSettings
 
 DEFAULT_CARD = "l4-8b"
@@ -37,7 +38,7 @@ class BenchOptions:
     node: str
     capture: Path = Path("capture")
     summaries: Path = Path("summaries")
-    server_kind: str = "sim"  # what `launch: sglang` profiles run as: sglang | sglang-cpu | sim | vllm
+    server_kind: str = "sim"  # what `launch: sglang` profiles run as (harness.servers.kind)
     sglang_python: str | None = None  # the interpreter that has SGLang, for profiles without `python:`
     kind_reason: str = ""
     model: str | None = None
@@ -76,7 +77,7 @@ class PlannedPoint:
 class ServerPlan:
     profile: ServerProfile  # after --server-kind and sim settings
     points: list[PlannedPoint]  # in sweep order, done or not
-    # what the server loads, decided at plan time: the profile's model, else --model (SGLang, vLLM:
+    # what the server loads, decided at plan time: the profile's model, else --model (an engine that needs one:
     # None when neither names one, which check_model refuses), else the spec's model (the sim's name)
     model: str | None = None
     # a replicas profile: each worker's CUDA_VISIBLE_DEVICES (None entries: no GPU to split), else None
@@ -127,8 +128,9 @@ def resolve_profile(profile: ServerProfile, opts: BenchOptions, sim: SimSettings
     if profile.launch == "sglang" and opts.server_kind in ("sglang", "sglang-cpu"):
         return _as_sglang(profile, opts)
     p = profile.with_launch(opts.server_kind) if profile.launch == "sglang" else profile
-    if profile.launch == "sglang" and p.launch == "vllm":
-        return dataclasses.replace(p, args=())  # SGLang's flags mean nothing to vLLM
+    engine = engine_of(p.launch)
+    if p.launch != profile.launch and engine is not None and not engine.sglang_args:
+        return dataclasses.replace(p, args=())  # SGLang's flags mean nothing to another engine
     if p.launch != "sim":
         return p
     extra: list[str] = []
@@ -220,13 +222,11 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
             else:
                 planned = plan_points(spec, points, spec.seeds, opts.capture, opts.node, prof.name)
             resolved = resolve_profile(prof, opts, sim)
-            if resolved.launch == "sglang" and "--served-model-name" not in {
-                a.split("=", 1)[0] for a in resolved.args
-            }:
-                # requests name the spec's model; SGLang answers to the same name whatever path it loaded
-                resolved = dataclasses.replace(
-                    resolved, args=(*resolved.args, "--served-model-name", spec.model)
-                )
+            engine = engine_of(resolved.launch)
+            served = engine.served_name_flag if engine is not None else None
+            if served and served not in {a.split("=", 1)[0] for a in resolved.args}:
+                # requests name the spec's model; the server answers to the same name whatever path it loaded
+                resolved = dataclasses.replace(resolved, args=(*resolved.args, served, spec.model))
             try:
                 gpus = plan_gpus(resolved) if resolved.replicas is not None else None
             except HarnessError as e:
@@ -240,10 +240,11 @@ def plan_experiment(spec: ExperimentSpec, opts: BenchOptions) -> ExperimentPlan:
 
 
 def _model(profile: ServerProfile, spec: ExperimentSpec, flag: str | None) -> str | None:
-    """What a server loads: SGLang and vLLM the profile's model or --model; the sim serves the spec's name."""
+    """What a server loads: an engine that needs a model the profile's or --model; the sim serves the spec's name."""
     if profile.model is not None:
         return profile.model
-    return flag if profile.launch in ("sglang", "vllm") else spec.model
+    engine = engine_of(profile.launch)
+    return flag if engine is not None and engine.needs_model else spec.model
 
 
 def plan_all(specs: list[ExperimentSpec], opts: BenchOptions) -> list[ExperimentPlan]:
@@ -260,7 +261,7 @@ def server_proc(plan: ExperimentPlan, sp: ServerPlan, redactor: Redactor) -> Ser
     """The (not yet started) process of a server plan: its model, capture folder, redactor and headers;
     a replicas profile's workers and gateway (harness.servers.replicas)."""
     spec = plan.spec
-    # SGLang's and vLLM's model was checked before launch (check_model)
+    # a model the engine needs was checked before launch (check_model)
     model = sp.model if sp.model is not None else spec.model
     sdir = plan.edir / sp.profile.name
     try:
@@ -338,12 +339,14 @@ def check_writable(folder: Path, what: str, min_free_mb: int) -> None:
 
 
 def check_model(plans: list[ExperimentPlan]) -> None:
-    """SGLang and vLLM need a model to load; a local path that does not exist is caught before minutes are spent."""
+    """Engines that need a model to load get one; a local path that does not exist is caught before minutes
+    are spent."""
     for plan in plans:
         for sp in plan.servers:
-            if sp.profile.launch not in ("sglang", "vllm"):
+            spec_engine = engine_of(sp.profile.launch)
+            if spec_engine is None or not spec_engine.needs_model:
                 continue
-            engine = "SGLang" if sp.profile.launch == "sglang" else "vLLM"
+            engine = spec_engine.title
             model = sp.model
             if not model:
                 raise HarnessError(
