@@ -164,7 +164,7 @@ def _run_with_retries(
             mark_failed(pdir, failure)
             sw.log(f"{key}: failed (attempt {attempt}): {failure}")
             return "failed", rec
-        if status != "ok":
+        if status != "ok" and not server.attached:  # an attached server is always taken to be up
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
             failure = flush_killed(server, rec, log_at) or server.death()
@@ -422,13 +422,10 @@ def run_points(
     )
     outcome = Outcome()
     server = Attached(
-        base_url,
-        name=server_name,
-        server_dir=server_dir(Path(capture_root), node, spec.name, server_name),
-        headers=spec.resolved_headers(),
-        redactor=spec_redactor([spec]),
+        base_url, name=server_name, server_dir=server_dir(Path(capture_root), node, spec.name, server_name)
     )
-    if sp.todo:
+    if sp.todo:  # its info, saved as a launched server's is (the headers: only when points will be sent)
+        server.headers, server.redactor = spec.resolved_headers(), spec_redactor([spec])
         server.start()
     with sweep_progress(len(sp.todo), quiet):
         sweep_server(sw, sp, server, outcome)
