@@ -22,6 +22,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.report import write_report
 from harness.report.common import load_summary, server_policy, server_pool, sort_key
+from harness.summary import parse_summary
 from harness.report.findings import findings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +198,7 @@ def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str, ou
         "from that summary, never by hand.",
         "",
     ]
-    said = findings(summary)
+    said = findings(parse_summary(summary))
     for exp, entry in sorted((summary.get("experiments") or {}).items()):
         pts = [p for p in summary["points"] if p.get("experiment") == exp]
         servers = entry.get("servers") or {}
