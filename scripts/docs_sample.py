@@ -22,8 +22,8 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.report import write_report
 from harness.report.common import load_summary, server_policy, server_pool, sort_key
-from harness.summary import parse_summary
 from harness.report.findings import findings
+from harness.summary import parse_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- sample:begin -->", "<!-- sample:end -->"
