@@ -23,6 +23,7 @@ from harness.errors import HarnessError
 from harness.report import write_report
 from harness.report.common import load_summary, server_policy, server_pool, sort_key
 from harness.report.findings import findings
+from harness.summary import parse_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- sample:begin -->", "<!-- sample:end -->"
@@ -197,7 +198,7 @@ def section(summary: dict[str, Any], repeat: dict[str, Any] | None, rel: str, ou
         "from that summary, never by hand.",
         "",
     ]
-    said = findings(summary)
+    said = findings(parse_summary(summary))
     for exp, entry in sorted((summary.get("experiments") or {}).items()):
         pts = [p for p in summary["points"] if p.get("experiment") == exp]
         servers = entry.get("servers") or {}

@@ -27,7 +27,7 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,30 +38,23 @@ from harness.client.dialects import normalize_base_url, with_priority
 from harness.client.http1 import H1Pool
 from harness.loadgen.due import DueQueue
 from harness.loadgen.engine import pick_engine as _pick_engine
+from harness.loadgen.feeders import Arrivals, Feeder, pick_feeder
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session, trace_due
 from harness.loadgen.tally import LoadResult, RunIds
-from harness.loadgen.turn_feed import TurnFeed, cached
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
 from harness.spec import Timeouts
 from harness.spec.load import LoadSettings
 from harness.workloads import PromptBuilder, Schedule
-from harness.workloads.arrivals import iter_arrival_offsets
-from harness.workloads.schedule import Conversation, Request
-from harness.workloads.spilled_sessions import SpilledSessions
+from harness.workloads.schedule import Request
 
 if TYPE_CHECKING:
     import aiohttp
 
 _mono = time.monotonic
 __all__ = ["LoadResult", "RunIds", "run_schedule"]
-FEED_WINDOW = 64  # a trace's conversations queued ahead of the workers (at least 2 x concurrency)
-
-
-def _first(c: Conversation) -> int:
-    return c.turns[0].index
 
 
 async def run_schedule(
@@ -97,12 +90,28 @@ async def run_schedule(
     url = normalize_base_url(base_url) + get_dialect(api).path
     hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
     engine = _pick_engine(engine, url, hdrs)
+    client_timeout = None
+    if engine != "http1":
+        from harness.client import aio  # aiohttp: imported by this engine's runs only (~0.3 s of CPU)
+
+        client_timeout = aio.connect_timeout(timeouts.connect)
     run = _Run(
-        schedule, url, api, model, ids, request_rate, load or LoadSettings(), warmup, hdrs, timeouts, part
+        schedule,
+        url=url,
+        api=api,
+        model=model,
+        ids=ids,
+        rate=request_rate,
+        load=load or LoadSettings(),
+        warmup=warmup,
+        headers=hdrs,
+        timeouts=timeouts,
+        concurrency=concurrency,
+        writer=JsonlWriter(out_path),
+        part=part or Part(0, 1),
+        start_at=start_mono,
+        client_timeout=client_timeout,
     )
-    run.start_at = start_mono
-    run.concurrency = concurrency
-    writer = run.writer = JsonlWriter(out_path)
     res = run.res
     progress = None if quiet else Progress(label or ids.point, res.scheduled)
     cpu0 = time.process_time()
@@ -115,115 +124,69 @@ async def run_schedule(
             finally:
                 await pool.close()
         else:
-            from harness.client import aio  # aiohttp: imported by this engine's runs only (~0.3 s of CPU)
+            from harness.client import aio
 
-            run.client_timeout = aio.connect_timeout(timeouts.connect)
-            async with aio.new_session(concurrency + 8, run.client_timeout) as session:
+            async with aio.new_session(concurrency + 8, client_timeout) as session:
                 await _drive(session, run, concurrency, progress)
     finally:
         run.stop()
         res.end_mono, res.end_wall = _mono(), time.time()
         res.client_cpu_s = time.process_time() - cpu0
-        writer.close()
+        run.writer.close()
     return res
 
 
 class _Run:
-    """One run's shared state; its workers send, record and queue each session's next turn."""
+    """One run's shared state; its workers send, record and queue each session's next turn. How
+    conversations reach the queue is its feeder's business (harness.loadgen.feeders)."""
 
     def __init__(
         self,
         schedule: Schedule,
+        *,
         url: str,
         api: str,
         model: str,
         ids: RunIds,
-        request_rate: float | None,
+        rate: float | None,
         load: LoadSettings,
         warmup: bool,
         headers: dict[str, str],
         timeouts: Timeouts,
-        part: Part | None = None,
+        concurrency: int,
+        writer: JsonlWriter,
+        part: Part,
+        start_at: float | None,
+        client_timeout: aiohttp.ClientTimeout | None,
     ) -> None:
-        self.part = part or Part(0, 1)
-        self.start_at: float | None = None
         self.schedule, self.url, self.api, self.model, self.ids = schedule, url, api, model, ids
-        self.rate, self.load, self.warmup, self.headers, self.timeouts = (
-            request_rate,
-            load,
-            warmup,
-            headers,
-            timeouts,
-        )
+        self.rate, self.load, self.warmup, self.headers, self.timeouts = rate, load, warmup, headers, timeouts
+        self.concurrency, self.writer, self.part, self.start_at = concurrency, writer, part, start_at
+        self.client_timeout = client_timeout  # the aiohttp engine's; None with http1
         self.dialect = get_dialect(api, load.ignore_eos)
         self.builder = PromptBuilder(schedule, api)
-        # a replayed trace (schedule.total set) is fed from its file a window ahead of the workers, so the
-        # run's memory does not grow with the trace; multi-turn: below; the rest are queued whole at the start
-        convs = schedule.conversations
-        spilled = isinstance(convs, SpilledSessions)  # a multi-turn schedule (its prompts in a file)
-        think = load.think_time
-        # closed loop, no think time: fed in index order, idle sessions spilled (harness.loadgen.turn_feed)
-        closed = not request_rate and (think is None or think.mean_s <= 0)
-        self.turns = (
-            TurnFeed(convs, self.part, think) if closed and isinstance(convs, SpilledSessions) else None
-        )
-        # open loop: a multi-turn schedule's first turns are fed like a trace's (in arrival order)
-        self.lazy = schedule.total is not None or (spilled and bool(request_rate))
-        self.firsts = 0 if spilled and self.lazy else None  # open loop, multi-turn: first turns waiting
-        self._feed = self.part.feed(schedule) if self.lazy else None
-        self.unfed = len(schedule) if self.lazy else 0  # requests of conversations not yet queued
-        self.window = FEED_WINDOW
-        self.timed = False  # a trace's own send times (timestamps: honor) make this an open loop
-        mine = self.part.mine
-        # every conversation in first-turn order (open loop: each one draws its arrival time, whoever sends it)
-        eager = not (self.lazy or self.turns)
-        self._firsts = sorted((c for c in schedule.conversations if c.turns), key=_first) if eager else []
-        self.sessions = {c.id: Session(cached(c)) for c in self._firsts if mine(c)}
-        self.res = LoadResult(scheduled=self.part.count(schedule))
-        self.client_timeout: aiohttp.ClientTimeout | None = None  # the aiohttp engine's (set when it is used)
+        self.res = LoadResult(scheduled=part.count(schedule))
+        self.queue = DueQueue()
+        self.sessions: dict[int, Session] = {}  # conversations with a turn queued or in flight
+        self.feeder: Feeder = pick_feeder(schedule, part, load, rate, concurrency, self.sessions)
+        self.arrivals = Arrivals(rate, schedule.seed, load) if rate else None
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
-        self.concurrency = 1
         self.time_up = False
         self.run_id = uuid.uuid4().hex[:12]  # the lockstep header's run name
         self.seq = 0  # requests sent so far
         self.followed = 0  # requests sent with follow=True that ended well, their next turn queued
-        self.t0 = 0.0  # the run's start (time.monotonic)
-        self.offsets: Iterator[float] | None = None  # open loop: the arrival process, drawn as they queue
-        self.next_offset: float | None = None  # the next conversation's arrival offset (drawn one ahead)
-        self.writer: JsonlWriter
-        self.queue: DueQueue
+        self.t0 = 0.0  # the run's start (time.monotonic), set by start()
         self._deadline: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------ schedule
     def start(self) -> None:
-        """Queue each conversation's first turn (by arrival time with a rate) and arm duration_s."""
+        """Fix the run's start, let the feeder queue the first turns, and arm duration_s."""
         res = self.res
         now = _mono()
-        t0 = res.start_mono = self.start_at if self.start_at is not None else now
+        t0 = self.t0 = res.start_mono = self.start_at if self.start_at is not None else now
         res.start_wall = time.time() - (now - t0)
-        self.queue = DueQueue()
-        self.t0 = t0
-        if self.rate:
-            self.offsets = iter_arrival_offsets(
-                self.rate, self.schedule.seed, self.load.arrival, self.load.burstiness
-            )
-            self.next_offset = next(self.offsets)
-        if self.lazy or self.turns:
-            self.window = max(FEED_WINDOW, 2 * self.concurrency)
-            self._top_up()
-        n = len(self._firsts)
-        for k, conv in enumerate(self._firsts):
-            s = self.sessions.get(conv.id)
-            if self.offsets is not None:
-                offset, nxt = self._draw(last=k == n - 1)
-                if s is not None:
-                    s.offset, s.next_offset, s.due = offset, nxt, t0 + offset
-            elif s is not None:
-                s.due = trace_due(conv.turns[0], self.t0, None, None)
-            if s is not None:
-                self.queue.put(s, conv.turns[0].index, s.due)
-        self._firsts = []
+        self.feeder.start(self)
         if self.load.duration_s is not None:
             loop = asyncio.get_running_loop()
             self._deadline = loop.call_later(self.load.duration_s, self._time_is_up)
@@ -232,82 +195,27 @@ class _Run:
     def stop(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        if self.turns is not None:
-            self.turns.close()
+        self.feeder.close()
 
     def _time_is_up(self) -> None:
         """duration_s reached: nothing more is sent; what is queued is recorded as not sent."""
         self.time_up = self.res.time_limited = True
         why = f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
         for s in self.queue.drain():
-            self._not_sent(s, "time-limit", why)
-        for reqs in self.turns.unsent() if self.turns else ():  # idle sessions the feed has not reached
-            self._unsent(reqs, "time-limit", why)
-        for conv in self._feed or ():  # a trace's conversations not yet read
-            self.unfed -= len(conv.turns)
-            if not self.part.mine(conv):
-                continue
-            self._not_sent(
-                Session(conv), "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
-            )
+            self.not_sent(s, "time-limit", why)
+        self.feeder.time_up(self, why)
         self._settle()
-
-    def _top_up(self) -> None:
-        """Queue a trace's next conversations until `window` wait untaken (or the file is done)."""
-        if self.turns is not None:
-            while not self.time_up and self.queue.waiting() < self.window:
-                got = self.turns.next()
-                if got is None:
-                    return
-                self.sessions[got[0].conv.id] = got[0]
-                self.queue.put(got[0], got[1], None)
-            return
-        if self._feed is None or self.time_up:
-            return
-        while (self.queue.waiting() if self.firsts is None else self.firsts) < self.window:
-            conv = next(self._feed, None)
-            if conv is None:
-                self._feed = None
-                return
-            if not conv.turns:
-                continue
-            self.unfed -= len(conv.turns)
-            first = conv.turns[0]
-            offset = nxt = None
-            if first.arrival is None and self.offsets is not None:
-                offset, nxt = self._draw(last=self.unfed <= 0)
-            if not self.part.mine(conv):
-                continue  # another worker's (its arrival time drawn all the same: one clock for all)
-            s = Session(cached(conv))
-            self.sessions[conv.id] = s
-            if self.firsts is not None:
-                self.firsts += 1
-            if first.arrival is not None:  # the trace's own time (timestamps: honor), over speedup
-                self.timed = True
-                s.due = trace_due(first, self.t0, None, None)
-            elif offset is not None:
-                s.offset, s.next_offset, s.due = offset, nxt, self.t0 + offset
-            self.queue.put(s, first.index, s.due)
-
-    def _draw(self, last: bool) -> tuple[float, float | None]:
-        """The arrival process's next time and, for the sim's hint, the one after it (None for the last)."""
-        assert self.offsets is not None and self.next_offset is not None
-        offset = self.next_offset
-        self.next_offset = next(self.offsets)
-        return offset, None if last else self.next_offset
 
     def _next(self, s: Session, done_mono: float) -> None:
         """After a turn ended well: queue the session's next turn, due after the think time."""
-        if self.turns is not None and not self.time_up and self.turns.ahead(s):  # off the heap till fed
-            self.turns.park(s)
-            del self.sessions[s.conv.id]
+        if self.feeder.park(self, s):  # off the heap till the feeder reaches it
             return
         req = s.next_turn()
         if req is None:
             self._over(s)  # its answers are on disk: memory stays flat in run length
             return
         if self.time_up:
-            self._not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+            self.not_sent(s, "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
             return
         think = s.think(self.load.think_time, self.schedule.seed)
         s.due = done_mono + think if (self.rate or think) else None
@@ -328,9 +236,7 @@ class _Run:
             s, idle = await queue.get()
             if s is None:
                 return
-            if self.firsts is not None and not s.history:
-                self.firsts -= 1
-            self._top_up()
+            self.feeder.taken(self, s)
             await self._send(session, s, idle)
 
     async def _send(self, session: aiohttp.ClientSession | H1Pool, s: Session, idle: bool) -> None:
@@ -387,7 +293,7 @@ class _Run:
             self._next(s, rec.done_mono or _mono())
         elif s.next_turn() is not None:
             kind = rec.error_kind or "failed"
-            self._not_sent(s, "skipped", f"not sent: turn {req.turn} of this session failed ({kind})")
+            self.not_sent(s, "skipped", f"not sent: turn {req.turn} of this session failed ({kind})")
         else:
             self._over(s)
         self._settle()
@@ -396,7 +302,7 @@ class _Run:
         """This loop as the sim's virtual clock needs it (harness.sim.lockstep): what is ready, whether this
         turn's end makes the next one ready at once, and (open loop, first turns) its arrival offsets."""
         offset = nxt = None
-        if self.timed and req.turn in (0, None) and req.arrival is not None:
+        if self.feeder.timed and req.turn in (0, None) and req.arrival is not None:
             offset, nxt = req.arrival, self._next_arrival(s.conv.id)
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
@@ -407,9 +313,7 @@ class _Run:
             concurrency=self.concurrency,
             seq=self.seq,
             # a trace's conversations not yet read are ready too in a closed loop
-            ready=self.queue.ready_count()
-            + (self.unfed if not (self.rate or self.timed) else 0)
-            + (self.turns.ready_unfed if self.turns else 0),
+            ready=self.queue.ready_count() + self.feeder.ready_unfed(),
             followed=self.followed,
             follow=len(s.history) + 1 < len(s.conv.turns) and not think,  # a think time: not at once
             index=req.index,
@@ -444,12 +348,12 @@ class _Run:
             priority_class=req.priority_class,
         )
 
-    def _not_sent(self, s: Session, why: str, text: str) -> None:
+    def not_sent(self, s: Session, why: str, text: str) -> None:
         """Record every remaining turn of s as not sent; the session is done."""
-        self._unsent(s.remaining(), why, text)
+        self.unsent(s.remaining(), why, text)
         self._over(s)
 
-    def _unsent(self, reqs: Sequence[Request], why: str, text: str) -> None:
+    def unsent(self, reqs: Sequence[Request], why: str, text: str) -> None:
         for req in reqs:
             rec = self._record(req, scheduled=0.0)
             rec.not_sent, rec.error = why, text
@@ -458,8 +362,7 @@ class _Run:
     def _over(self, s: Session) -> None:
         """s has no turn left to send."""
         self.sessions.pop(s.conv.id, None)
-        if self.turns is not None:
-            self.turns.done(s.conv.id)
+        self.feeder.done(s.conv.id)
 
     def _write(self, rec: RequestRecord) -> None:
         res = self.res

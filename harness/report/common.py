@@ -144,9 +144,22 @@ def server_pool(entry: Server | Mapping[str, Any] | None) -> str:
     text = f"{dev}" if dev else "n/a"
     if pool.host_tokens:
         text += f" + host {pool.host_tokens}"
-    elif pool.host_gb or _arg(srv, "--enable-hierarchical-cache") or _arg(srv, "--enable-hicache"):
+    elif server_host_tier(srv):
         text += f" + host {pool.host_gb or '?'} GB"
     return text
+
+
+def server_host_tier(entry: Server | None) -> bool:
+    """The server has a host (HiCache) tier: the log gave its size, or the launch line enables it."""
+    if entry is None:
+        return False
+    pool = entry.pool
+    return bool(
+        pool.host_tokens
+        or pool.host_gb
+        or _arg(entry, "--enable-hierarchical-cache")
+        or _arg(entry, "--enable-hicache")
+    )
 
 
 def server_time_scale(entry: Server | Mapping[str, Any] | None) -> float | None:

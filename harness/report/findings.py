@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.report.common import (
-    as_points,
-    as_servers,
     server_card,
+    server_host_tier,
     server_policy,
     server_pool,
     server_time_scale,
@@ -36,15 +35,10 @@ from harness.report.wording import (
     spread_of,
     ttft_ms_of,
 )
-from harness.summary import Figures, Point, Server, Summary, parse_summary
+from harness.summary import Figures, Point, Server, Summary
 
-Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
-Servers = Mapping[str, Server | Mapping[str, Any]] | None
-
-
-def _has_host_tier(entry: Server | None) -> bool:
-    pool = entry.pool if entry else None
-    return bool(pool and (pool.host_tokens or pool.host_gb)) or "+ host" in server_pool(entry)
+Points = Iterable[Point]
+Servers = Mapping[str, Server] | None
 
 
 # ---------------------------------------------------------------- caveats
@@ -89,11 +83,11 @@ def _caveats(points: list[Point], servers: dict[str, Server], timings: bool) -> 
 
 def ab_findings(points: Points, servers: Servers) -> list[str]:
     """How a second server changed median TTFT against the first, per group count, and where it did not."""
-    pts, srvs = as_points(points), as_servers(servers)
+    pts, srvs = list(points), dict(servers or {})
     names = sorted({p.server for p in pts})
     if len(names) != 2:
         return []
-    host = [n for n in names if _has_host_tier(srvs.get(n))]
+    host = [n for n in names if server_host_tier(srvs.get(n))]
     a, b = (names[0], names[1]) if len(host) != 1 else (next(n for n in names if n not in host), host[0])
     modelled = all(p.modelled for p in pts)
     by_g: dict[Any, dict[str, Point]] = {}
@@ -192,7 +186,7 @@ def _later_rate(fig: Figures, turns: list[int]) -> float | None:
 
 def policy_findings(points: Points, servers: Servers) -> list[str]:
     """Per pool, which policy held the later-turn hit rate, and whether the seeds support the order."""
-    pts, srvs = as_points(points), as_servers(servers)
+    pts, srvs = list(points), dict(servers or {})
     turns = _later_turns(pts)
     if not turns:
         return []
@@ -253,7 +247,7 @@ def policy_findings(points: Points, servers: Servers) -> list[str]:
 
 def hit_findings(points: Points, servers: Servers) -> list[str]:
     """Per point, which server kept more of the prompt tokens cached (when the policy table has no pair)."""
-    pts, srvs = as_points(points), as_servers(servers)
+    pts, srvs = list(points), dict(servers or {})
     by_key: dict[str, list[tuple[str, Spread, Point]]] = {}
     for p in pts:
         s = spread_of([f.hit_rate_usage for f in ok_seeds(p)])
@@ -299,7 +293,7 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     """2–4 sentences for one experiment's points (empty when its layout has no finding to state)."""
     from harness.report.tables import layout
 
-    pts, srvs = as_points(points), as_servers(servers)
+    pts, srvs = list(points), dict(servers or {})
     if not pts:
         return []
     from harness.report.capacity import capacity_findings
@@ -320,9 +314,8 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     return hit_findings(pts, srvs)
 
 
-def findings(summary: Summary | Mapping[str, Any]) -> dict[str, list[str]]:
+def findings(s: Summary) -> dict[str, list[str]]:
     """experiment → its sentences, for every experiment of the summary."""
-    s = parse_summary(summary)
     return {
         exp: experiment_findings([p for p in s.points if p.experiment == exp], entry.servers)
         for exp, entry in s.experiments.items()

@@ -10,6 +10,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.report.columns import (
+    POINT_COLUMNS,
+    modelled_tok_s,
+    modelled_ttft_p50_ms,
+    ms,
+    ms1,
+    num,
+    pct,
+    shown,
+)
 from harness.report.common import (
     as_points,
     as_servers,
@@ -59,22 +69,6 @@ class Table:
 
     def texts(self) -> list[list[str]]:
         return [[c.text for c in r] for r in self.rows]
-
-
-def ms(v: Any) -> str:
-    return f"{v * 1000:.0f}" if isinstance(v, int | float) else "n/a"
-
-
-def num(v: Any, fmt: str = ".1f") -> str:
-    return format(v, fmt) if isinstance(v, int | float) and not isinstance(v, bool) else "n/a"
-
-
-def ms1(v: Any) -> str:
-    return f"{v * 1000:.1f}" if isinstance(v, int | float) else "n/a"
-
-
-def pct(v: Any) -> str:
-    return f"{v * 100:.1f}%" if isinstance(v, int | float) else "n/a"
 
 
 def reasons_text(v: Any) -> str:
@@ -133,15 +127,6 @@ def time_scale_lines(points: Points, servers: Servers) -> list[str]:
             "--time-scale says; the modelled columns are unaffected."
         )
     return lines
-
-
-def modelled_ttft_p50_ms(p: Point) -> float | None:
-    """A point's modelled median TTFT (ms); None without a modelled block."""
-    return p.modelled.ttft_ms.p50 if p.modelled and p.modelled.ttft_ms else None
-
-
-def modelled_tok_s(p: Point) -> float | None:
-    return p.modelled.output_tok_s if p.modelled else None
 
 
 def pairs_of(pairs: Iterable[Pair], exp: str, key: str) -> list[Pair]:
@@ -278,42 +263,16 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
 
 
 def generic(points: Points) -> Table:
+    """One row per point: its figure columns as harness.report.columns declares them."""
     pts = as_points(points)
-    header = [
-        "server",
-        "point",
-        "requests",
-        "failures",
-        "TTFT median ms",
-        "TTFT p99 ms",
-        "output tok/s",
-        "hit rate",
-        "median SM clock MHz",
-        "verdict",
-        "status",
-    ]
-    sim = any(p.modelled for p in pts)
-    if sim:  # the modelled card's figures from the sim's virtual clock, beside the wall-clock ones
-        header[6:6] = ["modelled median TTFT ms", "modelled output tok/s"]
+    cols = shown(POINT_COLUMNS, pts)
+    header = ["server", "point"] + [c.header for c in cols] + ["verdict", "status"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
     for p in sorted(pts, key=point_order):
-        m = p.median
-        texts = [
-            p.server,
-            p.point_key + status_note(p) + cache_note(p),
-            num(m.requests, ".0f"),
-            num(m.failures, ".0f"),
-            ms(m.ttft_median_s),
-            ms(m.ttft_p99_s),
-            num(m.output_tok_s),
-            pct(m.hit_rate_usage),
-            num(clock(p), ".0f"),
-        ]
-        if sim:
-            texts[6:6] = [num(modelled_ttft_p50_ms(p), ".0f"), num(modelled_tok_s(p))]
         rows.append(
-            [Cell(t) for t in texts]
+            [Cell(p.server), Cell(p.point_key + status_note(p) + cache_note(p))]
+            + [Cell(c.text(p)) for c in cols]
             + [
                 Cell(verdict_cell(p.verdict, p.telemetry, p), [point_badge(p)]),
                 Cell(status_text(p)),

@@ -20,8 +20,11 @@ def _q(s: pd.Series, q: float) -> float | None:
     return float(s.quantile(q)) if len(s) else None
 
 
-def _split(ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, name: str) -> dict[str, Any]:
-    """hit_rate_usage, ttft p50 and p99 per key, as `{figure}_by_{name}` dicts keyed by str(key)."""
+def _split(
+    ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """hit_rate_usage, ttft p50 and p99 and the request count per key (dicts keyed by str(key)), under
+    `names`: the four figures' names, in that order."""
     hits: dict[str, float | None] = {}
     p50: dict[str, float | None] = {}
     p99: dict[str, float | None] = {}
@@ -36,12 +39,22 @@ def _split(ok: pd.DataFrame, keys: pd.Series, cached: pd.Series | None, name: st
         p50[k] = _q(g["ttft_s"], 0.5)
         p99[k] = _q(g["ttft_s"], 0.99)
         counts[k] = len(g)
-    return {
-        f"hit_rate_usage_by_{name}": hits,
-        f"ttft_median_s_by_{name}": p50,
-        f"ttft_p99_s_by_{name}": p99,
-        f"requests_by_{name}": counts,
-    }
+    return dict(zip(names, (hits, p50, p99, counts), strict=True))
+
+
+BY_STEP_DEPTH = (
+    "hit_rate_usage_by_step_depth",
+    "ttft_median_s_by_step_depth",
+    "ttft_p99_s_by_step_depth",
+    "requests_by_step_depth",
+)
+BY_CLASS = ("hit_rate_usage_by_class", "ttft_median_s_by_class", "ttft_p99_s_by_class", "requests_by_class")
+BY_LENGTH = (
+    "hit_rate_usage_by_length",
+    "ttft_median_s_by_length",
+    "ttft_p99_s_by_length",
+    "requests_by_length",
+)
 
 
 def class_figures(ok: pd.DataFrame, cached: pd.Series | None, agent: bool = False) -> dict[str, Any]:
@@ -53,15 +66,15 @@ def class_figures(ok: pd.DataFrame, cached: pd.Series | None, agent: bool = Fals
     if agent and "turn" in ok:
         deep = ok[ok["turn"].notna()]
         if not deep.empty:
-            out.update(_split(deep, deep["turn"].astype(int), cached, "step_depth"))
+            out.update(_split(deep, deep["turn"].astype(int), cached, BY_STEP_DEPTH))
     if "priority_class" in ok:
         classed = ok[ok["priority_class"].notna()]
         if not classed.empty:
-            out.update(_split(classed, classed["priority_class"].astype(str), cached, "class"))
+            out.update(_split(classed, classed["priority_class"].astype(str), cached, BY_CLASS))
     prompt = pd.to_numeric(ok.get("prompt_tokens", pd.Series(dtype=float)), errors="coerce")
     sized = ok[prompt.notna() & (prompt > 0)]
     if not sized.empty:
         buckets = prompt[sized.index].map(length_bucket)
         if buckets.nunique() >= 2:
-            out.update(_split(sized, buckets, cached, "length"))
+            out.update(_split(sized, buckets, cached, BY_LENGTH))
     return out

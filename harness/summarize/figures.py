@@ -18,6 +18,7 @@ from harness import metrics, serverlog
 from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
+from harness.summary.figures import Figures
 from harness.telemetry.stats import point_stats, prefill_windows
 
 DISAGREE_POINTS = 2.0  # hit-rate sources further apart than this (percentage points) are flagged
@@ -73,14 +74,14 @@ def request_figures(
     slo: dict[str, float] | None = None,
     scheduled: int | None = None,
     agent: bool = False,
-) -> dict[str, Any]:
+) -> Figures:
     """Latency, throughput, goodput and hit-rate figures (usage, server timings) of one point x seed
     from its measured records; scheduled: the requests goodput is a fraction of (default: the rows);
     agent: an agent workload's (figures by step depth too)."""
     df = pd.DataFrame(rows)
     fig: dict[str, Any] = {"requests": len(df), "ok": 0, "failures": 0}
     if df.empty:
-        return fig
+        return Figures.model_validate(fig)
     for col in (
         "ok",
         "ttft_s",
@@ -134,37 +135,72 @@ def request_figures(
     fig["cached_tokens"] = int(cached.sum()) if cached is not None else None
     fig["hit_rate_usage"] = _hit(cached, in_tok) if cached is not None else None
     fig["hit_rate_timings"] = _timings_hit(ok)
-    for src in ("device", "host", "storage"):
-        col = f"cached_{src}"
-        fig[f"cached_{src}_tokens"] = (
-            int(ok[col].fillna(0).sum()) if col in ok and not ok[col].isna().all() else None
-        )
-    for by, name in (("turn", "by_turn"), ("position", "by_position")):
-        keyed = ok[ok[by].notna()]
-        if keyed.empty or (by == "turn" and keyed[by].nunique() < 2):
-            continue
-        hits: dict[str, float | None] = {}
-        ttfts: dict[str, float | None] = {}
-        for key, g in keyed.groupby(keyed[by].astype(int)):
-            gp = pd.to_numeric(g["prompt_tokens"], errors="coerce").fillna(0)
-            gc = cached.loc[g.index] if cached is not None else None
-            hits[str(key)] = _hit(gc, gp) if gc is not None else None
-            ttfts[str(key)] = _quantile(pd.to_numeric(g["ttft_s"], errors="coerce"), 0.5)
-        fig[f"hit_rate_usage_{name}"] = hits
-        fig[f"ttft_median_s_{name}"] = ttfts
+    fig["cached_device_tokens"] = _tier_sum(ok, "cached_device")
+    fig["cached_host_tokens"] = _tier_sum(ok, "cached_host")
+    fig["cached_storage_tokens"] = _tier_sum(ok, "cached_storage")
+    by_turn = _by_key(ok, "turn", cached, at_least=2)
+    if by_turn is not None:
+        fig["hit_rate_usage_by_turn"], fig["ttft_median_s_by_turn"] = by_turn
+    by_position = _by_key(ok, "position", cached, at_least=1)
+    if by_position is not None:
+        fig["hit_rate_usage_by_position"], fig["ttft_median_s_by_position"] = by_position
     fig.update(class_figures(ok, cached, agent))
-    return fig
+    return Figures.model_validate(fig)
+
+
+def _tier_sum(ok: pd.DataFrame, col: str) -> int | None:
+    """Σ of a usage tier split (`cached_host`, …) over ok requests; None when no request gave it."""
+    return int(ok[col].fillna(0).sum()) if col in ok and not ok[col].isna().all() else None
+
+
+Keyed = dict[str, float | None]
+
+
+def _by_key(ok: pd.DataFrame, by: str, cached: pd.Series | None, at_least: int) -> tuple[Keyed, Keyed] | None:
+    """Hit rate and median TTFT per value of `by` (turn, position); None with fewer than `at_least` values."""
+    keyed = ok[ok[by].notna()]
+    if keyed.empty or keyed[by].nunique() < at_least:
+        return None
+    hits: Keyed = {}
+    ttfts: Keyed = {}
+    for key, g in keyed.groupby(keyed[by].astype(int)):
+        gp = pd.to_numeric(g["prompt_tokens"], errors="coerce").fillna(0)
+        gc = cached.loc[g.index] if cached is not None else None
+        hits[str(key)] = _hit(gc, gp) if gc is not None else None
+        ttfts[str(key)] = _quantile(pd.to_numeric(g["ttft_s"], errors="coerce"), 0.5)
+    return hits, ttfts
 
 
 HIT_RATE_SOURCES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_log", "hit_rate_counters")
+# the counters' cache_source (SGLang) / source (vLLM) label values, each with its declared figure
+COUNTER_SOURCES = {
+    "device": "counter_cached_device_tokens",
+    "host": "counter_cached_host_tokens",
+    "storage": "counter_cached_storage_tokens",
+    "local_cache_hit": "counter_cached_local_cache_hit_tokens",
+    "external_kv_transfer": "counter_cached_external_kv_transfer_tokens",
+}
 
 
-def hit_rate_agreement(fig: dict[str, Any]) -> None:
-    vals = [v for k in HIT_RATE_SOURCES if isinstance(v := fig.get(k), float | int)]
-    fig["hit_rate_sources"] = len(vals)
+def hit_rate_agreement(fig: Figures) -> Figures:
+    """How many hit-rate sources the seed has, how far apart they are, and whether that is too far."""
+    found = (fig.hit_rate_usage, fig.hit_rate_timings, fig.hit_rate_log, fig.hit_rate_counters)
+    vals = [v for v in found if isinstance(v, float | int)]
     spread = (max(vals) - min(vals)) * 100 if len(vals) > 1 else None
-    fig["hit_rate_spread_points"] = spread
-    fig["hit_rate_disagree"] = bool(spread is not None and spread > DISAGREE_POINTS)
+    return Figures(
+        hit_rate_sources=len(vals),
+        hit_rate_spread_points=spread,
+        hit_rate_disagree=bool(spread is not None and spread > DISAGREE_POINTS),
+    )
+
+
+def joined(*parts: Figures) -> Figures:
+    """One seed's figures from its parts (request, log, counter, tier figures), keys in the parts' order;
+    a later part's key replaces an earlier one's."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        out.update(part.to_json())
+    return Figures.model_validate(out)
 
 
 def point_window(sc: SeedCapture) -> tuple[float, float] | None:
@@ -247,7 +283,7 @@ def log_figures(
     shift: float,
     window: tuple[float, float] | None = None,
     flushed: bool = False,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[Figures, list[str]]:
     """Hit rate from the point's prefill lines (SGLang) or stats lines (vLLM), the pool sizes logged by then,
     and evidence lines."""
     fig: dict[str, Any] = {"hit_rate_log": None}
@@ -255,7 +291,7 @@ def log_figures(
         fig["log_slice"] = (
             "no server log" if log is None else "no time window (no point.json, no request times)"
         )
-        return fig, []
+        return Figures.model_validate(fig), []
     if window is not None and log.of("vllm_stats"):
         return _vllm_log_figures(log, window, shift, flushed)
     records, how = sliced
@@ -274,7 +310,7 @@ def log_figures(
     evidence = [r.line for r in prefill[:1]]
     hits = [r.line for r in prefill[1:] if serverlog.token_count(r.fields.get("cached_token")) > 0]
     evidence += hits[: EVIDENCE_LINES - 1]
-    return fig, evidence
+    return Figures.model_validate(fig), evidence
 
 
 def vllm_log_interval(log: serverlog.ParsedLog) -> float:
@@ -289,7 +325,7 @@ def vllm_log_interval(log: serverlog.ParsedLog) -> float:
 
 def _vllm_log_figures(
     log: serverlog.ParsedLog, window: tuple[float, float], shift: float, flushed: bool
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[Figures, list[str]]:
     """The point's hit rate from vLLM's cumulative stats lines (serverlog.vllm_point_hit_rate)."""
     start, end = window[0] - shift, window[1] - shift
     resets = [r for r in log.of("flush") if r.wall is not None]
@@ -320,7 +356,7 @@ def _vllm_log_figures(
     fig["pool_device_tokens"] = pools["device_tokens"]
     by_line = {r.lineno: r.line for r in log.records}
     evidence = [by_line[n] for n in (res.start_line, res.end_line) if n is not None and n in by_line]
-    return fig, evidence
+    return Figures.model_validate(fig), evidence
 
 
 def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord]:
@@ -332,20 +368,29 @@ def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord
     return [r for r in records if r.ranks.get("TP") in (None, keep)]
 
 
-def counter_figures(sc: SeedCapture) -> dict[str, Any]:
-    fig: dict[str, Any] = {"hit_rate_counters": None}
+def counter_figures(sc: SeedCapture) -> Figures:
+    """Hit rate and token deltas from the /metrics scrapes before and after the point."""
     if sc.before is None or sc.after is None:
-        fig["hit_rate_counters_why"] = "no /metrics scrape before and after the point"
-        return fig
+        return Figures(
+            hit_rate_counters=None, hit_rate_counters_why="no /metrics scrape before and after the point"
+        )
     d = metrics.counter_deltas(sc.before, sc.after)
     cf = metrics.cache_figures(d)
-    fig["hit_rate_counters"] = cf["hit_rate"]
-    fig["counter_prompt_tokens"] = cf["prompt_tokens"]
-    fig["counter_cached_tokens"] = cf["cached_tokens"]
-    for src, v in cf["cached_by_source"].items():
-        fig[f"counter_cached_{src}_tokens"] = v
-    for k in ("evicted_tokens", "load_back_tokens", "hicache_backup_tokens", "hicache_dropped_tokens"):
-        fig[f"counter_{k}"] = cf.get(k)
+    by_source = dict(cf["cached_by_source"])
+    fig: dict[str, Any] = {
+        "hit_rate_counters": cf["hit_rate"],
+        "counter_prompt_tokens": cf["prompt_tokens"],
+        "counter_cached_tokens": cf["cached_tokens"],
+    }
+    for src in list(by_source):  # in the order the server gave them
+        if src in COUNTER_SOURCES:
+            fig[COUNTER_SOURCES[src]] = by_source.pop(src)
+    if by_source:
+        fig["counter_cached_other_tokens"] = by_source
+    fig["counter_evicted_tokens"] = cf.get("evicted_tokens")
+    fig["counter_load_back_tokens"] = cf.get("load_back_tokens")
+    fig["counter_hicache_backup_tokens"] = cf.get("hicache_backup_tokens")
+    fig["counter_hicache_dropped_tokens"] = cf.get("hicache_dropped_tokens")
     fig["counter_reset"] = cf["reset"]
     fig["counter_engine"] = cf["engine"]
     fig["server_ttft_mean_s"], fig["server_ttft_requests"] = metrics.ttft_mean_s(d)
@@ -355,7 +400,7 @@ def counter_figures(sc: SeedCapture) -> dict[str, Any]:
         )
     if d.went_down or d.vanished:
         fig["counter_reset_series"] = d.went_down + d.vanished
-    return fig
+    return Figures.model_validate(fig)
 
 
 # ---------------------------------------------------------------- telemetry (owned by harness.telemetry/validate)

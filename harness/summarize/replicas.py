@@ -16,6 +16,7 @@ from harness import metrics, serverlog
 from harness.summarize.figures import counter_figures, is_num, request_figures, slice_log, tz_shift
 from harness.summarize.modelled import from_records
 from harness.summarize.read import SeedCapture, ServerCapture
+from harness.summary.figures import Figures
 from harness.telemetry.stats import point_stats
 from harness.verdicts.clocks import point_verdict
 
@@ -66,7 +67,7 @@ def merged_slices(per_worker: dict[str, Slices]) -> dict[Path, tuple[Any, float]
     return out
 
 
-def replica_figures(sc: SeedCapture, srv: ServerCapture, per_worker: dict[str, Slices]) -> dict[str, Any]:
+def replica_figures(sc: SeedCapture, srv: ServerCapture, per_worker: dict[str, Slices]) -> Figures:
     """`workers` {name: figures}, `load_skew`, attribution and its check, cross-replica storage hits, and
     the gateway's counters, for one point x seed."""
     urls = {str(u).rstrip("/"): n for n, u in ((sc.point or {}).get("workers") or {}).items()}
@@ -90,7 +91,7 @@ def replica_figures(sc: SeedCapture, srv: ServerCapture, per_worker: dict[str, S
     fig.update(_attribution_check(workers))
     fig["storage_hits_cross_replica"] = sum(c["requests"] for c in cross.values()) if cross else 0
     fig["router_counters"] = _router_counters(sc)
-    return fig
+    return Figures.model_validate(fig)
 
 
 def _one_worker(

@@ -25,6 +25,7 @@ from harness.summarize.figures import (
     counter_figures,
     hit_rate_agreement,
     is_num,
+    joined,
     load_window,
     log_figures,
     point_window,
@@ -246,16 +247,18 @@ def _summarize_point(
     slo = spec.load.slo if spec is not None else None
     agent = bool(seeds) and getattr(_workload_at(spec, dict(seeds[0].sweep)), "kind", None) == "agent"
     for sc in seeds:
-        fig = request_figures(sc.requests, slo, _goodput_base(sc), agent=agent)
-        fig["time_limited"] = bool(sc.point and sc.point.get("time_limited"))
+        parts = [
+            request_figures(sc.requests, slo, _goodput_base(sc), agent=agent),
+            Figures(time_limited=bool(sc.point and sc.point.get("time_limited"))),
+        ]
         sliced, shift = slices.get(sc.path, (None, 0.0))
         mfig, msource, mwarned = seed_modelled(sc.requests, sliced[0] if sliced else None)
         if mfig is not None and msource is not None:
-            fig["modelled"] = mfig
             base = _goodput_base(sc)  # goodput on the card's clock too: what a capacity search judges by
             mgood = card_goodput(sc.requests, slo, base if base is not None else len(sc.requests))
             if mgood is not None:
                 mfig["goodput"] = mgood
+            parts.append(Figures(modelled=Modelled.model_validate(mfig)))
             sources.append(msource)
         warned += mwarned
         window = point_window(sc)
@@ -263,17 +266,20 @@ def _summarize_point(
         log_fig, ev = log_figures(
             sc.log, sliced, window[1] if window else None, shift, load_window(sc, window), flushed
         )
-        fig.update(log_fig)
-        fig.update(counter_figures(sc))
+        parts += [log_fig, counter_figures(sc)]
         srv = exp.servers[server]
         if srv.workers:
-            fig.update(replica_figures(sc, srv, per_worker or {}))
-        hit_rate_agreement(fig)
-        fig.update(tier_figures(fig, sc, exp.servers[server].info))
+            parts.append(replica_figures(sc, srv, per_worker or {}))
+        fig = joined(*parts)
+        fig = joined(fig, hit_rate_agreement(fig))
+        fig = joined(fig, tier_figures(fig, sc, exp.servers[server].info))
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None
-        stats = telemetry_stats(sc.telemetry, tel_status, fig.get("output_tokens"), sc.requests)
+        out_tok = fig.output_tokens
+        stats = telemetry_stats(
+            sc.telemetry, tel_status, int(out_tok) if out_tok is not None else None, sc.requests
+        )
         if sc.telemetry:
             any_samples = True
             all_samples += sc.telemetry
@@ -285,13 +291,13 @@ def _summarize_point(
         per_seed[str(sc.seed)] = Seed(
             status=sc.status,
             path=str(sc.path),
-            figures=Figures.model_validate(fig),
+            figures=fig,
             telemetry=Telemetry.model_validate(stats),
             **({"failure": failure} if failure else {}),  # absent, not null, when point.json gives none
         )
-        figs_all.append(fig)
+        figs_all.append(fig.to_json())
         if sc.status == "ok":
-            figs_ok.append(fig)
+            figs_ok.append(fig.to_json())
     worst = max(statuses.values(), key=lambda s: _STATUS_RANK.get(s, 4))
     used = figs_ok or figs_all
     median, spread = merge_seeds(used)

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness import metrics
 from harness.summarize.read import SeedCapture
+from harness.summary.figures import Figures
 from harness.verdicts.cold import STORAGE_COLD_NOTE as COLD_NOTE
 
 TIERS = ("device", "host", "storage")
@@ -42,7 +43,7 @@ def cold_start(point: dict[str, Any] | None) -> str | None:
     return None
 
 
-def tier_seconds(fig: dict[str, Any], info: dict[str, Any] | None) -> dict[str, float]:
+def tier_seconds(fig: Figures, info: dict[str, Any] | None) -> dict[str, float]:
     """Seconds the point's host and storage hits cost to copy onto the device, summed over requests and not
     overlapped with compute, on the card server_info states ({} when it states none: a real server)."""
     from harness.sim.storage import BACKENDS
@@ -61,11 +62,11 @@ def tier_seconds(fig: dict[str, Any], info: dict[str, Any] | None) -> dict[str, 
         return tokens * kv / (link * 1e9)
 
     out: dict[str, float] = {}
-    host = fig.get("cached_host_tokens")
+    host = fig.cached_host_tokens
     if isinstance(host, int | float):
         out["host_tier_seconds"] = host_s(host)
     storage, backend = (
-        fig.get("cached_storage_tokens"),
+        fig.cached_storage_tokens,
         BACKENDS.get(str(info.get("hicache_storage_backend"))),
     )
     if isinstance(storage, int | float) and backend is not None:
@@ -74,29 +75,47 @@ def tier_seconds(fig: dict[str, Any], info: dict[str, Any] | None) -> dict[str, 
     return out
 
 
-def tier_figures(fig: dict[str, Any], sc: SeedCapture, info: dict[str, Any] | None = None) -> dict[str, Any]:
+def tier_figures(fig: Figures, sc: SeedCapture, info: dict[str, Any] | None = None) -> Figures:
     """`tiers_add_up_usage`, `tiers_add_up_counters`, the tiers' copy seconds (`tier_seconds`), and with L3
     counters `counter_prefetched_tokens` and `counter_storage_unfulfilled_<reason>_tokens` (only reasons
     that moved)."""
+    usage = [fig.cached_device_tokens, fig.cached_host_tokens, fig.cached_storage_tokens]
     out: dict[str, Any] = {
         "cold_start": cold_start(sc.point),
-        "tiers_add_up_usage": split_adds_up(
-            fig.get("cached_tokens"), [fig.get(f"cached_{t}_tokens") for t in TIERS]
-        ),
+        "tiers_add_up_usage": split_adds_up(fig.cached_tokens, usage),
         "tiers_add_up_counters": None,
         **tier_seconds(fig, info),
     }
-    labelled = [fig.get(f"counter_cached_{t}_tokens") for t in TIERS]
+    labelled = [
+        fig.counter_cached_device_tokens,
+        fig.counter_cached_host_tokens,
+        fig.counter_cached_storage_tokens,
+    ]
     if any(v is not None for v in labelled):
-        out["tiers_add_up_counters"] = split_adds_up(fig.get("counter_cached_tokens"), labelled)
+        out["tiers_add_up_counters"] = split_adds_up(fig.counter_cached_tokens, labelled)
     if sc.before is None or sc.after is None:
-        return out
+        return Figures.model_validate(out)
     d = metrics.counter_deltas(sc.before, sc.after)
     prefetched = d.total(PREFETCHED)
     if prefetched is not None:
         out["counter_prefetched_tokens"] = prefetched
+    other: dict[str, float] = {}
     for reason in metrics._label_values(d.deltas, UNFULFILLED, "reason"):
         v = d.total(UNFULFILLED, reason=reason)
-        if v:
-            out[f"counter_storage_unfulfilled_{reason}_tokens"] = v
-    return out
+        if v and reason in UNFULFILLED_FIGURES:
+            out[UNFULFILLED_FIGURES[reason]] = v
+        elif v:
+            other[reason] = v
+    if other:
+        out["counter_storage_unfulfilled_other_tokens"] = other
+    return Figures.model_validate(out)
+
+
+# the unfulfilled-prefetch counter's reasons (SGLang's, which the sim mirrors), each with its declared figure
+UNFULFILLED_FIGURES = {
+    "below_threshold": "counter_storage_unfulfilled_below_threshold_tokens",
+    "host_capacity": "counter_storage_unfulfilled_host_capacity_tokens",
+    "device_covered": "counter_storage_unfulfilled_device_covered_tokens",
+    "storage_transfer": "counter_storage_unfulfilled_storage_transfer_tokens",
+    "deadline": "counter_storage_unfulfilled_deadline_tokens",
+}

@@ -5,9 +5,9 @@ Written by harness.summarize.figures (one seed) and merged over seeds by harness
 
 from __future__ import annotations
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr
+from pydantic import Field, JsonValue, StrictBool, StrictInt, StrictStr
 
-from harness.summary.record import Num, Record
+from harness.summary.record import JsonObject, Num, Record
 
 
 class Pcts(Record):
@@ -127,16 +127,8 @@ class Figures(Record):
 
     In `median` every number is the median over the seeds in `median_over`, every flag the or of
     theirs, and per-turn / per-position objects go key by key. Keys a server kind does not give are
-    absent; besides those declared here a seed may carry `log_hit_rate_method`,
-    `log_hit_rate_uncertainty` (vLLM: how the log figure was read, ± from the log's rounding),
-    `log_prefill_lines`, `log_new_tokens`, `log_cached_tokens` (sums over the point's prefill lines,
-    lowest TP rank only), `pool_device_tokens`, `pool_host_tokens`, `max_total_num_tokens` (pool sizes
-    logged up to the point's end), `server_ttft_mean_s`, `server_ttft_requests` (Δ`_sum` / Δ`_count` of
-    the server's own TTFT histogram), `counter_prompt_tokens`, `counter_cached_tokens`,
-    `counter_cached_<source>_tokens` (the counter deltas; `<source>` = device, host, storage for SGLang,
-    `local_cache_hit`, `external_kv_transfer` for vLLM), `counter_evicted_tokens`,
-    `counter_load_back_tokens` (when exported), `counter_reset`, `counter_reset_series` (a counter went
-    down or vanished, a server restart: no counter figures for that seed).
+    absent. Every key is declared here: harness.summarize builds these records, and a key not declared
+    is an error there (a summary file read from disk keeps whatever keys it has).
     """
 
     requests: Num | None = Field(None, description="measured request records")
@@ -253,6 +245,69 @@ class Figures(Record):
         None, description="why there is no counter figure, when there is none"
     )
     counter_engine: StrictStr | None = Field(None, description="whose counters: `sglang` or `vllm`")
+    counter_prompt_tokens: Num | None = Field(None, description="Δ of the server's prompt-token counter")
+    counter_cached_tokens: Num | None = Field(None, description="Δ of its cached-token counter")
+    counter_cached_device_tokens: Num | None = Field(
+        None, description="SGLang: Δ `sglang:cached_tokens_total{cache_source=device}`"
+    )
+    counter_cached_host_tokens: Num | None = Field(None, description="the same, `cache_source=host`")
+    counter_cached_storage_tokens: Num | None = Field(None, description="the same, `cache_source=storage`")
+    counter_cached_local_cache_hit_tokens: Num | None = Field(
+        None, description="vLLM: Δ of its prompt tokens by source, `source=local_cache_hit`"
+    )
+    counter_cached_external_kv_transfer_tokens: Num | None = Field(
+        None, description="the same, `source=external_kv_transfer`"
+    )
+    counter_cached_other_tokens: dict[str, Num | None] | None = Field(
+        None, description="the same for any other label value, by value (absent when there is none)"
+    )
+    counter_evicted_tokens: Num | None = Field(None, description="Δ of the eviction counter, when exported")
+    counter_load_back_tokens: Num | None = Field(
+        None, description="Δ of the tokens loaded back from the host tier (vLLM: a connector's hits)"
+    )
+    counter_hicache_backup_tokens: Num | None = Field(None, description="Δ of HiCache's backup counter")
+    counter_hicache_dropped_tokens: Num | None = Field(None, description="Δ of HiCache's dropped counter")
+    counter_reset: StrictBool | None = Field(
+        None, description="a counter went down or vanished (a server restart): no counter figures"
+    )
+    counter_reset_series: list[StrictStr] | None = Field(None, description="the series that did")
+    server_ttft_mean_s: Num | None = Field(
+        None, description="Δ`_sum` / Δ`_count` of the server's own TTFT histogram"
+    )
+    server_ttft_requests: Num | None = Field(None, description="that Δ`_count`")
+    log_prefill_lines: Num | None = Field(None, description="the point's prefill lines (lowest TP rank only)")
+    log_new_tokens: Num | None = Field(None, description="Σ `#new-token` over them")
+    log_cached_tokens: Num | None = Field(None, description="Σ `#cached-token` over them")
+    log_hit_rate_method: StrictStr | None = Field(
+        None, description="vLLM: how the log figure was read from its cumulative stats lines"
+    )
+    log_hit_rate_uncertainty: Num | None = Field(None, description="vLLM: ± from the log's rounding")
+    pool_device_tokens: Num | None = Field(None, description="the device pool logged up to the point's end")
+    pool_host_tokens: Num | None = Field(None, description="HiCache's host pool logged by then")
+    max_total_num_tokens: Num | None = Field(
+        None, description="SGLang's `max_total_num_tokens` logged by then"
+    )
+    counter_prefetched_tokens: Num | None = Field(
+        None, description="L3: Δ `sglang:prefetched_tokens_total` (with a storage backend)"
+    )
+    counter_storage_unfulfilled_below_threshold_tokens: Num | None = Field(
+        None,
+        description="L3: Δ `sglang:storage_prefetch_unfulfilled_tokens_total{reason=below_threshold}`; "
+        "each reason's figure only when it moved",
+    )
+    counter_storage_unfulfilled_host_capacity_tokens: Num | None = Field(
+        None, description="`reason=host_capacity`"
+    )
+    counter_storage_unfulfilled_device_covered_tokens: Num | None = Field(
+        None, description="`reason=device_covered`"
+    )
+    counter_storage_unfulfilled_storage_transfer_tokens: Num | None = Field(
+        None, description="`reason=storage_transfer`"
+    )
+    counter_storage_unfulfilled_deadline_tokens: Num | None = Field(None, description="`reason=deadline`")
+    counter_storage_unfulfilled_other_tokens: dict[str, Num] | None = Field(
+        None, description="any other reason that moved, by reason"
+    )
     hit_rate_sources: Num | None = Field(
         None, description="how many of usage / timings / log / counters were available"
     )
@@ -296,12 +351,7 @@ class Figures(Record):
 
 
 class Telemetry(Record):
-    """harness.telemetry.stats.point_stats over the samples; without telemetry.jsonl only `status`.
-
-    Also kept: `governing_gpu`, `sm_clock_min_mhz`, `sm_clock_max_mhz`, `power_cap_fraction`,
-    `reasons_seen`, `energy_j`, `energy_per_output_token_j`, `violation_power_ns`,
-    `violation_thermal_ns`, `per_gpu`.
-    """
+    """harness.telemetry.stats.point_stats over the samples; without telemetry.jsonl only `status`."""
 
     status: StrictStr | None = Field(
         None, description="why there are (no) samples: point.json's `telemetry_status`, or `absent`"
@@ -323,6 +373,18 @@ class Telemetry(Record):
     hw_slowdown: StrictBool | None = None
     power_brake: StrictBool | None = None
     temp_max_c: Num | None = None
+    governing_gpu: JsonValue = Field(None, description="the GPU whose busy-median clock is judged (its uuid)")
+    prefill_basis: StrictStr | None = Field(None, description="what the prefill window is")
+    sm_clock_min_mhz: Num | None = None
+    sm_clock_max_mhz: Num | None = None
+    power_cap_fraction: Num | None = None
+    reasons_seen: StrictInt | None = Field(None, description="NVML throttle reasons seen, or-ed")
+    power_median_w: Num | None = None
+    energy_j: Num | None = None
+    energy_per_output_token_j: Num | None = None
+    violation_power_ns: Num | None = None
+    violation_thermal_ns: Num | None = None
+    per_gpu: list[JsonObject] | None = Field(None, description="the same figures per GPU")
 
 
 class ClockSeries(Record):

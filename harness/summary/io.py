@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from harness.capture.files import write_json_atomic
 from harness.errors import HarnessError
 from harness.summary.model import Summary
+from harness.summary.record import READ_FILE
 
 SCHEMA_VERSION = 2
 READABLE_MAJORS = (1, 2)  # 1: before the types (no `verdict`); 2: written through them
@@ -75,7 +76,7 @@ def parse_summary(data: Any, source: str = "summary") -> Summary:
         return data
     _check_shape(data, source)
     try:
-        return Summary.model_validate(data)
+        return Summary.model_validate(data, context=READ_FILE)
     except ValidationError as e:
         err = e.errors()[0]
         raise HarnessError(

@@ -8,8 +8,10 @@ hand-written walker of the same types, and its field descriptions feed docs/summ
 the types (tests/summary/test_model.py round-trips docs/sample/cpu-sim.json):
 - numbers are `Num` (StrictInt | StrictFloat): an int stays an int, nothing is coerced from a string;
 - a key never written stays absent (dumped with exclude_unset) and keys keep the order they came in;
-- each level allows keys it does not declare (`extra="allow"`): figures gain keys per server kind and
-  bench-real adds its own block; an older reader keeps them and writes them back.
+- a writer may set only declared keys: building a record from keys it does not declare is an error
+  naming the key (a misspelt figure fails at once). The one exception is the reader of summary files
+  (harness.summary.io validates with READ_FILE as context): a file written by another version, or
+  with bench-real's own `real_server` block, keeps the keys it does not declare and writes them back.
 A record also answers by key (`record.get("k")`, `record["k"]`, `"k" in record`, `{**record}`), for
 what reads it as the JSON it is: scripts and tests that build or walk summaries, figures named at run
 time, and `"k" in record`, which asks whether a writer set the key (absent and null differ).
@@ -28,6 +30,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     model_serializer,
     model_validator,
@@ -35,17 +38,25 @@ from pydantic import (
 
 Num = StrictInt | StrictFloat
 JsonObject = dict[str, JsonValue]
+READ_FILE = {"keep_undeclared": True}  # validation context of harness.summary.io: keep what a file holds
 
 
 class Record(BaseModel):
-    """A level of the summary: typed fields, unknown keys kept, key order kept, unset keys not written."""
+    """A level of the summary: typed fields, undeclared keys refused (kept when read from a file), key
+    order kept, unset keys not written."""
 
+    # "allow" so that the file reader can keep undeclared keys; every other build is refused them below
     model_config = ConfigDict(extra="allow", validate_assignment=False)
     _order: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    def _keep_order(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and not (info.context or {}).get("keep_undeclared"):
+            fields = cls.model_fields
+            undeclared = [k for k in data if k not in fields]
+            if undeclared:
+                raise ValueError(f"undeclared key {undeclared[0]!r} for {cls.__name__}")
         rec = handler(data)
         if isinstance(data, dict) and isinstance(rec, Record):
             rec._order = list(data)

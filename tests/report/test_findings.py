@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from harness.report import markdown
+from harness.report.common import as_points, as_servers
 from harness.report.findings import ab_findings, findings, policy_findings
+from harness.summary import parse_summary
 
 SIM_TEL = {"status": "sim server: no GPU to sample", "n_samples": 0}
 NO_TEL = {"verdict": "no-telemetry", "reasons": ["sim server: no GPU to sample"], "flagged": False}
@@ -63,7 +65,7 @@ def test_ab_states_the_factor_where_seeds_separate_and_not_where_they_overlap() 
             64: ([8000, 7900, 8100], [4000, 4100, 3900]),
         }
     )
-    said = ab_findings(pts, SERVERS_AB)
+    said = ab_findings(as_points(pts), as_servers(SERVERS_AB))
     assert said[0].startswith(
         "HiCache (`hicache`) cut the modelled median TTFT of `gpu-only` by 3.6× at 16 groups"
     )
@@ -81,20 +83,20 @@ def test_ab_states_the_factor_where_seeds_separate_and_not_where_they_overlap() 
 
 def test_ab_within_the_spread_everywhere_claims_nothing() -> None:
     pts = _ab({4: ([100, 130, 90], [110, 95, 125]), 16: ([200, 260, 180], [250, 190, 210])})
-    said = ab_findings(pts, SERVERS_AB)
+    said = ab_findings(as_points(pts), as_servers(SERVERS_AB))
     assert not any("cut" in s or "raised" in s for s in said)
     assert said[0].startswith("At 4 and 16 groups the two differ by less than the seed spread")
 
 
 def test_ab_one_seed_says_the_spread_is_unknown() -> None:
     pts = _ab({4: ([100], [104])})
-    said = ab_findings(pts, SERVERS_AB)
+    said = ab_findings(as_points(pts), as_servers(SERVERS_AB))
     assert said[0] == (
         "At 4 groups `gpu-only` and `hicache` ran one seed each: too few to state a difference in "
         "modelled median TTFT (`gpu-only` 100 ms; `hicache` 104 ms)."  # no seed range made of one seed
     )
     # the same figure on both sides (a sim's modelled clock often is): said as such, not as a doubt
-    same = ab_findings(_ab({2: ([212], [212]), 4: ([211], [211])}), SERVERS_AB)
+    same = ab_findings(as_points(_ab({2: ([212], [212]), 4: ([211], [211])})), as_servers(SERVERS_AB))
     assert same[0] == (
         "At 2 and 4 groups `gpu-only` and `hicache` ran one seed each, with the same modelled median TTFT "
         "(2 groups: `gpu-only` 212 ms; `hicache` 212 ms)."
@@ -106,7 +108,7 @@ def test_ab_caveat_names_a_flagged_point() -> None:
     pts = _ab(
         {16: ([4500, 4600, 4400], [1250, 1300, 1200])}, verdict=hot, telemetry={"thermal_fraction": 0.3}
     )
-    said = ab_findings(pts, SERVERS_AB)
+    said = ab_findings(as_points(pts), as_servers(SERVERS_AB))
     assert said[-1].startswith("Caveat: gpu-only groups=16 (thermal in 30%)")
 
 
@@ -137,7 +139,7 @@ def test_policy_names_the_winner_only_when_the_seeds_support_it() -> None:
         _policy_point("lru", 16384, [0.951, 0.950, 0.952]),
         _policy_point("lfu", 16384, [0.951, 0.950, 0.952]),
     ]
-    said = policy_findings(pts, _policy_servers([p["server"] for p in pts]))
+    said = policy_findings(as_points(pts), as_servers(_policy_servers([p["server"] for p in pts])))
     assert said[0].startswith(
         "At pool 8192, slru and lfu held the later-turn (turns 4–6) hit rate best, within"
     )
@@ -150,11 +152,11 @@ def test_policy_names_the_winner_only_when_the_seeds_support_it() -> None:
 
     # seeds that agree exactly separate any difference, but 0.3 points is not called a difference
     tie = [_policy_point("lfu", 8192, [0.626] * 3), _policy_point("slru", 8192, [0.623] * 3)]
-    said_tie = policy_findings(tie, _policy_servers([p["server"] for p in tie]))
+    said_tie = policy_findings(as_points(tie), as_servers(_policy_servers([p["server"] for p in tie])))
     assert "did not matter" in said_tie[0] and "held" not in said_tie[0]
 
     pts[1] = _policy_point("lfu", 8192, [0.50, 0.51, 0.52])  # now slru beats every other seed
-    said = policy_findings(pts, _policy_servers([p["server"] for p in pts]))
+    said = policy_findings(as_points(pts), as_servers(_policy_servers([p["server"] for p in pts])))
     assert said[0].startswith("At pool 8192, slru held the later-turn (turns 4–6) hit rate best: 62.0 %")
 
 
@@ -164,10 +166,10 @@ def test_policy_caveat_for_a_warm_cache_and_markdown_opens_with_the_findings() -
         _policy_point("slru", 8192, [0.62, 0.615, 0.63], {"cache_state": "warm-start"}),
     ]
     servers = _policy_servers([p["server"] for p in pts])
-    said = policy_findings(pts, servers)
+    said = policy_findings(as_points(pts), as_servers(servers))
     assert said[-1].startswith("Caveat: slru-8192 default (sim: no GPU, warm-start)")
     summary = {"schema_version": 2, "node": "n", "points": pts, "experiments": {"x": {"servers": servers}}}
-    assert findings(summary) == {"x": said}
+    assert findings(parse_summary(summary)) == {"x": said}
     md = markdown.render(summary)
     assert md.split("## x\n\n", 1)[1].startswith(" ".join(said))
 
@@ -247,22 +249,26 @@ def test_servers_side_by_side_on_hit_rate_when_the_policy_table_has_no_pair() ->
 
     servers = {"gpu-only": SERVERS_AB["gpu-only"], "hicache": SERVERS_AB["hicache"]}
     said = findings(
-        {
-            "schema_version": 2,
-            "points": [pt("gpu-only", [0.40, 0.41]), pt("hicache", [0.60, 0.62])],
-            "experiments": {"x": {"servers": servers}},
-        }
+        parse_summary(
+            {
+                "schema_version": 2,
+                "points": [pt("gpu-only", [0.40, 0.41]), pt("hicache", [0.60, 0.62])],
+                "experiments": {"x": {"servers": servers}},
+            }
+        )
     )["x"]
     assert said[0] == (
         "At concurrency=8, `hicache` kept the most prompt tokens cached: 61.0 % (seeds 60.0–62.0), "
         "against `gpu-only` 40.5 % (seeds 40.0–41.0)."
     )
     one = findings(
-        {
-            "schema_version": 2,
-            "points": [pt("gpu-only", [0.40]), pt("hicache", [0.60])],
-            "experiments": {"x": {"servers": servers}},
-        }
+        parse_summary(
+            {
+                "schema_version": 2,
+                "points": [pt("gpu-only", [0.40]), pt("hicache", [0.60])],
+                "experiments": {"x": {"servers": servers}},
+            }
+        )
     )["x"]
     assert one[0] == (
         "At concurrency=8, one seed each, too few to state a difference (no seed spread, no interval): "
@@ -279,7 +285,7 @@ def test_a_difference_the_ranges_show_but_the_95_intervals_do_not_is_not_stated(
 
     def said(a: list[float], b: list[float]) -> str:
         s = {"schema_version": 2, "points": [pt("gpu-only", a), pt("hicache", b)]}
-        return findings({**s, "experiments": {"x": {"servers": servers}}})["x"][0]
+        return findings(parse_summary({**s, "experiments": {"x": {"servers": servers}}}))["x"][0]
 
     # every hicache seed beats every gpu-only seed by more than a point (0.50 > 0.485 + 0.01), but with
     # three seeds this scattered the means' 95% Student-t intervals (0.40–0.67, 0.34–0.55) overlap

@@ -11,6 +11,7 @@ from harness.sim.tier_time import host_hit_s, storage_hit_s
 from harness.sim.timing import resolve_profile
 from harness.summarize.read import SeedCapture
 from harness.summarize.tiers import tier_figures, tier_seconds
+from harness.summary.figures import Figures
 
 L4 = resolve_profile("l4")  # Llama-3.1-8B: 131,072 KV bytes per token, 25 GB/s host link
 
@@ -20,7 +21,7 @@ def _info(**kw) -> dict:
 
 
 def test_host_and_storage_seconds_are_the_tier_time_model_on_the_stated_card():
-    fig = {"cached_host_tokens": 2048, "cached_storage_tokens": 4096}
+    fig = Figures(cached_host_tokens=2048, cached_storage_tokens=4096)
     out = tier_seconds(fig, _info(hicache_storage_backend="file"))
     assert out["host_tier_seconds"] == pytest.approx(host_hit_s(2048, L4))  # 10.7 ms
     assert out["host_tier_seconds"] == pytest.approx(2048 * 131_072 / 25e9)
@@ -31,7 +32,7 @@ def test_host_and_storage_seconds_are_the_tier_time_model_on_the_stated_card():
 
 
 def test_no_card_no_seconds():
-    fig = {"cached_host_tokens": 2048}
+    fig = Figures(cached_host_tokens=2048)
     assert tier_seconds(fig, None) == {}
     assert tier_seconds(fig, {"version": "0.5.23"}) == {}  # a real server states no card
     assert tier_seconds(fig, {"card": {"h2d_gb_per_s": 0, "kv_bytes_per_token": 1}}) == {}
@@ -39,7 +40,7 @@ def test_no_card_no_seconds():
 
 def test_tier_figures_carry_them():
     sc = SeedCapture(Path("."), "hicache", 0, {}, None, [], None, None, None)
-    fig = {"cached_tokens": 3000, "cached_device_tokens": 952, "cached_host_tokens": 2048}
+    fig = Figures(cached_tokens=3000, cached_device_tokens=952, cached_host_tokens=2048)
     out = tier_figures(fig, sc, _info())
     assert out["tiers_add_up_usage"] is True
     assert out["host_tier_seconds"] == pytest.approx(host_hit_s(2048, L4))

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from harness.errors import HarnessError
-from harness.summary import SCHEMA_VERSION, Summary, load_summary, parse_summary
+from harness.summary import SCHEMA_VERSION, Figures, Summary, load_summary, parse_summary
 from harness.verdicts import stored_verdict, validate_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,8 +82,18 @@ def test_unknown_keys_survive_a_read_and_write() -> None:
     raw = _raw()
     raw["points"][0]["median"]["a_future_figure"] = {"x": 1}
     raw["real_server"] = {"checks": []}
-    out = Summary.model_validate(raw).to_json()
+    out = parse_summary(raw).to_json()
     assert out["points"][0]["median"]["a_future_figure"] == {"x": 1} and out["real_server"] == {"checks": []}
+
+
+def test_a_writer_may_not_set_an_undeclared_key() -> None:
+    """Only the file reader keeps undeclared keys: summarize's misspelt figure fails where it is built."""
+    with pytest.raises(ValidationError, match="undeclared key 'hit_rate_usgae' for Figures"):
+        Figures.model_validate({"hit_rate_usage": 0.5, "hit_rate_usgae": 0.5})
+    raw = _raw()
+    raw["points"][0]["median"]["hit_rate_usgae"] = 0.5
+    with pytest.raises(ValidationError, match="undeclared key"):
+        Summary.model_validate(raw)
 
 
 def _summary_doc() -> Any:
