@@ -20,17 +20,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,real,fleet,fast,router]'
 	touch $(STAMP)
 
-# the full suite, as CI runs it
+# the full suite, as CI runs it: two xdist workers, each module one unit, the real-server folders as two queues
+# that start first (tests/conftest.py), so in-process modules run while servers load
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 # the edit-test loop (~1 min): lint, then every test that starts no process (tests/conftest.py enforces `slow`)
 check: lint
 	$(PY) -m pytest -q -m "not slow and not oracle and not real_server"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check harness tests scripts
-	$(VENV)/bin/ruff format --check harness tests scripts
+	$(VENV)/bin/ruff check harness tests scripts benchmarks
+	$(VENV)/bin/ruff format --check harness tests scripts benchmarks
 	$(VENV)/bin/mypy harness  # the package ships py.typed: its annotations must hold ([tool.mypy])
 
 bench: $(STAMP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +110,32 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         return (yield)
     finally:
         _unmarked.clear()
+
+
+# ------------------------------------------------------------------ two workers for `make test`
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`). Each module
+# is one unit, so its module fixtures start once; the folders that start real servers form two queues
+# (SGLang's own server and tree; llama.cpp, vLLM, transformers and Ray) that begin first, one per worker,
+# so no two of one kind run at once and the in-process modules fill the gaps while servers load.
+_QUEUES = {
+    "real_sglang": "sglang",
+    "oracle": "sglang",
+    "real_server": "real",
+    "realserver": "real",
+    "fleet": "real",
+}
+
+
+def _queue(item: pytest.Item) -> str:
+    rel = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parent)
+    return _QUEUES.get(rel.parts[0], rel.as_posix()) if len(rel.parts) > 1 else rel.as_posix()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    order = list(dict.fromkeys(_QUEUES.values()))
+    items.sort(key=lambda it: order.index(_queue(it)) if _queue(it) in order else len(order))  # stable
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_queue(item)))
