@@ -41,14 +41,14 @@ bench-smoke: $(STAMP)
 	$(VENV)/bin/harness bench --node $(NODE) --suite smoke --server-kind $(SERVER_KIND)
 
 bench-real: $(STAMP)
-	$(PY) scripts/bench_real.py --node llama-cpu
+	$(PY) -m harness.realserver.bench_llama --node llama-cpu
 
 # SGLang 0.5.23's own server on this CPU: a pinned venv under the build cache, a tiny model, workloads/sglang-cpu/
 bench-sglang: $(STAMP)
-	$(PY) scripts/bench_sglang.py --node sglang-cpu
+	$(PY) -m harness.realserver.bench_sglang --node sglang-cpu
 
 bench-vllm: $(STAMP)
-	$(PY) scripts/bench_vllm.py --node vllm-cpu
+	$(PY) -m harness.realserver.bench_vllm --node vllm-cpu
 
 # the wheel folder `make gpu-check` installs on a GPU node that has no network: the harness wheel and what the
 # image lacks (cp312 manylinux x86_64, <= 64 MiB; git-ignored, it travels with the checkout: docs/telemetry.md)
