@@ -118,6 +118,7 @@ def test_shielded_ignores_then_restores():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~200 s alone; make test runs it beside another worker on 2 cores
 def test_signals_at_random_moments_of_run_and_bench_on_both_loops(tmp_path):
     """Issue 39: SIGINT/SIGTERM at 20 moments of `harness run` and of `harness bench` (a launched sim), on
     each loop: exit 130, no traceback, every request the server ended recorded, point.json interrupted,
