@@ -113,10 +113,10 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 # ------------------------------------------------------------------ two workers for `make test`
-# `make test` runs two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`). Each module
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Each module
 # is one unit, so its module fixtures start once; the folders that start real servers form two queues
 # (SGLang's own server and tree; llama.cpp, vLLM, transformers and Ray) that begin first, one per worker,
-# so no two of one kind run at once and the in-process modules fill the gaps while servers load.
+# so no two servers of one queue run at once and the in-process modules fill the gaps while servers load.
 _QUEUES = {
     "real_sglang": "sglang",
     "oracle": "sglang",
@@ -126,16 +126,30 @@ _QUEUES = {
 }
 
 
-def _queue(item: pytest.Item) -> str:
-    rel = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parent)
-    return _QUEUES.get(rel.parts[0], rel.as_posix()) if len(rel.parts) > 1 else rel.as_posix()
+def _queue(nodeid: str) -> str:
+    """The unit a test belongs to: its queue for the real-server folders, else its module."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return _QUEUES.get(parts[1], path) if len(parts) > 2 and parts[0] == "tests" else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduler with the queues as scopes (xdist_group marks cannot: pytest 9 ignores the
+    node id suffix they rely on)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Queues(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _queue(nodeid)
+
+    return Queues(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The two queues first, in a worker; elsewhere (make check, a single file) collection order stays."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     order = list(dict.fromkeys(_QUEUES.values()))
-    items.sort(key=lambda it: order.index(_queue(it)) if _queue(it) in order else len(order))  # stable
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_queue(item)))
+    items.sort(key=lambda it: order.index(q) if (q := _queue(it.nodeid)) in order else len(order))  # stable
