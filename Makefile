@@ -20,17 +20,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,real,fleet,fast,router]'
 	touch $(STAMP)
 
-# the full suite, as CI runs it
+# the full suite, as CI runs it: two xdist workers, each module one unit, the real-server folders as two queues
+# that start first (tests/conftest.py), so in-process modules run while servers load
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder
 
 # the edit-test loop (~1 min): lint, then every test that starts no process (tests/conftest.py enforces `slow`)
 check: lint
 	$(PY) -m pytest -q -m "not slow and not oracle and not real_server"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check harness tests scripts
-	$(VENV)/bin/ruff format --check harness tests scripts
+	$(VENV)/bin/ruff check harness tests scripts benchmarks
+	$(VENV)/bin/ruff format --check harness tests scripts benchmarks
 	$(VENV)/bin/mypy harness  # the package ships py.typed: its annotations must hold ([tool.mypy])
 
 bench: $(STAMP)
@@ -40,14 +41,14 @@ bench-smoke: $(STAMP)
 	$(VENV)/bin/harness bench --node $(NODE) --suite smoke --server-kind $(SERVER_KIND)
 
 bench-real: $(STAMP)
-	$(PY) scripts/bench_real.py --node llama-cpu
+	$(PY) -m harness.realserver.bench_llama --node llama-cpu
 
 # SGLang 0.5.23's own server on this CPU: a pinned venv under the build cache, a tiny model, workloads/sglang-cpu/
 bench-sglang: $(STAMP)
-	$(PY) scripts/bench_sglang.py --node sglang-cpu
+	$(PY) -m harness.realserver.bench_sglang --node sglang-cpu
 
 bench-vllm: $(STAMP)
-	$(PY) scripts/bench_vllm.py --node vllm-cpu
+	$(PY) -m harness.realserver.bench_vllm --node vllm-cpu
 
 # the wheel folder `make gpu-check` installs on a GPU node that has no network: the harness wheel and what the
 # image lacks (cp312 manylinux x86_64, <= 64 MiB; git-ignored, it travels with the checkout: docs/telemetry.md)
@@ -73,6 +74,8 @@ docs: $(STAMP)
 	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/report/test_html.py -k sample_suite_page  # the screenshot of the page (README, docs/reading-results.md)
 	$(PY) scripts/fault_report.py --out docs/fault-report.md
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
+	$(PY) -m tests.helpers.summary_doc  # the reference pages written from the code (tests check both)
+	$(PY) -m tests.helpers.commands_doc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -66,7 +66,7 @@ def shielded(*sigs: signal.Signals) -> Iterator[None]:
 def exit_now(code: int) -> None:
     """Run the exit handlers (servers stopped), flush, and exit with `code` without the interpreter's
     shutdown: there a Ctrl-C already caught and turned into 130 still ended the process by SIGINT (-2),
-    in 6 of 24 late Ctrl-Cs of `harness bench` (scripts/signal_stress.py)."""
+    in 6 of 24 late Ctrl-Cs of `harness bench` (tests/helpers/signal_stress.py)."""
     _ignore_stops()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

@@ -390,10 +390,11 @@ def unwritable(tmp: Path) -> Row:
 
 
 def signal_moments(kind: str, loop: str, moments: int = 20) -> Callable[[Path], Row]:
-    """Issue 39: SIGINT and SIGTERM at random moments of one command on one loop (scripts/signal_stress.py)."""
+    """Issue 39: SIGINT and SIGTERM at random moments of one command on one loop (tests/helpers/signal_stress.py)."""
 
     def scenario(tmp: Path) -> Row:
-        from signal_stress import stress
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
+        from tests.helpers.signal_stress import stress
 
         row = Row(f"SIGINT/SIGTERM at {moments} random moments of `harness {kind}` on {loop}, each resumed",
                   "exit 130, no traceback, in-flight recorded, point.json interrupted, no server left")  # fmt: skip

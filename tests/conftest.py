@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +110,46 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         return (yield)
     finally:
         _unmarked.clear()
+
+
+# ------------------------------------------------------------------ two workers for `make test`
+# `make test` runs two pytest-xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Each module
+# is one unit, so its module fixtures start once; the folders that start real servers form two queues
+# (SGLang's own server and tree; llama.cpp, vLLM, transformers and Ray) that begin first, one per worker,
+# so no two servers of one queue run at once and the in-process modules fill the gaps while servers load.
+_QUEUES = {
+    "real_sglang": "sglang",
+    "oracle": "sglang",
+    "real_server": "real",
+    "realserver": "real",
+    "fleet": "real",
+}
+
+
+def _queue(nodeid: str) -> str:
+    """The unit a test belongs to: its queue for the real-server folders, else its module."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return _QUEUES.get(parts[1], path) if len(parts) > 2 and parts[0] == "tests" else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduler with the queues as scopes (xdist_group marks cannot: pytest 9 ignores the
+    node id suffix they rely on)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Queues(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _queue(nodeid)
+
+    return Queues(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The two queues first, in a worker; elsewhere (make check, a single file) collection order stays."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    order = list(dict.fromkeys(_QUEUES.values()))
+    items.sort(key=lambda it: order.index(q) if (q := _queue(it.nodeid)) in order else len(order))  # stable

@@ -1,13 +1,12 @@
 """harness.signals: a stop signal inside a running load cancels it through the loop (never raised inside a
 transport callback); a second one stops at once; handlers are put back as they were. The stress test at
-the end drives the real commands (scripts/signal_stress.py) with signals at random moments."""
+the end drives the real commands (tests/helpers/signal_stress.py) with signals at random moments."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
@@ -119,15 +118,13 @@ def test_shielded_ignores_then_restores():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~200 s alone; make test runs it beside another worker on 2 cores
 def test_signals_at_random_moments_of_run_and_bench_on_both_loops(tmp_path):
     """Issue 39: SIGINT/SIGTERM at 20 moments of `harness run` and of `harness bench` (a launched sim), on
     each loop: exit 130, no traceback, every request the server ended recorded, point.json interrupted,
     no server left behind, and a resume that completes."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import signal_stress
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from tests.helpers import signal_stress
+
     landed = 0
     for kind in ("run", "bench"):
         for choice in LOOPS:

@@ -1,6 +1,6 @@
 """JSON on the per-request hot path: orjson when installed (the `fast` extra), else the standard library.
 
-Measured here (scripts/bench_client.py, docs/client-ceiling.md): one record's encoding costs ~50 µs with
+Measured here (benchmarks/bench_client.py, docs/client-ceiling.md): one record's encoding costs ~50 µs with
 json and ~3 µs with orjson, a request body ~12 µs vs ~1 µs, so orjson earns its place as an optional
 extra. Values and verdicts stay the standard library's: whatever orjson refuses (integers beyond 64
 bits, lone surrogates, non-string keys, nesting beyond its limit; on reading also NaN, and any 19-digit

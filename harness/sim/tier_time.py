@@ -4,7 +4,7 @@ One function per tier answers "seconds to bring `tokens` of KV from tier T onto 
 running model M" (`device_hit_s`, `host_hit_s`, `storage_hit_s`), beside `recompute_s`, what the same
 tokens cost computed again; `harness advise` and the break-even test use these. The engine uses
 `HostLink` for the device->host copies and these mechanisms (HICACHE_MECHANISMS, each switchable so
-scripts/hicache_time.py can show what it contributes):
+benchmarks/hicache_time.py can show what it contributes):
 
 - `layer_overlap`: a load-back is issued with its prefill batch (scheduler.get_new_batch_prefill ->
   ready_to_load_host_cache -> HiCacheController.start_loading) on its own host->device stream and the

@@ -1,6 +1,6 @@
 """`summaries/<node>.json` as types: written by harness.summarize, read by report, verdicts, compare, fleet.
 
-docs/summary.md is generated from these types (scripts/summary_doc.py).
+docs/summary.md is generated from these types (tests/helpers/summary_doc.py).
 """
 
 from harness.summary.io import SCHEMA_VERSION, load_summary, parse_summary, schema_major, write_summary

@@ -1,7 +1,7 @@
 """The records of `summaries/<node>.json`, the product's main output: one type per level of the file.
 
 The base (harness.summary.record) says why these are pydantic models; the figures of a point × seed
-are in harness.summary.figures. docs/summary.md is generated from all three (scripts/summary_doc.py).
+are in harness.summary.figures. docs/summary.md is generated from all three (tests/helpers/summary_doc.py).
 """
 
 from __future__ import annotations

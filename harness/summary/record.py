@@ -4,7 +4,7 @@ pydantic v2 rather than dataclasses: a summary is read back from disk by validat
 and fleet merge, so every reader needs its shape checked with an error that names the key
 (`points[3].verdict.flagged`); pydantic does that from the annotations, where dataclasses would need a
 hand-written walker of the same types, and its field descriptions feed docs/summary.md
-(scripts/summary_doc.py). Three choices keep the written JSON exactly what summarize wrote before
+(tests/helpers/summary_doc.py). Three choices keep the written JSON exactly what summarize wrote before
 the types (tests/summary/test_model.py round-trips docs/sample/cpu-sim.json):
 - numbers are `Num` (StrictInt | StrictFloat): an int stays an int, nothing is coerced from a string;
 - a key never written stays absent (dumped with exclude_unset) and keys keep the order they came in;

@@ -130,7 +130,7 @@ def test_curve_equals_the_tail_stamp_free_replay_on_the_conversation_trace(monke
 
 def test_curve_within_a_tenth_of_a_point_on_the_conversation_trace(conversation):
     """Mid-node divergences re-stamp the split-off tail (docs/advise.md): the one pass is then within a
-    tenth of a point at these sizes (up to 0.4 between 5,000 and 20,000 blocks: scripts/bench_advise.py)."""
+    tenth of a point at these sizes (up to 0.4 between 5,000 and 20,000 blocks: benchmarks/bench_advise.py)."""
     trace, sd = conversation
     for pool in (300, 1000, 2000, 50_000, 100_000, sd.knee_pool):
         exact = replay_sequential(trace, Config("lru", pool, mode="exact"))

@@ -3,12 +3,14 @@
 A long one-time setup (a llama.cpp build, a venv install, a cluster start) says what it is doing and,
 when done, how long it took, so `make test` is never silent for minutes. pytest captures fd 1 and 2
 (so `print(..., file=sys.__stderr__)` would be captured too); the terminal reporter, with capture
-suspended, is what reaches the person. Outside pytest (no config yet) the line goes to stderr.
+suspended, is what reaches the person. Outside pytest (no config yet), and in an xdist worker (whose
+reporter writes nowhere; its stderr is the terminal's), the line goes to stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ def announce(msg: str) -> None:
     reporter = _config.pluginmanager.getplugin("terminalreporter")
     ctx = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
     with ctx:
-        if reporter is not None:
+        if reporter is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
             reporter.ensure_newline()
             reporter.write_line(msg)
         else:

@@ -217,7 +217,7 @@ def test_copy_kernels_take_sms_from_the_forward():
 
 def _suite_median_ttft(point_index: int, mechanisms: tuple[str, ...], link_div: float = 1.0) -> float:
     """The working-set suite's median modelled TTFT (s) at one sweep point, seed 0, HiCache on (as
-    scripts/hicache_time.py replays it)."""
+    benchmarks/hicache_time.py replays it)."""
     from harness.whatif.inputs import read_spec
     from harness.whatif.replay import closed_loop
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,19 +96,18 @@ def test_a_writer_may_not_set_an_undeclared_key() -> None:
 
 
 def _summary_doc() -> Any:
-    """scripts/summary_doc.py as a module (in-process: `make check` runs this test)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import summary_doc
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    """tests/helpers/summary_doc.py (in-process: `make check` runs this test)."""
+    from tests.helpers import summary_doc
+
     return summary_doc
 
 
 def test_docs_summary_md_is_generated_from_the_types() -> None:
-    """Fails when the committed docs/summary.md and the types disagree: run scripts/summary_doc.py."""
+    """Fails when the committed docs/summary.md and the types disagree (regenerate: tests/helpers/summary_doc.py)."""
     doc = (ROOT / "docs" / "summary.md").read_text(encoding="utf-8")
-    assert doc == _summary_doc().render(), "docs/summary.md is stale: run scripts/summary_doc.py"
+    assert doc == _summary_doc().render(), (
+        "docs/summary.md is stale: run .venv/bin/python -m tests.helpers.summary_doc"
+    )
     for cls in ("Summary", "Point", "Seed", "Figures", "ClockVerdict", "CacheJudgement", "Pair"):
         assert f"## {cls}\n" in doc
 

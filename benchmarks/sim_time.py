@@ -7,7 +7,7 @@ quiet machine and beside a CPU-bound process. Then replays every server x point 
 one Markdown row per point: hit rate, modelled median TTFT and modelled output tok/s of the live run,
 the run beside the CPU hog, and the virtual-time replay, and whether both live runs are within 1 point
 (hit rate) and 10 % (TTFT, tok/s) of the replay. Exit 0 when every row is, 1 otherwise.
-Usage: .venv/bin/python scripts/sim_time_acceptance.py [--out DIR] [--seeds 0] [--no-hog] [--spec NAME]
+Usage: .venv/bin/python benchmarks/sim_time.py [--out DIR] [--seeds 0] [--no-hog] [--spec NAME]
 """
 
 from __future__ import annotations

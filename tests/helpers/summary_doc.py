@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """docs/summary.md from the types of harness.summary.model: the schema is written once, in code.
 
-.venv/bin/python scripts/summary_doc.py          # rewrite docs/summary.md
-.venv/bin/python scripts/summary_doc.py --check  # exit 1 when the committed file differs (tests do this)
+.venv/bin/python -m tests.helpers.summary_doc # rewrite docs/summary.md
+.venv/bin/python -m tests.helpers.summary_doc --check  # exit 1 when the committed file differs (tests do this)
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from harness.summary import SCHEMA_VERSION
 from harness.summary import model as m
 from harness.summary.io import READABLE_MAJORS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "summary.md"
 
 HEAD = """# Summary schema (`summaries/<node>.json`)
 
-_Generated from the types in `harness/summary/model.py` by `scripts/summary_doc.py`: edit the types,
+_Generated from the types in `harness/summary/model.py` by `tests/helpers/summary_doc.py`: edit the types,
 then run it (tests/summary/test_model.py fails when this file and the types disagree)._
 
 `harness summarize CAPTURE_DIR… -o summaries/` writes one file per node; `harness report`, `harness
@@ -119,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     if args.check:
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC}: differs from the types; run scripts/summary_doc.py", file=sys.stderr)
+            print(
+                f"{DOC}: differs from the types; run .venv/bin/python -m tests.helpers.summary_doc",
+                file=sys.stderr,
+            )
             return 1
         return 0
     DOC.write_text(text, encoding="utf-8")

@@ -5,7 +5,7 @@ Replays N requests (shared system prompts + a unique question, fixed answer leng
 through the scheduler on a card profile and prints requests/s and decode steps/s of wall time, plus
 a digest of the results so two runs (before/after a change) can be checked for identical output.
 
-    .venv/bin/python scripts/bench_simulate.py [--requests 5000] [--output 32] [--rate 20] [--pool 36000]
+    .venv/bin/python benchmarks/bench_simulate.py [--requests 5000] [--output 32] [--rate 20] [--pool 36000]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ every request the server took in has a record (the sim's own log and counters ag
 point.json `interrupted` where a request went out, no server process left behind, and a resume that
 completes with every scheduled request recorded once. Loopback only, bounded: a few seconds a trial.
 
-Usage: .venv/bin/python scripts/signal_stress.py [--moments 20] [--commands run bench] [--loops uvloop asyncio]
+Usage: .venv/bin/python -m tests.helpers.signal_stress [--moments 20] [--commands run bench] [--loops uvloop asyncio]
 Prints one table row per trial and a line per (command, loop); exit 1 when any trial broke a promise.
 """
 
@@ -32,7 +32,7 @@ import yaml
 from harness.capture import read_jsonl
 from harness.servers import control
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIM_ARGS = ["--card-profile", "tiny-test", "--time-scale", "1.0"]  # a point of ~1-2 s: room to land in it
 _PORT_RE = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 _FINISHED = "Sim request finished"

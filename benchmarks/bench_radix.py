@@ -6,7 +6,7 @@ max(shortfall, page) with the prefix locked, insert), at small and large pools. 
 the oracle venv (tests/oracle/oracle_env.py) when it has been built; otherwise only ours is timed.
 Prints requests/s for both and the ratio, and hit counts so agreement is visible at the same time.
 
-    .venv/bin/python scripts/bench_radix.py [--pools 2000,20000,100000] [--policies lru,lfu,slru] [--limit N]
+    .venv/bin/python benchmarks/bench_radix.py [--pools 2000,20000,100000] [--policies lru,lfu,slru] [--limit N]
 """
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make bench-real`: build (or reuse) llama-server, run the llama-real suite through the harness, check it.
 
 Writes capture/<node>/..., summaries/<node>.json and summaries/<node>.md (default node: llama-cpu), prints
@@ -27,7 +26,7 @@ def _ms(v: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_real.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="make bench-real", description=(__doc__ or "").splitlines()[0])
     p.add_argument("specs", nargs="*", default=list(DEFAULT_SPECS), help="llama-real spec files")
     p.add_argument("--node", default=DEFAULT_NODE, help=f"capture/summary name (default {DEFAULT_NODE})")
     p.add_argument("--capture", type=Path, default=Path("capture"))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make bench-sglang`: SGLang 0.5.23's own server on this CPU, through the profiles a GPU node runs.
 
 Prepares (or reuses) the pinned SGLang CPU venv and a tiny random-weight model, benches
@@ -25,7 +24,7 @@ def _pct(v: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_sglang.py", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(prog="make bench-sglang", description=(__doc__ or "").splitlines()[0])
     p.add_argument(
         "specs", nargs="*", default=list(DEFAULT_SPECS), help="spec files (default: the sglang-cpu suite)"
     )

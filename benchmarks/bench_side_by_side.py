@@ -1,11 +1,11 @@
 """`harness run` beside SGLang's own benchmark clients, end to end, on one zero-latency server.
 
-The server is scripts/bench_client.py's `--serve sglang` (raw asyncio, SGLang-shaped chat chunks, 16
+The server is benchmarks/bench_client.py's `--serve sglang` (raw asyncio, SGLang-shaped chat chunks, 16
 tokens per answer, zero delay) pinned to one core; each client runs pinned to another, one at a time,
 as the command a user types: `harness run SPEC`, SGLang's Python `python -m sglang.benchmark.serving`
 and its Rust client `python -m sglang.benchmark.rust_client` (both from the SGLang CPU venv that
 `make bench-sglang` builds; the Rust client ships compiled in the 0.5.23 wheel; bench_serving with the
-packages it lacks there from a cached overlay, scripts/sglang_bench_extras.py), and vLLM's `vllm bench
+packages it lacks there from a cached overlay, benchmarks/sglang_bench_extras.py), and vLLM's `vllm bench
 serve` where its CPU venv exists. All send 64-token prompts to /v1/chat/completions and ask
 for 16 tokens. Figures per client: req/s and TTFT p50/p99 as the client itself reports them (harness:
 from requests.jsonl), whole-process CPU per request (user + system from wait4, startup included),
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_client  # noqa: E402
 import sglang_bench_extras  # noqa: E402
@@ -449,7 +449,7 @@ def main() -> int:
         return 0
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
-        "Server: scripts/bench_client.py --serve sglang, zero latency, "
+        "Server: benchmarks/bench_client.py --serve sglang, zero latency, "
         + (f"pinned to core {srv_cpu}; clients pinned to core {cli_cpu}." if pin else "no pinning.")
     )
     print(

@@ -1,7 +1,7 @@
 """Peak memory of `harness run` against run length: shared-prefix, multi-turn and a trace replay.
 
 Each run is the command a user types (`python -m harness run SPEC --server-url URL --quiet`) against
-scripts/bench_client.py's zero-latency server (`--serve sglang`, pinned to one core; the client pinned
+benchmarks/bench_client.py's zero-latency server (`--serve sglang`, pinned to one core; the client pinned
 to another), with peak RSS (VmHWM, read every 50 ms) and CPU (wait4). Default sizes 10,000 and 100,000 requests;
 `--sizes 10000,100000,1000000` adds the million (about 5-10 minutes per workload on a free core).
 Prompts are ~64 tokens, answers 16 tokens. Not a test: figures depend on the machine.
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_client  # noqa: E402
 from bench_side_by_side import hwm_mb  # noqa: E402

@@ -7,7 +7,7 @@ TTFT (ms) at each group count, and the host-hit share. `before` is the model bef
 overlap only: copies acknowledged at once, write_back evictions free); `after` is every mechanism of
 harness.sim.tier_time; the rows between switch one mechanism off, so each one's contribution is the
 difference to `after`; `--sensitivity` adds `after` at a half, a quarter, ... of the card's host link
-(a what-if). Usage: .venv/bin/python scripts/hicache_time.py [--seeds 0,1,2] [--sensitivity]
+(a what-if). Usage: .venv/bin/python benchmarks/hicache_time.py [--seeds 0,1,2] [--sensitivity]
 """
 
 from __future__ import annotations

@@ -679,7 +679,7 @@ def report(figs, notes, long_line, cpus, pin, srv_cpu, cli_cpu, load_start, load
     lines = [
         "# Client ceiling",
         "",
-        "Written by `scripts/bench_client.py` (re-run it to refresh). Server: the script's own `--serve`"
+        "Written by `benchmarks/bench_client.py` (re-run it to refresh). Server: the script's own `--serve`"
         " (raw asyncio, pre-built response bytes, zero delay, chunked transfer with one chunk per SSE event,"
         " its send time stamped into the first token).",
         f"{EVENTS_PER_REQUEST} SSE events per request (role prelude, {OUTPUT_TOKENS} tokens, usage frame,"

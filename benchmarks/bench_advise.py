@@ -8,7 +8,7 @@
 3. With --million: a 1,000,000-request synthetic block trace's curve in a child process: seconds and
    the child's peak RSS.
 
-    .venv/bin/python scripts/bench_advise.py [--pools 300,1000,2000,5000,20000,50000,100000] [--pool 20000]
+    .venv/bin/python benchmarks/bench_advise.py [--pools 300,1000,2000,5000,20000,50000,100000] [--pool 20000]
         [--workers 2] [--million]
 """
 

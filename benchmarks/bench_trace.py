@@ -11,7 +11,7 @@ memory as the trace grows.
    from a list made up front (as a whole-schedule replay would hold it). The peak Python memory of the
    run (tracemalloc) is printed for each, with the N2 / N1 ratios side by side.
 
-    .venv/bin/python scripts/bench_trace.py [--requests 87000] [--n1 500]
+    .venv/bin/python benchmarks/bench_trace.py [--requests 87000] [--n1 500]
 """
 
 from __future__ import annotations
