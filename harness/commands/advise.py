@@ -67,6 +67,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="--confirm on a Mooncake trace: tokens sent per hash id (default 16)",
     )
     p.add_argument(
+        "--confirm-requests",
+        type=int,
+        default=None,
+        help="--confirm on a trace's first N requests, each pool scaled to the slice (docs/advise.md)",
+    )
+    p.add_argument(
         "--replicas",
         default=None,
         help="replica counts behind smg, comma list: adds the routing policy, shared L3 and "
@@ -141,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.server_model or args.model,
         card=args.card,
         block_tokens=args.live_block_tokens,
+        requests=args.confirm_requests,
     )
     opts = Options(
         card=args.card,
