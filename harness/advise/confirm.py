@@ -276,7 +276,8 @@ def confirm(
         print(
             f"harness advise --confirm: {len(cands)} candidate(s) on {launch.server_kind}"
             + (f", {n:,} requests each" if n else "")
-            + " (one server up at a time)",
+            + " (one server up at a time)"
+            + _estimate(cands, n, launch.server_kind),
             file=sys.stderr,
         )
         measured = run_candidates(live, cands, launch, root)
@@ -304,3 +305,11 @@ def confirm(
             row |= {"predicted_block_tokens": VLLM_BLOCK, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
         out.append(row)
     return out
+
+
+def _estimate(cands: list[Candidate], n: int | None, server_kind: str) -> str:
+    """On the sim: the modelled service time of the requests at its time scale, plus a start a server."""
+    if not n or server_kind != "sim":
+        return ""
+    secs = sum(n / c.modelled.throughput_rps * TIME_SCALE + 5.0 for c in cands if c.modelled.throughput_rps)
+    return f"; about {secs / 60:.1f} min on the sim" if secs else ""
