@@ -266,7 +266,7 @@ def confirm(
             path = slice_file(path, launch.requests, root)
             part = read_mooncake(path, a.unit_tokens)
             sliced_from = [c.config.pool for c in cands]
-            cands = scaled_candidates(cands, trace, part, profile)
+            cands = scaled_candidates(cands, trace, part, profile, launch.block_tokens)
         live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
         n = (
             sum(1 for line in path.open() if line.strip())

@@ -23,10 +23,11 @@ def test_the_slice_is_the_first_requests_and_the_pool_keeps_the_working_set_rati
     w, p = reused_units(whole), reused_units(part)
     assert 0 < p < w
     pool = 20_000
-    scaled = scale_pool(pool, whole, part)
-    assert scaled == max(math.ceil(pool * p / w), max(len(r.key) for r in part.requests) + 1)
-    assert scale_pool(10, whole, part) == 10  # never above the candidate's own pool
-    assert scale_pool(pool, whole, whole) == pool
+    # the answer sent live (16 tokens a block) takes room in the pool too
+    floor = max(len(r.key) + math.ceil(r.output_tokens / 16) for r in part.requests) + 1
+    assert scale_pool(pool, whole, part, 16) == max(math.ceil(pool * p / w), floor)
+    assert scale_pool(10, whole, part, 16) == 10  # never above the candidate's own pool
+    assert scale_pool(pool, whole, whole, 16) == pool
 
 
 def test_a_slice_of_anything_but_a_trace_is_refused(tmp_path: Path) -> None:
