@@ -57,6 +57,8 @@ class Advice:
     confirmed: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     replicas: Any = None  # harness.advise.replicas.ReplicaAdvice with --replicas
+    load: Any = None  # harness.advise.load.Load: the load of the at-load figures
+    at_load: list[Any] = field(default_factory=list)  # harness.advise.load.AtLoad per shown candidate
 
 
 def profile_for(opts: Options) -> CardProfile:

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ class Launch:
     model: str | None = None  # what SGLang / vLLM load; the sim models it (None: the spec's model name)
     card: str = "l4"
     block_tokens: int = 16  # Mooncake traces: tokens per hash id sent live
+    requests: int | None = None  # --confirm-requests: a slice of the trace (harness.advise.confirm_slice)
 
 
 def check_confirm(inputs: list[Path], launch: Launch) -> None:
@@ -56,6 +58,12 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
         raise HarnessError(f"--confirm: {launch.k} must be >= 0")
     if launch.server_kind not in KINDS:
         raise HarnessError(f"--server-kind: {launch.server_kind!r} is not one of {', '.join(KINDS)}")
+    if launch.requests is not None and launch.requests < 1:
+        raise HarnessError(f"--confirm-requests: {launch.requests} must be 1 or more")
+    if launch.requests is not None and launch.k:
+        for p in inputs:
+            if p.is_dir() or p.suffix not in (".jsonl", ".json"):
+                raise HarnessError(f"--confirm-requests: {p}: a slice is taken of a Mooncake trace only")
     if launch.block_tokens <= 0:
         raise HarnessError(f"--live-block-tokens: {launch.block_tokens} must be positive")
     if launch.k and launch.server_kind in ("sglang", "sglang-cpu", "vllm") and not launch.model:
@@ -157,7 +165,7 @@ def _options(launch: Launch, capture: Path) -> Any:
         retries=0,
         time_scale=TIME_SCALE,
         card_profile=launch.card,
-        quiet=True,
+        quiet=not sys.stderr.isatty(),  # a terminal sees each candidate's bar (requests done of total)
         argv=["harness", "advise", "--confirm", str(launch.k)],
     )
 
@@ -248,9 +256,30 @@ def confirm(
         raise HarnessError(
             f"--confirm: no candidate runs on {launch.server_kind} (vLLM: lru device pools only)"
         )
+    sliced_from: list[int] = []
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
         root = keep if keep is not None else Path(tmp)
+        if launch.requests is not None and trace is not None:
+            from harness.advise.confirm_slice import scaled_candidates, slice_file
+            from harness.whatif.inputs import read_mooncake
+
+            path = slice_file(path, launch.requests, root)
+            part = read_mooncake(path, a.unit_tokens)
+            sliced_from = [c.config.pool for c in cands]
+            cands = scaled_candidates(cands, trace, part, profile, launch.block_tokens)
         live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
+        n = (
+            sum(1 for line in path.open() if line.strip())
+            if path.is_file() and path.suffix == ".jsonl"
+            else None
+        )
+        print(
+            f"harness advise --confirm: {len(cands)} candidate(s) on {launch.server_kind}"
+            + (f", {n:,} requests each" if n else "")
+            + " (one server up at a time)"
+            + _estimate(cands, n, launch.server_kind),
+            file=sys.stderr,
+        )
         measured = run_candidates(live, cands, launch, root)
     predicted = [c.hit_rate for c in cands]
     at_block = None
@@ -266,7 +295,21 @@ def confirm(
             "measured_hit_rate": None if m is None else round(m, 6),
             "difference_points": None if m is None else round((m - p) * 100, 3),
         }
+        if sliced_from:
+            row |= {
+                "slice_requests": launch.requests,
+                "pool": c.config.pool,
+                "pool_scaled_from": sliced_from[i],
+            }
         if at_block is not None:  # the page-1 figure of the candidates table, beside the block one
             row |= {"predicted_block_tokens": VLLM_BLOCK, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
         out.append(row)
     return out
+
+
+def _estimate(cands: list[Candidate], n: int | None, server_kind: str) -> str:
+    """On the sim: the modelled service time of the requests at its time scale, plus a start a server."""
+    if not n or server_kind != "sim":
+        return ""
+    secs = sum(n / c.modelled.throughput_rps * TIME_SCALE + 5.0 for c in cands if c.modelled.throughput_rps)
+    return f"; about {secs / 60:.1f} min on the sim" if secs else ""

@@ -147,6 +147,7 @@ def render(a: Advice) -> str:
         "prefix-stable.</p>"
         f"<h2>Break-even per tier</h2>{_table(be_head, be_rows)}"
         + "".join(f"<p>{esc(line)}</p>" for line in slower_than_recompute(a.breakeven))
+        + at_load_html(a)
         + replicas
         + confirmed
     )
@@ -163,3 +164,15 @@ def render(a: Advice) -> str:
 def write_html(a: Advice, path: Path) -> Path:
     path.write_text(render(a))
     return path
+
+
+def at_load_html(a: Advice) -> str:
+    """The shown candidates at the input's load (harness.advise.load), as in the Markdown."""
+    if not a.at_load:
+        return ""
+    from harness.advise.load import HEAD, row
+
+    return (
+        f"<h2>At the input's load</h2><p>Replayed through the sim's scheduler at {esc(a.load.describe())}; "
+        "every other table is one request at a time.</p>" + _table(HEAD, [row(r) for r in a.at_load])
+    )

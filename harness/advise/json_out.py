@@ -35,6 +35,11 @@ def to_dict(a: Advice) -> dict:
         "recommendation": a.recommendation.to_dict(),
         "confirmed": a.confirmed,
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
+        "modelled": {
+            "load": None if a.load is None else a.load.to_dict(),
+            "one_at_a_time": "curve, candidates, steps and replicas rows",
+            "at_load": [r.to_dict() for r in a.at_load],
+        },
         "notes": a.notes,
         **({"replicas": a.replicas.to_dict()} if a.replicas is not None else {}),
     }

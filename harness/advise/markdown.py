@@ -67,7 +67,13 @@ def render(a: Advice) -> str:
         f"{a.card} ({a.model}); pools in {u}" + (f" of {a.unit_tokens} tokens" if u == "blocks" else ""),
         "",
     ]
-    out += [f"**{r.headline}**", "", "## Recommendation", ""]
+    out += [f"**{r.headline}**", ""]
+    if a.load is not None:
+        out += [
+            f"Modelled figures are one request at a time, except *At the input's load* ({a.load.describe()}).",
+            "",
+        ]
+    out += ["## Recommendation", ""]
     if r.steps:
         for i, s in enumerate(r.steps, 1):
             out.append(f"{i}. **{s.action}** — {s.why}")
@@ -124,6 +130,10 @@ def render(a: Advice) -> str:
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     out += ["", *[f"- {line}" for line in slower_than_recompute(a.breakeven)]]
+    if a.at_load:
+        from harness.advise.load import markdown as load_markdown
+
+        out += load_markdown(a.at_load, a.load)
     if a.replicas is not None:
         from harness.advise.replicas import markdown as replicas_markdown
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -66,11 +67,25 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="--confirm on a Mooncake trace: tokens sent per hash id (default 16)",
     )
     p.add_argument(
+        "--confirm-requests",
+        type=int,
+        default=None,
+        help="--confirm on a trace's first N requests, each pool scaled to the slice (docs/advise.md)",
+    )
+    p.add_argument(
         "--replicas",
         default=None,
         help="replica counts behind smg, comma list: adds the routing policy, shared L3 and "
         "replicas-vs-bigger-pool steps (docs/advise.md#replicas)",
     )
+    p.add_argument(
+        "--speedup",
+        type=float,
+        default=1.0,
+        help="at-load replay of a trace: its arrival times divided by this (as harness run sends it)",
+    )
+    p.add_argument("--concurrency", type=int, default=None, help="at-load replay: N requests in flight")
+    p.add_argument("--rate", type=float, default=None, help="at-load replay: Poisson arrivals, requests/s")
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown")
     p.add_argument("--quiet", action="store_true", help="print only the headline")
     p.add_argument(
@@ -132,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.server_model or args.model,
         card=args.card,
         block_tokens=args.live_block_tokens,
+        requests=args.confirm_requests,
     )
     opts = Options(
         card=args.card,
@@ -148,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     if args.replicas is not None and (not replicas or any(not 1 <= n <= 64 for n in replicas)):
         raise HarnessError(f"--replicas: {args.replicas!r}: expected replica counts within 1..64, comma list")
     check_confirm(args.inputs, launch)
+    from harness.advise.load import check_load
+
+    check_load(args.speedup, args.concurrency, args.rate)
     if args.confirm:  # it launches servers: SIGTERM/SIGHUP unwind as Ctrl-C does, stopping them
         from harness.servers.process import install_signal_handlers
 
@@ -162,6 +181,12 @@ def run(args: argparse.Namespace) -> int:
 
             slo_ms = opts.slo.ttft_ms if opts.slo is not None else None
             a.replicas = advise_replicas(trace, a.recommendation.chosen.config, replicas, profile, slo_ms)
+        from harness.advise.load import load_of, shown_at_load
+
+        a.load = load_of(trace, args.speedup, args.concurrency, args.rate)
+        t_load = time.perf_counter()
+        a.at_load = shown_at_load(a, trace, a.load, profile)
+        a.seconds["at_load"] = time.perf_counter() - t_load
         out = None
         if args.output is not None:
             out = args.output / path.stem if many else args.output

@@ -83,7 +83,7 @@ class Engine(KvPool):
     # --- requests ---------------------------------------------------------------------------
     def max_input_len(self) -> int:
         """Longest prompt the server takes (SGLang rejects longer ones before scheduling)."""
-        return min(int(self.config.context_length or 0), self.pool) - 1
+        return min(int(self.config.context_length or 0) // max(1, self.config.key_tokens), self.pool) - 1
 
     def add(self, req: SimRequest) -> None:
         self.stats.num_requests += 1
@@ -171,6 +171,7 @@ class Engine(KvPool):
         cap = self.config.chunked_prefill_size
         if not cap or cap <= 0:
             return 1 << 62
+        cap //= max(1, self.config.key_tokens)
         return max(self.page, cap // self.page * self.page)
 
     def _schedule_prefill(self, now: float) -> Batch | None:
@@ -179,7 +180,7 @@ class Engine(KvPool):
             return None
         budget = PrefillBudget(
             chunk=self._chunk_budget(),
-            input=self.config.max_prefill_tokens,
+            input=max(self.page, self.config.max_prefill_tokens // max(1, self.config.key_tokens)),
             offset=self._reserved(),  # SGLang's rem_total_token_offset; room itself is read live
         )
         plan = PrefillPlan(running_bs=len(self.running))
@@ -310,10 +311,11 @@ class Engine(KvPool):
         # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
         l3 = plan.storage  # L3 tokens land in host memory first, then load to the device like a host hit
         new_tokens = sum(take - l3.get(id(r), 0) for r, take, _ in parts)
+        k = max(1, self.config.key_tokens)  # tokens per key element (kv_bytes_per_token already counts them)
         duration = plan.storage_wait_s + prefill_s(
             self.hclock,
             self.card,
-            [(t - l3.get(id(r), 0), c + l3.get(id(r), 0)) for r, t, c in parts],
+            [((t - l3.get(id(r), 0)) * k, (c + l3.get(id(r), 0)) * k) for r, t, c in parts],
             plan.load_back + sum(l3.values()),
             self.config.kv_bytes_per_token,
         )
@@ -368,7 +370,7 @@ class Engine(KvPool):
             req.kv_len += 1
             ctx += req.kv_len
         self.private_total += len(self.running)
-        duration = self.card.decode_time(len(self.running), ctx)
+        duration = self.card.decode_time(len(self.running), ctx * max(1, self.config.key_tokens))
         self.decode_steps += 1
         if self.log is not None and self.decode_steps % self.config.decode_log_interval == 0:
             # SGLang logs the decode batch as it launches it, with the throughput since the last line
@@ -414,11 +416,11 @@ class Engine(KvPool):
             return t
         ctx = sum(r.kv_len for r in run)
         ratio = self.new_token_ratio
-        decode_time = self.card.decode_time
+        decode_time, k = self.card.decode_time, max(1, self.config.key_tokens)
         n = 0
         while n < steps and t < horizon:
             ctx += bs
-            t += decode_time(bs, ctx)
+            t += decode_time(bs, ctx * k)
             ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
             n += 1
         if n == 0:

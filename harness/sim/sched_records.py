@@ -86,6 +86,9 @@ class EngineConfig:
     priority_preemption: bool = True
     preemption_threshold: int = 10
     max_queued_requests: int | None = None
+    # tokens one key element stands for (what-if on a block trace: the block size); the engine times its
+    # forwards, its host copies and its chunk budget in tokens, its pool stays in key elements
+    key_tokens: int = 1
     idle_poll_s: float = (
         0.0  # --sim-idle-poll-ms / 1000: an idle scheduler's spin (0: it sees a request at once)
     )
@@ -113,7 +116,7 @@ class EngineConfig:
     @property
     def kv_bytes_per_token(self) -> int:
         per = self.profile.kv_bytes_per_token
-        return per // 2 if self.kv_cache_dtype.startswith("fp8") else per
+        return (per // 2 if self.kv_cache_dtype.startswith("fp8") else per) * max(1, self.key_tokens)
 
     @property
     def host_pool_tokens(self) -> int:

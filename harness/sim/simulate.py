@@ -1,7 +1,9 @@
 """The offline driver: the engine's scheduler run in virtual time as fast as the CPU goes (what-if, tests).
 
 The live server drives the same Engine from live.py at --time-scale; this loop just adds each forward's
-duration to its clock, so both give the same results for the same arrivals.
+duration to its clock, so both give the same results for the same arrivals. `Worker` is one scheduler
+with its tokenizer manager and clock; `simulate` steps one, the routing replay (harness.whatif.fleet)
+steps N in one virtual time, so both share one stepper.
 """
 
 from __future__ import annotations
@@ -12,6 +14,71 @@ from collections.abc import Callable, Iterable
 
 from harness.sim.engine import Engine, EngineConfig, EngineLog, SimRequest
 from harness.sim.ingest import Ingest, idle_poll
+
+Arrival = tuple[float, int, int, SimRequest]  # (arrival, order, sequence, request): the heap's entries
+
+
+class Worker:
+    """One scheduler (engine, tokenizer manager, virtual clock), stepped one pass of the loop at a time."""
+
+    def __init__(self, config: EngineConfig, log: EngineLog | None = None) -> None:
+        self.engine = Engine(config, log=log)
+        self.ingest = Ingest(float(config.ingest_latency_s or 0.0))
+        self.poll_s = float(config.idle_poll_s or 0.0)
+        self.idle_since = 0.0  # when the last forward ended (an idle scheduler's spins start then)
+        self.t = 0.0
+        self.arrivals: list[Arrival] = []
+        self.done: list[SimRequest] = []
+        self.seen = 0  # finished requests already handed on
+        self.engine.on_finish = self.done.append
+
+    def busy(self) -> bool:
+        return bool(self.arrivals or self.ingest or self.engine.busy())
+
+    def step(
+        self,
+        outside: float = float("inf"),
+        jump: bool = True,
+        on_step: Callable[[Engine], None] | None = None,
+    ) -> bool:
+        """One pass of the loop; `outside`: the next arrival not queued here yet (it may come here).
+        False after a decode fast-forward (finished requests are handed on after the next pass)."""
+        e, t, inf = self.engine, self.t, float("inf")
+        # the tokenizer manager takes arrivals in order; the scheduler receives what reached it by t
+        while self.arrivals and self.arrivals[0][0] <= t:
+            r = heapq.heappop(self.arrivals)[3]
+            self.ingest.send(r, r.arrival)
+        for r in self.ingest.receive(t):
+            e.add(r)
+        reach = self.ingest.next_at()
+        horizon = min(inf if reach is None else reach, self.arrivals[0][0] if self.arrivals else inf, outside)
+        if jump and e.running and not e.waiting:
+            t2 = e.fast_forward(t, horizon)
+            if t2 != t:
+                self.t = t2
+                if on_step is not None:
+                    on_step(e)
+                return False
+        batch = e.schedule(t)
+        if batch is not None:
+            t += batch.duration
+            e.complete(batch, t)
+            self.idle_since = t
+            if on_step is not None:
+                on_step(e)
+        elif horizon < inf:  # idle until the next arrival, or the spin that sees the next request
+            if reach is not None and reach == horizon:
+                t = max(t, idle_poll(reach, self.idle_since, self.poll_s))
+            else:
+                t = max(t, horizon)
+        self.t = t
+        return True
+
+    def finished(self) -> list[SimRequest]:
+        """The requests finished since the last call, in finish order."""
+        out = self.done[self.seen :]
+        self.seen = len(self.done)
+        return out
 
 
 def simulate(
@@ -34,52 +101,15 @@ def simulate(
     `on_step(engine)` runs after every forward (tests check invariants there); `jump=False` runs
     every decode step one by one (the same results, slower).
     """
-    engine = Engine(config, log=log)
-    ingest = Ingest(float(config.ingest_latency_s or 0.0))
-    poll_s = float(config.idle_poll_s or 0.0)
-    idle_since = 0.0  # when the last forward ended (an idle scheduler's spins start then)
+    w = Worker(config, log)
     seq = itertools.count()
-    arrivals: list[tuple[float, int, int, SimRequest]] = [
-        (r.arrival, r.order, next(seq), r) for r in requests
-    ]
-    heapq.heapify(arrivals)
-    done: list[SimRequest] = []
-    engine.on_finish = done.append
-    seen = 0
-    t = 0.0
-    inf = float("inf")
-    while arrivals or ingest or engine.busy():
-        # the tokenizer manager takes arrivals in order; the scheduler receives what reached it by t
-        while arrivals and arrivals[0][0] <= t:
-            r = heapq.heappop(arrivals)[3]
-            ingest.send(r, r.arrival)
-        for r in ingest.receive(t):
-            engine.add(r)
-        reach = ingest.next_at()
-        horizon = min(inf if reach is None else reach, arrivals[0][0] if arrivals else inf)
-        if jump and engine.running and not engine.waiting:
-            t2 = engine.fast_forward(t, horizon)
-            if t2 != t:
-                t = t2
-                if on_step is not None:
-                    on_step(engine)
-                continue
-        batch = engine.schedule(t)
-        if batch is not None:
-            t += batch.duration
-            engine.complete(batch, t)
-            idle_since = t
-            if on_step is not None:
-                on_step(engine)
-        elif horizon < inf:  # idle until the next arrival, or the spin that sees the next request
-            if reach is not None and reach == horizon:
-                t = max(t, idle_poll(reach, idle_since, poll_s))
-            else:
-                t = max(t, horizon)
-        if on_finish is not None:
-            while seen < len(done):
-                for nxt in on_finish(done[seen], t):
-                    nxt.arrival = max(nxt.arrival, t)
-                    heapq.heappush(arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
-                seen += 1
-    return done
+    w.arrivals = [(r.arrival, r.order, next(seq), r) for r in requests]
+    heapq.heapify(w.arrivals)
+    while w.busy():
+        if not w.step(jump=jump, on_step=on_step) or on_finish is None:
+            continue
+        for done in w.finished():
+            for nxt in on_finish(done, w.t):
+                nxt.arrival = max(nxt.arrival, w.t)
+                heapq.heappush(w.arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
+    return w.done

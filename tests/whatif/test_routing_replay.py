@@ -41,6 +41,10 @@ def _same(a, b) -> None:
     )
     assert a.ttft_ms == b.ttft_ms
     assert a.evicted_tokens == b.evicted_tokens
+    # every figure, host_written_tokens included; only the wall seconds differ
+    da, db = a.to_dict(), b.to_dict()
+    da.pop("seconds"), db.pop("seconds")
+    assert da == db
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -70,6 +74,36 @@ def test_one_replica_is_todays_sequential_replay_on_mooncake() -> None:
     for pool in (300, 3000):
         cfg = Config("lru", pool)
         _same(replay_fleet(trace, cfg, 1, RouterConfig("cache_aware")).aggregate, replay(trace, cfg))
+
+
+@pytest.mark.parametrize("write_policy", ["write_back", "write_through"])
+def test_one_replica_copies_to_host_as_todays_replay(tmp_path: Path, write_policy: str) -> None:
+    """The host tier's copies (write_back: at eviction) are counted in the fleet as in today's replay."""
+    trace = _spec(tmp_path, "multi", 3)
+    cfg = Config("lru", 500, host_ratio=2.0, write_policy=write_policy)
+    today = replay(trace, cfg)
+    _same(replay_fleet(trace, cfg, 1, RouterConfig("round_robin")).aggregate, today)
+    assert today.host_written_tokens > 0
+    seq = read_mooncake(MOONCAKE)
+    seq.requests = seq.requests[:600]
+    cfg = Config("lru", 300, host_ratio=2.0, write_policy=write_policy)
+    today = replay(seq, cfg)
+    _same(replay_fleet(seq, cfg, 1, RouterConfig("cache_aware")).aggregate, today)
+    assert today.host_written_tokens > 0
+
+
+def test_l3_rows_are_timed_in_tokens_on_a_block_trace() -> None:
+    """An L3 replay of a block trace runs through the engine: each block is timed as the tokens it
+    stands for, so the L3 row's TTFT sits near the host tier's it is behind (not 1/512 of it)."""
+    trace = read_mooncake(MOONCAKE)
+    trace.requests = trace.requests[:300]
+    host = Config("lru", 300, host_ratio=2.0)
+    l3 = dataclasses.replace(host, storage="file")
+    a = replay_fleet(trace, host, 2, RouterConfig("round_robin"), "h100")
+    b = replay_fleet(trace, l3, 2, RouterConfig("round_robin"), "h100")
+    ta, tb = a.aggregate.ttft_ms["p50"], b.aggregate.ttft_ms["p50"]
+    assert b.aggregate.hit_rate >= a.aggregate.hit_rate - 0.01
+    assert 0.5 * ta < tb < 2.0 * ta, (ta, tb)
 
 
 def _one_shot_trace(concurrency: int | None) -> Trace:

@@ -1,0 +1,219 @@
+"""advise at the input's own load: the shown candidates replayed through the sim's scheduler.
+
+The curve and the grid rank one request at a time (cheap, and exact against SGLang's tree); the
+candidates a user reads first — the recommendation, today's configuration, the better candidate and the
+top of the table — are replayed again at a load (harness.whatif.serve.engine: batching, chunked prefill,
+queueing; with `--replicas`, N workers behind the modelled router), and that replay's hit rate and TTFT
+are the ones shown at load. The load is, in this order: `--concurrency N` (requests in flight, sent back
+to back), `--rate R` (Poisson arrivals, R requests/s, nothing capped), a trace's own arrival times
+divided by `--speedup` (as `harness run` sends a trace: all of them open loop), else a spec's or
+capture's own concurrency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from harness.advise.grid import Candidate
+from harness.errors import HarnessError
+from harness.sim.timing import CardProfile
+from harness.whatif.fleet import replay_fleet
+from harness.whatif.routing import RouterConfig
+from harness.whatif.serve import engine
+from harness.whatif.trace import Trace
+
+
+@dataclass(frozen=True)
+class Load:
+    """At which load the at-load figures are."""
+
+    kind: str  # trace | concurrency | rate
+    speedup: float = 1.0
+    concurrency: int | None = None
+    rate: float | None = None
+    offered_rps: float | None = None  # a trace's requests over its span, after --speedup
+    span_s: float | None = None  # a trace's first to last arrival, after --speedup
+
+    def describe(self) -> str:
+        if self.kind == "concurrency":
+            return f"{self.concurrency} requests in flight (closed loop)"
+        if self.kind == "rate":
+            return f"Poisson arrivals at {self.rate:g} req/s"
+        rps = f" ({self.offered_rps:.2f} req/s offered)" if self.offered_rps else ""
+        return f"the trace's arrival times / --speedup {self.speedup:g}{rps}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"describe": self.describe()}
+
+
+def load_of(
+    trace: Trace, speedup: float = 1.0, concurrency: int | None = None, rate: float | None = None
+) -> Load:
+    """The load the flags and the input name (see the module docstring for the order)."""
+    check_load(speedup, concurrency, rate)
+    if concurrency is not None:
+        return Load("concurrency", concurrency=concurrency)
+    if rate is not None:
+        return Load("rate", rate=rate)
+    arrivals = [r.arrival for r in trace.requests]
+    span = (max(arrivals) - min(arrivals)) / speedup if arrivals else 0.0
+    if span > 0 and trace.concurrency is None:
+        return Load("trace", speedup=speedup, offered_rps=len(arrivals) / span, span_s=span)
+    return Load("concurrency", concurrency=int(trace.concurrency or 1))
+
+
+def check_load(speedup: float, concurrency: int | None, rate: float | None) -> None:
+    """The load flags, before any work: one line naming the flag and its value."""
+    if speedup <= 0:
+        raise HarnessError(f"--speedup: {speedup:g}: must be positive")
+    if concurrency is not None and concurrency < 1:
+        raise HarnessError(f"--concurrency: {concurrency}: must be 1 or more")
+    if rate is not None and rate <= 0:
+        raise HarnessError(f"--rate: {rate:g}: must be positive")
+
+
+def at_load(trace: Trace, load: Load) -> Trace:
+    """The trace as the scheduler replay sends it at `load`."""
+    n = len(trace.requests)
+    if load.kind == "trace":
+        reqs = [dataclasses.replace(r, arrival=r.arrival / load.speedup) for r in trace.requests]
+        return dataclasses.replace(trace, requests=reqs, concurrency=n, request_rate=None)
+    reqs = [dataclasses.replace(r, arrival=0.0) for r in trace.requests]
+    if load.kind == "rate":
+        return dataclasses.replace(trace, requests=reqs, concurrency=n, request_rate=load.rate)
+    return dataclasses.replace(trace, requests=reqs, concurrency=load.concurrency, request_rate=None)
+
+
+@dataclass(frozen=True)
+class AtLoad:
+    """One shown candidate's figures at the load."""
+
+    role: str  # recommendation | today | better | top
+    label: str
+    replicas: int
+    router: str
+    hit_rate: float
+    one_at_a_time_hit_rate: float
+    ttft_ms: dict[str, float]  # mean, p50, p99 at load
+    one_at_a_time_ttft_ms: dict[str, float]  # mean, p50, p99 one request at a time
+    makespan_s: float
+    seconds: float  # the replay's wall time
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _ttft(ts: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    ok = [t for t in ts if t == t]
+    if not ok:
+        return {"mean": 0.0, "p50": 0.0, "p99": 0.0}
+    q = np.percentile(np.asarray(ok), [50, 99]) * 1000.0
+    return {"mean": statistics.fmean(ok) * 1000.0, "p50": float(q[0]), "p99": float(q[1])}
+
+
+def replay_at_load(
+    trace: Trace,
+    shown: list[tuple[str, Candidate]],
+    load: Load,
+    profile: CardProfile,
+    replicas: int = 1,
+    router: str = "round_robin",
+) -> list[AtLoad]:
+    """Each shown candidate (role, candidate) through the scheduler at `load`, once per distinct config."""
+    loaded = at_load(trace, load)
+    out: list[AtLoad] = []
+    done: dict[Any, AtLoad] = {}
+    for role, cand in shown:
+        key = (cand.config, replicas, router)
+        if key in done:
+            out.append(dataclasses.replace(done[key], role=role))
+            continue
+        if replicas > 1:
+            f = replay_fleet(loaded, cand.config, replicas, RouterConfig(router), profile)
+            res, ts, span = f.aggregate, f.ttft_s, f.makespan_s
+        else:
+            from harness.whatif.replay import ideal_hits
+
+            got = engine(loaded, cand.config, ideal_hits(loaded, cand.config.page_size), profile)
+            res, ts, span = got.result, got.ttft_s, got.makespan_s
+        row = AtLoad(
+            role,
+            cand.label(),
+            replicas,
+            router if replicas > 1 else "-",
+            res.hit_rate,
+            cand.hit_rate,
+            _ttft(ts),
+            dict(cand.modelled.ttft_ms),
+            span,
+            res.seconds,
+        )
+        done[key] = row
+        out.append(row)
+    return out
+
+
+HEAD = [
+    "shown as",
+    "configuration",
+    "replicas",
+    "hit rate at load",
+    "one at a time",
+    "TTFT mean / p50 / p99 ms at load",
+    "one at a time",
+]
+
+
+def row(r: AtLoad) -> list[str]:
+    """One at-load row's cells, for the Markdown and the page."""
+    a, b = r.ttft_ms, r.one_at_a_time_ttft_ms
+    return [
+        r.role,
+        r.label,
+        f"{r.replicas}{'' if r.router == '-' else ' ' + r.router}",
+        f"{r.hit_rate:.1%}",
+        f"{r.one_at_a_time_hit_rate:.1%}",
+        f"{a['mean']:.0f} / {a['p50']:.0f} / {a['p99']:.0f}",
+        f"{b['mean']:.0f} / {b['p50']:.0f} / {b['p99']:.0f}",
+    ]
+
+
+def markdown(rows: list[AtLoad], load: Load) -> list[str]:
+    """The at-load section of advise.md."""
+    out = ["", "## At the input's load", "", f"Replayed through the sim's scheduler at {load.describe()}; "
+           "every other table is one request at a time.", ""]  # fmt: skip
+    out += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    out += ["| " + " | ".join(row(r)) + " |" for r in rows]
+    span = load.span_s
+    late = [r for r in rows if span and r.makespan_s > 1.2 * span]
+    if late:
+        r = late[0]
+        out += ["", f"At this load the queue grows: {r.label} finishes the last answer at {r.makespan_s:,.0f} s "
+                f"of virtual time against the trace's {span:,.0f} s, so TTFT is mostly waiting; more replicas "
+                "(--replicas) or a lower --speedup show where it keeps up."]  # fmt: skip
+    return out
+
+
+def shown_at_load(a: Any, trace: Trace, load: Load, profile: CardProfile) -> list[AtLoad]:
+    """The recommendation, today's configuration, the better candidate and the top of the table, at
+    `load`; with --replicas, on the first replica count's workers behind the policy its step chose."""
+    from harness.advise.better import ranked
+
+    r = a.recommendation
+    shown = [("recommendation", r.chosen), ("today", r.baseline)]
+    if r.better is not None:
+        shown.append(("better candidate", r.better.candidate))
+    best = ranked(a.candidates)
+    if best:
+        shown.append(("top of the table", best[0]))
+    n, router = 1, "round_robin"
+    ra = a.replicas
+    if ra is not None and ra.chosen:
+        n = min(ra.chosen)
+        router = ra.chosen[n].policy
+    return replay_at_load(trace, shown, load, profile, n, router)
