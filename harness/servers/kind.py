@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from harness.errors import HarnessError
 
+SGLANG_CHECKED = "0.5.23"  # the SGLang version the harness is checked against (README's GPU steps)
 
-def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sglang-cpu, sim or vllm."""
+
+def choose_kind(requested: str, sglang_python: str | None = None, dry_run: bool = False) -> tuple[str, str]:
+    """(kind, why) for `launch: sglang` profiles; requested is auto, sglang, sglang-cpu, sim or vllm. A dry
+    run of --server-kind sglang plans without SGLang installed (it only prints the launch lines) and says
+    that it is missing."""
     if requested == "sglang-cpu":
         return "sglang-cpu", _sglang_cpu_why(sglang_python)
     if requested == "sim":
@@ -21,6 +25,11 @@ def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, 
         _sglang_importable() if requested == "sglang" or gpu_line[0] else (False, "not checked")
     )
     if requested == "sglang":
+        if not sglang_ok and dry_run:
+            return "sglang", (
+                f"asked for with --server-kind sglang; SGLang is missing here ({sglang_why}): install "
+                f"sglang=={SGLANG_CHECKED} before a real run"
+            )
         if not sglang_ok:
             raise HarnessError(
                 f"--server-kind sglang: {sglang_why} (pip install sglang, or use --server-kind sim)"
