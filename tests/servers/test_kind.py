@@ -29,4 +29,6 @@ def test_bench_dry_run_prints_every_launch_line_without_sglang(capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "SGLang is missing here" in out
     lines = [ln for ln in out.splitlines() if "[sglang]:" in ln]
-    assert len(lines) >= 10 and all(f"-m sglang.launch_server --model-path {DRY_RUN_MODEL}" in ln for ln in lines)
+    assert len(lines) >= 10 and all(
+        f"-m sglang.launch_server --model-path {DRY_RUN_MODEL}" in ln for ln in lines
+    )
