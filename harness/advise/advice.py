@@ -12,7 +12,9 @@ from typing import Any
 
 from harness.advise import breakeven, grid
 from harness.advise.curve import CurvePoint, curve_points, stack_distances
+from harness.advise.launch_line import LaunchLine, fleet_launch, sglang_line
 from harness.advise.levers import Levers
+from harness.advise.node import Node, resolve, this_machine
 from harness.advise.physics import Slo, service_times
 from harness.advise.recommend import Recommendation, recommend
 from harness.advise.working_set import WorkingSet, clock, working_set
@@ -32,6 +34,9 @@ class Options:
     curve_at: tuple[int, ...] = ()
     workers: int | None = None
     block_size: int = 512
+    replicas: int = 1  # the largest --replicas count: how many share a node (harness.advise.node)
+    replicas_per_node: int | None = None  # None: all on one node, as far as its GPUs go
+    gpus_per_node: int | None = None  # None: this machine's when it has the card's GPU, else 8
 
 
 @dataclass
@@ -59,6 +64,24 @@ class Advice:
     replicas: Any = None  # harness.advise.replicas.ReplicaAdvice with --replicas
     load: Any = None  # harness.advise.load.Load: the load of the at-load figures
     at_load: list[Any] = field(default_factory=list)  # harness.advise.load.AtLoad per shown candidate
+    node: Node | None = None  # the host memory and GPUs the advice is sized for
+    levers: Levers | None = None  # the card's memory chain: each candidate's launch line (launch_line)
+    model_arg: str | None = None  # --model as given: the launch lines' --model-path
+
+    def launch(self, c: grid.Candidate) -> LaunchLine:
+        """The candidate as SGLang 0.5.23's launch command (harness.advise.launch_line)."""
+        levers = self.levers or Levers(resolve_profile(self.card), self.unit_tokens, self.unit)
+        return sglang_line(c.config, levers, self.model_arg)
+
+    def fill_fleet_launch(self) -> None:
+        """Each replica count's fleet as its worker and smg lines (`replicas.launch`)."""
+        if self.replicas is None or self.levers is None:
+            return
+        per_node = self.node.per_node if self.node is not None else 1
+        for n, f in self.replicas.fleets.items():
+            self.replicas.launch[n] = fleet_launch(
+                f.replicas, f.config, f.policy, f.shared_l3, self.levers, self.model_arg, per_node
+            )
 
 
 def profile_for(opts: Options) -> CardProfile:
@@ -92,7 +115,18 @@ def check(inputs: list[Path], opts: Options) -> CardProfile:
         raise HarnessError(f"--host-memory: {opts.host_memory_gb:g} must be >= 0 GB")
     if opts.block_size <= 0:
         raise HarnessError(f"--block-size: {opts.block_size} must be positive")
-    return profile_for(opts)
+    profile = profile_for(opts)
+    node_for(opts, profile)  # --replicas-per-node / --gpus-per-node against each other
+    return profile
+
+
+def node_for(opts: Options, profile: CardProfile) -> Node:
+    """The node the advice is sized for; this machine is asked only for what the flags leave open."""
+    ask = opts.host_memory_gb is None or opts.gpus_per_node is None
+    machine = this_machine(profile) if ask else None
+    return resolve(
+        profile, opts.host_memory_gb, opts.replicas, opts.replicas_per_node, opts.gpus_per_node, machine
+    )
 
 
 def read(inputs: list[Path], opts: Options) -> list[Trace]:
@@ -111,7 +145,8 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     unit_tokens = trace.unit
     device = max(profile.default_pool_tokens // unit_tokens, 1)
     current = opts.pool or _capture_pool(path) or device
-    host_mem = opts.host_memory_gb if opts.host_memory_gb is not None else _host_gb(profile)
+    node = node_for(opts, profile)
+    host_mem = node.share_gb  # one replica's share of the node's host memory
     unit_name = "blocks" if trace.kind == "blocks" else "tokens"
     levers = Levers(profile, unit_tokens, unit_name)
     around = grid.pools_around(current, device, sd)
@@ -140,6 +175,8 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
         rec = recommend(
             cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
         )
+    if host_mem is not None:
+        rec.headline += f" [host memory: {_host_words(node)}]"
     t_storage = time.perf_counter()
     ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
     host_pool = int(current * max(ratios, default=0))
@@ -185,7 +222,18 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
             "storage": t_storage - t_grid,
         },
         notes=notes,
+        node=node,
+        levers=levers,
+        model_arg=opts.model,
     )
+
+
+def _host_words(node: Node) -> str:
+    """Where the host memory the advice sized for comes from, and a replica's share of it."""
+    text = f"{node.host_memory_gb:g} GB a node, from {node.source}"
+    if node.per_node > 1:
+        text += f"; {node.share_gb:g} GB for each of the {node.per_node} replicas on a node"
+    return text
 
 
 def _replayed(
@@ -225,8 +273,3 @@ def _capture_pool(path: Path) -> int | None:
         return None
     pool = info.get("max_total_tokens") if isinstance(info, dict) else None
     return pool if isinstance(pool, int) and pool > 0 else None
-
-
-def _host_gb(profile: CardProfile) -> float | None:
-    hw = getattr(profile, "hw", None)
-    return float(hw.host_mem_gb) if hw is not None else None

@@ -12,6 +12,7 @@ from harness.advise.grid import Candidate
 from harness.advise.levers import Levers
 
 MIN_GAIN = 0.01  # one point of hit rate: less is within what live runs scatter by
+TIE_POINTS = 0.005  # within half a point of the best, the candidate that changes less is named first
 
 
 def measure(c: Candidate) -> tuple[float, float, float]:
@@ -64,16 +65,36 @@ class Better:
 def better_candidate(
     cands: list[Candidate], chosen: Candidate, levers: Levers | None, host_memory_gb: float | None
 ) -> Better | None:
-    """The best candidate when it beats `chosen` by MIN_GAIN of hit rate or more, with its costs."""
+    """The candidate to name when the best beats `chosen` by MIN_GAIN of hit rate or more, with its costs:
+    among those within TIE_POINTS of the best, the one that changes least (harness.advise.better.cost)."""
     if not cands:
         return None
     best = ranked(cands)[0]
     if best.hit_rate - chosen.hit_rate < MIN_GAIN:
         return None
-    return Better(best, chosen, why_not(best, chosen, levers, host_memory_gb))
+    pick = preferred([c for c in cands if c.hit_rate - chosen.hit_rate >= MIN_GAIN], chosen, levers)
+    return Better(pick, chosen, why_not(pick, chosen, levers, host_memory_gb))
 
 
-def _changed(b: Candidate, a: Candidate) -> list[str]:
+def cost(c: Candidate, ref: Candidate, levers: Levers | None) -> tuple[int, int, int]:
+    """What changing from `ref` to `c` asks of an operator, least first: FP8 KV (precision) and write_back
+    (eviction-time copies the scheduler waits for) counted together, then the levers it moves."""
+    lever = levers.pool_lever(c.config.pool) if levers is not None else None
+    fp8 = int(lever is not None and lever.kind == "fp8")
+    wb = int(c.config.host_ratio > 0 and c.config.write_policy == "write_back")
+    return fp8 + wb, len(changed(c, ref)), fp8
+
+
+def preferred(cands: list[Candidate], ref: Candidate, levers: Levers | None) -> Candidate:
+    """The best by the candidates' measure, unless one within TIE_POINTS of its hit rate changes less from
+    `ref` (fewer levers, no FP8, no write_back): a fraction of a millisecond of modelled TTFT is not worth a
+    lever more."""
+    top = ranked(cands)[0]
+    near = [c for c in cands if top.hit_rate - c.hit_rate <= TIE_POINTS + 1e-12]
+    return min(near, key=lambda c: (cost(c, ref, levers), tuple(-x for x in measure(c))))
+
+
+def changed(b: Candidate, a: Candidate) -> list[str]:
     x, y = b.config, a.config
     out = []
     if x.pool != y.pool:
@@ -94,11 +115,11 @@ def why_not(
 ) -> list[str]:
     """Why the steps did not reach `best`: how they go, then each cost `best` carries over `chosen`."""
     b, c = best.config, chosen.config
-    changed = _changed(best, chosen)
+    moved = changed(best, chosen)
     why = [
         "The steps change one lever at a time in the usual order (device pool, host tier with write_through, "
         "storage, eviction policy) and take a change only when it alone pays; this configuration differs in "
-        f"{_and(changed) or 'nothing the steps vary'}."
+        f"{_and(moved) or 'nothing the steps vary'}."
     ]
     if b.pool > c.pool and levers is not None:
         lever = levers.pool_lever(b.pool)

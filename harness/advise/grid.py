@@ -27,11 +27,20 @@ from harness.whatif.trace import Trace
 HOST_RATIOS = (2.0, 4.0)
 
 
-def config_dict(c: Config) -> dict:
-    """A configuration's knobs as the JSON names them (candidates and the recommendation share them)."""
+def policy_config_tokens(c: Config, unit_tokens: int) -> dict[str, int]:
+    """The policy's config in tokens: tlru's threshold and next_prompt_estimate are lengths (SGLang compares
+    them with a node's prefix length in tokens), so a block trace's values scale by its block size; slru's
+    protected_threshold is a hit count and stays."""
+    scaled = ("threshold", "next_prompt_estimate")
+    return {k: int(v) * (unit_tokens if k in scaled else 1) for k, v in c.policy_config}
+
+
+def config_dict(c: Config, unit_tokens: int = 1) -> dict:
+    """A configuration's knobs as the JSON names them (candidates and the recommendation share them); the
+    policy config in tokens, as SGLang's --radix-eviction-policy-config takes it."""
     return {
         "policy": c.policy,
-        "policy_config": dict(c.policy_config),
+        "policy_config": policy_config_tokens(c, unit_tokens),
         "pool": c.pool,
         "host_ratio": c.host_ratio,
         "write_policy": c.write_policy if c.host_ratio > 0 else None,
@@ -44,6 +53,7 @@ class Candidate:
     config: Config
     result: Result
     modelled: Modelled
+    unit_tokens: int = 1  # tokens per pool unit (a block trace's block size): the policy config in tokens
 
     @property
     def hit_rate(self) -> float:
@@ -51,7 +61,8 @@ class Candidate:
 
     def label(self) -> str:
         c = self.config
-        pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in c.policy_config)})" if c.policy_config else "")
+        pc = policy_config_tokens(c, self.unit_tokens)
+        pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in pc.items())} tokens)" if pc else "")
         host = f", host {c.host_ratio:g}x {c.write_policy}" if c.host_ratio > 0 else ""
         storage = f", storage {c.storage}" if c.storage else ""
         return f"{pol}, pool {c.pool:,}{host}{storage}"
@@ -59,7 +70,7 @@ class Candidate:
     def to_dict(self) -> dict:
         c = self.config
         return {
-            **config_dict(c),
+            **config_dict(c, self.unit_tokens),
             "predicted_hit_rate": round(self.hit_rate, 6),
             "device_hit_rate": round(self.result.device_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "host_hit_rate": round(self.result.host_hit_tokens / max(self.result.prompt_tokens, 1), 6),
@@ -135,4 +146,7 @@ def run(
     trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
 ) -> list[Candidate]:
     results = sweep(trace, configs, profile, workers)
-    return [Candidate(c, r, model(trace, r, profile, slo)) for c, r in zip(configs, results, strict=True)]
+    return [
+        Candidate(c, r, model(trace, r, profile, slo), trace.unit)
+        for c, r in zip(configs, results, strict=True)
+    ]

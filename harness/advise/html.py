@@ -7,9 +7,11 @@ import math
 from pathlib import Path
 
 from harness.advise.advice import Advice
+from harness.advise.better import ranked
 from harness.advise.breakeven import slower_than_recompute
 from harness.advise.breakeven import table as breakeven_table
-from harness.advise.markdown import CAND_HEAD, candidates_rows, confirmed_row
+from harness.advise.launch_line import SGLANG_VERSION
+from harness.advise.markdown import CAND_HEAD, SHOWN, candidates_rows, confirmed_row
 from harness.report.html_page import CSP, _asset, esc
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 340, 56, 40, 16, 24
@@ -82,6 +84,10 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _code(line: str) -> str:
+    return f"<pre><code>{esc(line)}</code></pre>"
+
+
 def render(a: Advice) -> str:
     r = a.recommendation
     ws = a.working_set
@@ -93,9 +99,18 @@ def render(a: Advice) -> str:
             if s.before is not None and s.after is not None
             else ""
         )
+        + (_code(a.launch(s.after).line()) if s.after is not None else "")
         + "</li>"
         for s in r.steps
     )
+    launch = (
+        f"<p>Launch the recommendation ({esc(r.chosen.label())}) on SGLang {SGLANG_VERSION}:</p>"
+        + _code(a.launch(r.chosen).line())
+    )
+    if r.chosen is not r.baseline:
+        launch += f"<p>Today's configuration ({esc(r.baseline.label())}):</p>" + _code(
+            a.launch(r.baseline).line()
+        )
     notes = "".join(f"<li>{esc(n)}</li>" for n in r.notes + a.notes)
     better = ""
     if r.better is not None:
@@ -103,7 +118,8 @@ def render(a: Advice) -> str:
             "<h3>A better candidate the steps did not take</h3>"
             f"<p><b>{esc(r.better.figures())}</b></p><ul>"
             + "".join(f"<li>{esc(w)}</li>" for w in r.better.why)
-            + "</ul>"
+            + "</ul><p>Its launch line:</p>"
+            + _code(a.launch(r.better.candidate).line())
         )
     blocks = a.unit_tokens > 1
     ws_rows = [[k, f"{v:,}"] + ([f"{v * a.unit_tokens:,}"] if blocks else []) for k, v in ws.within.items()]
@@ -133,15 +149,27 @@ def render(a: Advice) -> str:
             + chart_svg(ra)
             + _table(*replicas_table(ra))
             + (("<h3>Confirmed live behind smg</h3>" + _table(*confirmed_table(ra))) if ra.confirmed else "")
+            + "".join(
+                f"<p>Launch {n} replicas ({lines['replicas']} after the steps, {lines['replicas_per_node']} a "
+                f"node, {lines['nodes']} node(s); each node runs the same worker lines):</p>"
+                + _code("\n".join([*(w["line"] for w in lines["workers"]), lines["router"]["line"]]))
+                for n, lines in ra.launch.items()
+            )
         )
     body = (
         f"<h1>harness advise: {esc(Path(a.input).name)}</h1>"
         f"<p>{a.requests:,} requests, {a.prompt_tokens:,} prompt tokens; {esc(a.card)} ({esc(a.model)})</p>"
-        f"<p><b>{esc(r.headline)}</b></p>"
-        f"<h2>Recommendation</h2><ol>{steps or '<li>no change pays</li>'}</ol>{better}<ul>{notes}</ul>"
+        + (f"<p>{esc(a.node.sentence())}</p>" if a.node is not None else "")
+        + f"<p><b>{esc(r.headline)}</b></p>"
+        f"<h2>Recommendation</h2><ol>{steps or '<li>no change pays</li>'}</ol>{launch}{better}<ul>{notes}</ul>"
         f"<h2>Hit rate by pool (LRU, exact one pass)</h2>{curve_svg(a)}"
         f"<p>Ceiling {a.ceiling:.1%} at {a.knee_pool:,} {esc(a.unit)}.</p>"
         f"<h2>Candidates (exact replay)</h2>{_table(CAND_HEAD, candidates_rows(a))}"
+        f"<p>Their launch lines (SGLang {SGLANG_VERSION}, in tokens):</p><ul>"
+        + "".join(
+            f"<li>{esc(c.label())}: {_code(a.launch(c).line())}</li>" for c in ranked(a.candidates)[:SHOWN]
+        )
+        + "</ul>"
         f"<h2>Working set</h2>{_table(ws_head, ws_rows)}"
         f"<p>One-time prompts {ws.one_time_share:.1%}; {ws.unstable_turns} of {ws.later_turns} later turns not "
         "prefix-stable.</p>"

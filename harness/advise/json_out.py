@@ -29,10 +29,11 @@ def to_dict(a: Advice) -> dict:
         "ceiling": round(a.ceiling, 6),
         "knee_pool": a.knee_pool,
         "working_set": a.working_set.to_dict(),
-        "candidates": [c.to_dict() for c in best_first],
+        "node": None if a.node is None else a.node.to_dict(),
+        "candidates": [c.to_dict() | {"launch": a.launch(c).to_dict()} for c in best_first],
         "breakeven": {tier: [t.to_dict() for t in rows] for tier, rows in a.breakeven.items()},
         "slower_than_recompute": slower_than_recompute(a.breakeven),
-        "recommendation": a.recommendation.to_dict(),
+        "recommendation": _with_launch(a),
         "confirmed": a.confirmed,
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "modelled": {
@@ -43,6 +44,20 @@ def to_dict(a: Advice) -> dict:
         "notes": a.notes,
         **({"replicas": a.replicas.to_dict()} if a.replicas is not None else {}),
     }
+
+
+def _with_launch(a: Advice) -> dict:
+    """The recommendation with the launch line of its configuration, each step's and the better candidate's."""
+    r = a.recommendation
+    d = r.to_dict()
+    d["launch"] = a.launch(r.chosen).to_dict()
+    d["baseline_launch"] = a.launch(r.baseline).to_dict()
+    for s, sd in zip(r.steps, d["steps"], strict=True):
+        if s.after is not None:
+            sd["launch"] = a.launch(s.after).to_dict()
+    if r.better is not None:
+        d["better_candidate"]["launch"] = a.launch(r.better.candidate).to_dict()
+    return d
 
 
 def write_json(a: Advice, path: Path) -> Path:

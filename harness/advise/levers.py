@@ -72,8 +72,7 @@ class Levers:
             return PoolLever(
                 "default",
                 None,
-                f"the card's default pool ({default:,} tokens) holds it: no --max-total-tokens, "
-                "no --mem-fraction-static",
+                f"the card's default pool ({default:,} tokens) holds it: no --mem-fraction-static",
             )
         if chain is None:
             return PoolLever(

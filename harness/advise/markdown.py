@@ -8,13 +8,21 @@ from harness.advise.advice import Advice
 from harness.advise.better import ranked
 from harness.advise.breakeven import slower_than_recompute
 from harness.advise.breakeven import table as breakeven_table
+from harness.advise.launch_line import SGLANG_VERSION
 
 
 def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def candidates_rows(a: Advice, top: int = 15) -> list[list[str]]:
+SHOWN = 15  # candidates shown in the table (and with their launch lines)
+
+
+def _block(line: str) -> list[str]:
+    return ["```sh", line, "```", ""]
+
+
+def candidates_rows(a: Advice, top: int = SHOWN) -> list[list[str]]:
     """The best `top` by the recommendation's own measure (harness.advise.better.measure)."""
     rows = []
     for c in ranked(a.candidates)[:top]:
@@ -67,6 +75,8 @@ def render(a: Advice) -> str:
         f"{a.card} ({a.model}); pools in {u}" + (f" of {a.unit_tokens} tokens" if u == "blocks" else ""),
         "",
     ]
+    if a.node is not None:
+        out += [a.node.sentence()[0].upper() + a.node.sentence()[1:] + ".", ""]
     out += [f"**{r.headline}**", ""]
     if a.load is not None:
         out += [
@@ -83,10 +93,16 @@ def render(a: Advice) -> str:
                     f"{s.before.modelled.ttft_ms['p50']:.1f} → {s.after.modelled.ttft_ms['p50']:.1f} ms, p99 "
                     f"{s.before.modelled.ttft_ms['p99']:.1f} → {s.after.modelled.ttft_ms['p99']:.1f} ms"
                 )
+                out.append(f"   `{a.launch(s.after).line()}`")
     out += [f"- {n}" for n in r.notes]
+    out += ["", f"Launch the recommendation ({r.chosen.label()}) on SGLang {SGLANG_VERSION}:", ""]
+    out += _block(a.launch(r.chosen).line())
+    if r.chosen is not r.baseline:
+        out += [f"Today's configuration ({r.baseline.label()}):", ""] + _block(a.launch(r.baseline).line())
     if r.better is not None:
         out += ["", "### A better candidate the steps did not take", "", f"**{r.better.figures()}**", ""]
         out += [f"- {w}" for w in r.better.why]
+        out += ["", "Its launch line:", ""] + _block(a.launch(r.better.candidate).line())
     out += ["", "## Working set", ""]
     out.append(
         f"Distinct reused prefix live at the peak: {ws.within['1m']:,} {u} within 1 minute, {ws.within['5m']:,} "
@@ -121,6 +137,8 @@ def render(a: Advice) -> str:
         "|" + "---|" * len(CAND_HEAD),
     ]
     out += ["| " + " | ".join(row) + " |" for row in candidates_rows(a)]
+    out += ["", f"Their launch lines (SGLang {SGLANG_VERSION}, in tokens):", ""]
+    out += [f"- {c.label()}: `{a.launch(c).line()}`" for c in ranked(a.candidates)[:SHOWN]]
     out += [
         "",
         "## Break-even per tier (load from the tier vs recompute, ms)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.advise.better import MIN_GAIN, Better, better_candidate
+from harness.advise.better import MIN_GAIN, Better, better_candidate, changed, cost
 from harness.advise.grid import Candidate, config_dict
 from harness.advise.levers import Levers
 from harness.advise.working_set import WorkingSet
@@ -54,7 +54,7 @@ class Recommendation:
         return {
             "hicache": self.hicache,
             "headline": self.headline,
-            **config_dict(c),
+            **config_dict(c, self.chosen.unit_tokens),
             "steps": [s.to_dict() for s in self.steps],
             "notes": self.notes,
             "better_candidate": None if self.better is None else self.better.to_dict(),
@@ -214,6 +214,27 @@ def recommend(
         )
         here = best_pol
     better = better_candidate(cands, here, levers, host_memory_gb)
+    together = _together(here, better, levers) if not any(s.before for s in steps) else None
+    if together is not None and better is not None:
+        after = better.candidate
+        steps.append(
+            Step(
+                together,
+                f"no lever pays alone, together they do: {_pct(here.hit_rate)} -> {_pct(after.hit_rate)} "
+                "with no FP8 KV, no write_back and no slower first token",
+                here,
+                after,
+            )
+        )
+        if after.config.host_ratio > 0 and not hicache:
+            hicache = True
+            headline = (
+                f"HiCache pays with {after.config.policy}: hit rate {_pct(here.hit_rate)} -> "
+                f"{_pct(after.hit_rate)}, modelled TTFT mean {here.modelled.ttft_ms['mean']:.0f} -> "
+                f"{after.modelled.ttft_ms['mean']:.0f} ms"
+            )
+        here = after
+        better = better_candidate(cands, here, levers, host_memory_gb)
     if not steps:
         notes.insert(
             0,
@@ -223,6 +244,31 @@ def recommend(
             "first token)",
         )
     return Recommendation(hicache, headline, here, baseline, steps, notes, better)
+
+
+def _together(here: Candidate, better: Better | None, levers: Levers | None) -> str | None:
+    """When no single step paid: the better candidate as one step, if it pays from here and asks for no FP8
+    KV, no write_back and no storage backend (the costs the steps weigh one at a time); its action."""
+    if better is None or better.candidate.config.storage or cost(better.candidate, here, levers)[0]:
+        return None
+    c = better.candidate
+    if not _pays(here, c):
+        return None
+    parts = []
+    if c.config.pool != here.config.pool:
+        lever = levers.pool_lever(c.config.pool) if levers is not None else None
+        size = levers.size(c.config.pool) if levers is not None else f"{c.config.pool:,}"
+        parts.append(f"device pool {size}" + (f" ({lever.text})" if lever is not None else ""))
+    if c.config.host_ratio != here.config.host_ratio and c.config.host_ratio > 0:
+        host = f"HiCache host tier {c.config.host_ratio:g}x, {c.config.write_policy}"
+        if levers is not None:
+            host += f" (--hicache-ratio {c.config.host_ratio:g}: {levers.host_gb(c.config.pool, c.config.host_ratio):,.1f} GB)"
+        parts.append(host)
+    if (c.config.policy, c.config.policy_config) != (here.config.policy, here.config.policy_config):
+        parts.append(f"eviction policy {c.config.policy}")
+    if not parts or len(changed(c, here)) < 2:
+        return None
+    return "together: " + " and ".join(parts)
 
 
 def _storage_step(

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.advise.node import Node
 from harness.advise.recommend import MIN_GAIN
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
@@ -47,6 +48,7 @@ class Row:
     ttft_ms: dict[str, float]  # mean, p50, p99
     slo_met: float | None
     workers_hit_rate: list[float]
+    config: Config | None = None  # what each replica runs (not in the JSON row: its knobs are above)
 
     def label(self) -> str:
         host = f", host {self.host_ratio:g}x" if self.host_ratio else ""
@@ -54,7 +56,8 @@ class Row:
         return f"{self.replicas} x pool {self.pool:,}{host}{l3}, {self.policy}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"label": self.label()}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
+        return d | {"label": self.label()}
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,18 @@ class ReplicaStep:
     why: str
     rows: tuple[Row, ...]  # the evidence, first the one it starts from, last the one it ends at
     kind: str = "routing"  # routing | l3 | pool
+    taken: bool = False  # the fleet changes to the last row
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Where the steps for one replica count end: how many replicas, each running `config`, routed by
+    `policy`, with one L3 shared by all (`shared_l3`) or none."""
+
+    replicas: int
+    config: Config
+    policy: str
+    shared_l3: bool = False
 
 
 @dataclass
@@ -73,6 +88,8 @@ class ReplicaAdvice:
     notes: list[str] = field(default_factory=list)
     chosen: dict[int, Row] = field(default_factory=dict)  # replicas -> the routing step's row
     confirmed: list[dict[str, Any]] = field(default_factory=list)  # --confirm: predicted vs measured
+    fleets: dict[int, Fleet] = field(default_factory=dict)  # replicas asked -> the fleet the steps end at
+    launch: dict[int, dict[str, Any]] = field(default_factory=dict)  # replicas asked -> its launch lines
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +100,7 @@ class ReplicaAdvice:
             ],
             "rows": [r.to_dict() for r in self.rows],
             "notes": self.notes,
+            "router_launch": {str(n): v for n, v in self.launch.items()},
         }
 
 
@@ -120,6 +138,7 @@ def _row(
         },
         None if slo_ms is None else avg([r.slo_met(slo_ms) for r in runs]),
         sorted((avg([r.workers[i].hit_rate for r in runs]) for i in range(n)), reverse=True),
+        cfg,
     )
 
 
@@ -138,8 +157,10 @@ def advise_replicas(
     profile: CardProfile,
     slo_ms: float | None = None,
     seeds: int = 5,
+    node: Node | None = None,
 ) -> ReplicaAdvice:
-    """The three steps for each replica count (2 or more) on the configuration advise chose."""
+    """The three steps for each replica count (2 or more) on the configuration advise chose; with `node`, no
+    step gives a replica's host tier more than its share of the node's host memory."""
     if not replicas or any(n < 1 or n > 64 for n in replicas):
         raise HarnessError(f"--replicas: {','.join(map(str, replicas))}: each must be within 1..64")
     base = dataclasses.replace(chosen, storage="")
@@ -177,10 +198,29 @@ def advise_replicas(
                 f"{_p(rr.hit_rate)}) but its load skew ({r.load_skew:.2f}x) makes the mean TTFT worse "
                 f"({r.ttft_ms['mean']:.0f} vs {rr.ttft_ms['mean']:.0f} ms)"
             )
-        out.steps.append(_l3_step(trace, base, n, pick.policy, profile, slo_ms, seeds, out))
+        fleet = Fleet(n, base, pick.policy)
+        l3 = _l3_step(trace, base, n, pick.policy, profile, slo_ms, seeds, out, _share(node, n))
+        out.steps.append(l3)
+        if l3.taken:
+            fleet = Fleet(n, l3.rows[-1].config or base, pick.policy, True)
         if n % 2 == 0:
-            out.steps.append(_bigger_step(trace, base, n, pick, profile, slo_ms, seeds, out))
+            big = _bigger_step(trace, base, n, pick, profile, slo_ms, seeds, out, _share(node, n // 2))
+            out.steps.append(big)
+            if big.taken and not fleet.shared_l3:
+                fleet = Fleet(n // 2, big.rows[-1].config or base, pick.policy)
+        out.fleets[n] = fleet
     return out
+
+
+def _share(node: Node | None, n: int) -> float | None:
+    """One replica's host memory when n replicas run, as many per node as the node takes."""
+    if node is None or node.host_memory_gb is None:
+        return None
+    return node.host_memory_gb / max(1, min(n, node.per_node))
+
+
+def _host_gb(cfg: Config, trace: Trace, profile: CardProfile) -> float:
+    return cfg.host_ratio * cfg.pool * trace.unit * profile.kv_bytes_per_token / 1e9
 
 
 def _l3_step(
@@ -192,9 +232,19 @@ def _l3_step(
     slo_ms: float | None,
     seeds: int,
     out: ReplicaAdvice,
+    share_gb: float | None = None,
 ) -> ReplicaStep:
     """Each replica's own host tier, its own L3, one L3 shared by all."""
     host = base if base.host_ratio > 0 else dataclasses.replace(base, host_ratio=2.0)
+    need = _host_gb(host, trace, profile)
+    if share_gb is not None and need > share_gb * 1.000001:
+        return ReplicaStep(
+            f"{n} replicas: no shared L3 (its host tier does not fit)",
+            f"the L3 sits behind a {host.host_ratio:g}x host tier: {need:,.1f} GB a replica, more than its "
+            f"{share_gb:g} GB share of the node's host memory",
+            (),
+            "l3",
+        )
     l3 = dataclasses.replace(host, storage=L3_BACKEND)
     own_host = _row(trace, host, n, policy, False, profile, slo_ms, seeds)
     own_l3 = _row(trace, l3, n, policy, False, profile, slo_ms, seeds)
@@ -208,9 +258,13 @@ def _l3_step(
         why += "; the L3 sits behind a host tier, so this step compares with a 2x host tier"
     if _pays(own_host, shared) and shared.hit_rate - own_l3.hit_rate >= MIN_GAIN:
         return ReplicaStep(
-            f"{n} replicas: share one {L3_BACKEND} L3 across the replicas", why, (own_host, shared)
+            f"{n} replicas: share one {L3_BACKEND} L3 across the replicas",
+            why,
+            (own_host, shared),
+            "l3",
+            True,
         )
-    return ReplicaStep(f"{n} replicas: no shared L3 (it does not pay here)", why, (own_host, shared))
+    return ReplicaStep(f"{n} replicas: no shared L3 (it does not pay here)", why, (own_host, shared), "l3")
 
 
 def _bigger_step(
@@ -222,18 +276,20 @@ def _bigger_step(
     slo_ms: float | None,
     seeds: int,
     out: ReplicaAdvice,
+    share_gb: float | None = None,
 ) -> ReplicaStep:
     """n replicas at the pool against n/2 at twice the pool: the same memory."""
-    half = _row(
-        trace,
-        dataclasses.replace(base, pool=base.pool * 2),
-        n // 2,
-        current.policy,
-        False,
-        profile,
-        slo_ms,
-        seeds,
-    )
+    bigger = dataclasses.replace(base, pool=base.pool * 2)
+    need = _host_gb(bigger, trace, profile)
+    if share_gb is not None and need > share_gb * 1.000001:
+        return ReplicaStep(
+            f"keep {n} replicas ({n // 2} with twice the pool would not fit the host memory)",
+            f"{n // 2} x pool {bigger.pool:,} with a {bigger.host_ratio:g}x host tier takes {need:,.1f} GB a "
+            f"replica, more than its {share_gb:g} GB share of the node's host memory",
+            (current,),
+            "pool",
+        )
+    half = _row(trace, bigger, n // 2, current.policy, False, profile, slo_ms, seeds)
     out.rows.append(half)
     why = (
         f"{n} x pool {base.pool:,}: {_p(current.hit_rate)}, TTFT mean {current.ttft_ms['mean']:.0f} ms; "
@@ -241,7 +297,7 @@ def _bigger_step(
     )
     if _pays(current, half):
         return ReplicaStep(
-            f"{n // 2} replicas with twice the pool instead of {n}", why, (current, half), "pool"
+            f"{n // 2} replicas with twice the pool instead of {n}", why, (current, half), "pool", True
         )
     return ReplicaStep(f"keep {n} replicas (fewer, larger replicas do not pay)", why, (current, half), "pool")
 
@@ -290,6 +346,10 @@ def markdown(ra: ReplicaAdvice) -> list[str]:
     head, rows = table(ra)
     out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
+    for n, lines in ra.launch.items():
+        out += ["", f"Launch {n} replicas ({lines['replicas']} after the steps, {lines['replicas_per_node']} a node, "
+                f"{lines['nodes']} node{'s' if lines['nodes'] > 1 else ''}; each node runs the same worker lines):", ""]  # fmt: skip
+        out += ["```sh", *[w["line"] for w in lines["workers"]], lines["router"]["line"], "```"]
     if ra.confirmed:
         h, body = confirmed_table(ra)
         out += ["", "### Confirmed live behind smg", "", "| " + " | ".join(h) + " |", "|" + "---|" * len(h)]

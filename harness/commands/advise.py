@@ -40,7 +40,25 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=None,
         help="current device pool (tokens; blocks for block traces; default: the card's)",
     )
-    p.add_argument("--host-memory", type=float, default=None, help="host memory for HiCache, GB")
+    p.add_argument(
+        "--host-memory",
+        type=float,
+        default=None,
+        help="host memory of one node for HiCache, GB; its replicas share it (default: this machine's when it "
+        "has the card's GPU, else the card's typical host)",
+    )
+    p.add_argument(
+        "--replicas-per-node",
+        type=int,
+        default=None,
+        help="replicas sharing one node's host memory and GPUs (default: all of them, as far as the GPUs go)",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="GPUs a node has, one per replica (default: this machine's when it has the card's GPU, else 8)",
+    )
     p.add_argument("--slo", default=None, help="ttft_ms=N,tpot_ms=M: goodput against this SLO")
     p.add_argument("--curve-at", default="", help="pool sizes the curve must include exactly, comma list")
     p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
@@ -140,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.advise.json_out import to_dict, write_json
     from harness.advise.markdown import render, write_markdown
 
+    args.card = args.card.lower()  # card names are case-insensitive (--card H100)
+    replicas = _ints("--replicas", args.replicas) if args.replicas else ()
+    if args.replicas is not None and (not replicas or any(not 1 <= n <= 64 for n in replicas)):
+        raise HarnessError(f"--replicas: {args.replicas!r}: expected replica counts within 1..64, comma list")
     launch = Launch(
         k=args.confirm,
         server_kind=args.server_kind,
@@ -158,11 +180,11 @@ def run(args: argparse.Namespace) -> int:
         curve_at=_ints("--curve-at", args.curve_at),
         workers=args.workers,
         block_size=args.block_size,
+        replicas=max(replicas, default=1),
+        replicas_per_node=args.replicas_per_node,
+        gpus_per_node=args.gpus_per_node,
     )
     profile = check(args.inputs, opts)
-    replicas = _ints("--replicas", args.replicas) if args.replicas else ()
-    if args.replicas is not None and (not replicas or any(not 1 <= n <= 64 for n in replicas)):
-        raise HarnessError(f"--replicas: {args.replicas!r}: expected replica counts within 1..64, comma list")
     check_confirm(args.inputs, launch)
     from harness.advise.load import check_load
 
@@ -180,7 +202,10 @@ def run(args: argparse.Namespace) -> int:
             from harness.advise.replicas import advise_replicas
 
             slo_ms = opts.slo.ttft_ms if opts.slo is not None else None
-            a.replicas = advise_replicas(trace, a.recommendation.chosen.config, replicas, profile, slo_ms)
+            a.replicas = advise_replicas(
+                trace, a.recommendation.chosen.config, replicas, profile, slo_ms, node=a.node
+            )
+            a.fill_fleet_launch()
         from harness.advise.load import load_of, shown_at_load
 
         a.load = load_of(trace, args.speedup, args.concurrency, args.rate)

@@ -93,6 +93,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+DRY_RUN_MODEL = "MODEL_PATH"
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.capture.redact import spec_redactor
     from harness.servers.kind import choose_kind
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.telemetry_interval_s > 0:
         raise HarnessError(f"--telemetry-interval-s {args.telemetry_interval_s}: must be > 0")
-    kind, why = choose_kind(args.server_kind, args.sglang_python)
+    kind, why = choose_kind(args.server_kind, args.sglang_python, dry_run=args.dry_run)
     sglang_python = args.sglang_python
     if kind == "sglang-cpu":
         from harness.servers.kind import sglang_cpu_python
@@ -130,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     if args.time_scale is not None and args.time_scale <= 0:
         raise HarnessError(f"--time-scale: expected a positive number, got {args.time_scale}")
     specs = plan.load_specs([Path(f) for f in args.spec] if args.spec else suite_files(args.suite))
+    model = args.model
+    if model is None and args.dry_run and kind == "sglang":  # a preview needs no model: a placeholder
+        model = DRY_RUN_MODEL
+        print(f"no --model: the launch lines show {DRY_RUN_MODEL} where the model to load goes", flush=True)
     specs = [options.with_workers(s, args.workers) for s in specs]
     opts = plan.BenchOptions(
         node=args.node,
@@ -138,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         server_kind=kind,
         kind_reason=why,
         sglang_python=sglang_python,
-        model=args.model,
+        model=model,
         only=list(args.only),
         servers=list(args.server),
         retries=args.retries,

@@ -9,9 +9,12 @@ from harness.spec.engines import ENGINE_LAUNCHES, engine_of
 OTHER_ENGINES: tuple[str, ...] = tuple(n for n in ENGINE_LAUNCHES if n != "sglang")
 SERVER_KINDS: tuple[str, ...] = ("auto", "sglang", "sglang-cpu", *OTHER_ENGINES)
 
+SGLANG_CHECKED = "0.5.23"  # the SGLang version the harness is checked against (README's GPU steps)
 
-def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, str]:
-    """(kind, why) for `launch: sglang` profiles; requested is one of SERVER_KINDS."""
+
+def choose_kind(requested: str, sglang_python: str | None = None, dry_run: bool = False) -> tuple[str, str]:
+    """(kind, why) for `launch: sglang` profiles; requested is one of SERVER_KINDS. A dry run of
+    --server-kind sglang plans without SGLang installed (it only prints the launch lines) and says so."""
     if requested == "sglang-cpu":
         return "sglang-cpu", _sglang_cpu_why(sglang_python)
     engine = engine_of(requested)
@@ -23,6 +26,11 @@ def choose_kind(requested: str, sglang_python: str | None = None) -> tuple[str, 
         _sglang_importable() if requested == "sglang" or gpu_line[0] else (False, "not checked")
     )
     if requested == "sglang":
+        if not sglang_ok and dry_run:
+            return "sglang", (
+                f"asked for with --server-kind sglang; SGLang is missing here ({sglang_why}): install "
+                f"sglang=={SGLANG_CHECKED} before a real run"
+            )
         if not sglang_ok:
             raise HarnessError(
                 f"--server-kind sglang: {sglang_why} (pip install sglang, or use --server-kind sim)"

@@ -302,6 +302,7 @@ def resolve_profile(
 
     `sm_clock_mhz` is the SM clock of both prefill and decode (default: the card's typical sustained
     clock); `prefill_sm_clock_mhz` / `decode_sm_clock_mhz` set one of them apart."""
+    card = card.lower()  # card names are case-insensitive: --card H100
     if card in LEGACY:
         return LEGACY[card]
     name = ALIASES.get(card, card)

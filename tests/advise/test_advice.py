@@ -44,7 +44,9 @@ def test_thirty_two_prompts_outgrow_the_pool_so_hicache_pays(tmp_path):
     r = a.recommendation
     assert r.hicache
     m = re.fullmatch(
-        r"HiCache pays: hit rate ([\d.]+)% -> ([\d.]+)%, modelled TTFT mean (\d+) -> (\d+) ms", r.headline
+        r"HiCache pays: hit rate ([\d.]+)% -> ([\d.]+)%, modelled TTFT mean (\d+) -> (\d+) ms"
+        r" \[host memory: [\d.]+ GB a node, from [^\]]+\]",
+        r.headline,
     )
     assert m, r.headline
     x, y, ttft_a, ttft_b = (float(g) for g in m.groups())
