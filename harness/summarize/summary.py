@@ -35,6 +35,7 @@ from harness.summarize.figures import (
 )
 from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
+from harness.summarize.anatomy import median_anatomy, seed_anatomy
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, ServerCapture, read_captures
 from harness.summarize.replicas import merged_slices, replica_figures, replicas_median, worker_slices
@@ -270,6 +271,7 @@ def _summarize_point(
             fig.update(replica_figures(sc, srv, per_worker or {}))
         hit_rate_agreement(fig)
         fig.update(tier_figures(fig, sc, exp.servers[server].info))
+        fig.update(seed_anatomy(sc, exp.servers[server].info, fig))  # issue 48: the miss anatomy
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None
@@ -296,6 +298,7 @@ def _summarize_point(
     used = figs_ok or figs_all
     median, spread = merge_seeds(used)
     replicas_median(median, used)
+    median_anatomy(median, used, seeds, exp.servers[server].info, len(exp.servers[server].workers) or 1)
     first_status = next((sc.point.get("telemetry_status") for sc in seeds if sc.point), None)
     out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
     all_requests = [r for sc in seeds for r in sc.requests]
