@@ -248,3 +248,20 @@ def replay_lever(sc: SeedCapture, econf: Any, info: Any, evicted: int) -> Lever:
         hit_rate=more.hit_rate,
         base_hit_rate=base.hit_rate,
     )
+
+
+def replayed_sent(trace: Any, cached: Sequence[int], worker_of: Sequence[int] | None = None) -> list[Sent]:
+    """A one-request-at-a-time what-if replay's requests as `Sent` (each done before the next is sent)."""
+    return [
+        Sent(
+            key=r.key,
+            answer=r.output_key,
+            worker=worker_of[i] if worker_of is not None else 0,
+            sent=float(i),
+            prefilled=i + 0.5,
+            done=i + 0.5,
+            cached=c,
+            prompt_tokens=r.tokens,
+        )
+        for i, (r, c) in enumerate(zip(trace.requests, cached, strict=True))
+    ]
