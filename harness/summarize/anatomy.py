@@ -52,7 +52,9 @@ class _Node:
         self.avail: dict[int, float] = {}  # worker -> earliest time this prefix was in its cache
 
 
-def classify(requests: Sequence[Sent], page_size: int = 1) -> tuple[dict[str, int], dict[int, dict[str, int]]]:
+def classify(
+    requests: Sequence[Sent], page_size: int = 1
+) -> tuple[dict[str, int], dict[int, dict[str, int]]]:
     """Token counts per class over the counted requests, in total and per worker (requests in send order)."""
     root = _Node()
     page = max(1, page_size)

@@ -19,6 +19,7 @@ import numpy as np
 from harness import __version__, capture, metrics, serverlog, verdicts
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
+from harness.summarize.anatomy import median_anatomy, seed_anatomy
 from harness.summarize.capacity import server_search
 from harness.summarize.figures import (
     clock_series,
@@ -35,7 +36,6 @@ from harness.summarize.figures import (
 )
 from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
-from harness.summarize.anatomy import median_anatomy, seed_anatomy
 from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, ServerCapture, read_captures
 from harness.summarize.replicas import merged_slices, replica_figures, replicas_median, worker_slices

@@ -35,7 +35,9 @@ class Anatomy(Record):
     """Prompt tokens of the ok requests by what became of them; the classes sum to `prompt_tokens`."""
 
     prompt_tokens: StrictInt = 0
-    hit: StrictInt = Field(0, description="tokens the server reported cached (usage): the hit rate's numerator")
+    hit: StrictInt = Field(
+        0, description="tokens the server reported cached (usage): the hit rate's numerator"
+    )
     first_seen: StrictInt = Field(
         0,
         description="no earlier request of the point had that prefix anywhere (with the last prompt token "
@@ -72,13 +74,16 @@ class MissAnatomy(Anatomy):
     """A point x seed's anatomy (the median: the seed at the median hit rate, so it still sums exactly)."""
 
     evicted_from: StrictStr = Field(
-        "device", description="the deepest tier configured, which `evicted` tokens fell out of: device, host, storage"
+        "device",
+        description="the deepest tier configured, which `evicted` tokens fell out of: device, host, storage",
     )
     hit_tiers: dict[str, StrictInt] | None = Field(
         None,
         description="`hit` split by tier (device, host, storage) where the server's usage or counters split it",
     )
-    hit_tiers_source: StrictStr | None = Field(None, description="`usage` or `counters`: where `hit_tiers` came from")
+    hit_tiers_source: StrictStr | None = Field(
+        None, description="`usage` or `counters`: where `hit_tiers` came from"
+    )
     workers: dict[str, Anatomy] = Field(
         default_factory=dict, description="behind a gateway: each worker's own anatomy (`{w0: …}`)"
     )

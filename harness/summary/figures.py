@@ -172,7 +172,9 @@ class Figures(Record):
         description="Σ usage cached tokens (null when no request reported; a null among reported values counts 0, as SGLang reports null for zero)",
     )
     hit_rate_usage: Num | None = Field(None, description="Σ cached / Σ prompt tokens of ok requests")
-    miss_anatomy: MissAnatomy | None = Field(None, description="prompt tokens by what became of them ([miss-anatomy.md](miss-anatomy.md))")
+    miss_anatomy: MissAnatomy | None = Field(
+        None, description="prompt tokens by what became of them ([miss-anatomy.md](miss-anatomy.md))"
+    )
     hit_rate_timings: Num | None = Field(
         None,
         description="Σ `timings.cache_n` / Σ (`cache_n` + `prompt_n`) over ok requests whose llama.cpp `server_timings` give both; null when none does",

@@ -28,20 +28,33 @@ def _trace(tmp_path: Path, wl: dict) -> Trace:
 
 
 def _shared(tmp_path: Path) -> Trace:
-    return _trace(tmp_path, shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16))
+    return _trace(
+        tmp_path, shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16)
+    )
 
 
 def test_hand_made_requests_land_in_each_class() -> None:
     a, b, c = (1, 2, 3, 4, 5, 6, 7, 8), (1, 2, 3, 4, 9, 9, 9, 9), (1, 2, 3, 4, 5, 6, 7, 8, 10)
     reqs = [
-        Sent(a, (), 0, sent=0.0, prefilled=1.0, done=1.0, cached=0, prompt_tokens=8),  # 7 first seen (+1 last)
+        Sent(
+            a, (), 0, sent=0.0, prefilled=1.0, done=1.0, cached=0, prompt_tokens=8
+        ),  # 7 first seen (+1 last)
         Sent(b, (), 0, sent=0.5, prefilled=2.0, done=2.0, cached=0, prompt_tokens=8),  # 4 in flight on w0
-        Sent(a, (), 1, sent=3.0, prefilled=4.0, done=4.0, cached=0, prompt_tokens=8),  # 7 held by w0: elsewhere
+        Sent(
+            a, (), 1, sent=3.0, prefilled=4.0, done=4.0, cached=0, prompt_tokens=8
+        ),  # 7 held by w0: elsewhere
         Sent(c, (), 0, sent=5.0, prefilled=6.0, done=6.0, cached=2, prompt_tokens=9),  # 2 hit, 6 evicted
     ]
     total, per = classify(reqs)
     _sums(total)
-    assert per[1] == {"prompt_tokens": 8, "hit": 0, "first_seen": 1, "evicted": 0, "elsewhere": 7, "in_flight": 0}
+    assert per[1] == {
+        "prompt_tokens": 8,
+        "hit": 0,
+        "first_seen": 1,
+        "evicted": 0,
+        "elsewhere": 7,
+        "in_flight": 0,
+    }
     assert per[0]["evicted"] == 6 and per[0]["hit"] == 2
     assert per[0]["in_flight"] == 4
     assert total["first_seen"] == 8 + 4 + 1 + 1  # a's 7 and last token, b's other 4, a's and c's last tokens
@@ -83,7 +96,8 @@ def test_round_robin_loses_tokens_elsewhere_and_cache_aware_fewer(tmp_path: Path
 
 def test_multi_turn_at_a_pool_too_small_for_returning_sessions_is_mostly_evicted(tmp_path: Path) -> None:
     trace = _trace(
-        tmp_path, multi_turn(sessions=8, turns=5, system_prompt_tokens=64, question_tokens=64, answer_tokens=32)
+        tmp_path,
+        multi_turn(sessions=8, turns=5, system_prompt_tokens=64, question_tokens=64, answer_tokens=32),
     )
     res = replay_sequential(trace, Config("lru", 600))
     total, _ = classify(replayed_sent(trace, res.cached_per_request))
