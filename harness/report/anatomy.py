@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.report.common import server_policy, server_pool
-from harness.report.wording import join_words
 from harness.summary import Point, Server
 from harness.summary.anatomy import CLASSES, MISSES, WORDS, MissAnatomy
 
@@ -34,11 +33,11 @@ def point_anatomy(p: Point) -> MissAnatomy | None:
     return MissAnatomy.model_validate(a) if isinstance(a, dict) else None
 
 
-def _label(name: str, entry: Server | None) -> str:
-    """A server as its lever reads: its routing policy behind a gateway, else its eviction policy and pool."""
+def _group(name: str, entry: Server | None) -> str:
+    """The lever's unit: a routing policy (and replica count) behind a gateway, else the server."""
     reps = entry.replicas if entry is not None else None
     if isinstance(reps, dict) and reps.get("policy"):
-        return f"`{name}` ({reps.get('replicas')}x, {reps.get('policy')})"
+        return f"{reps.get('policy')} x{reps.get('replicas')}"
     return f"`{name}` ({server_policy(entry)}, pool {server_pool(entry)})"
 
 
@@ -47,55 +46,70 @@ def _total(anats: list[MissAnatomy]) -> dict[str, int]:
 
 
 def _lever(cls: str, anats: list[MissAnatomy]) -> str:
-    """The lever for a class, with the what-if replay's share where one was replayed."""
+    """The lever for a class, with the what-if replay's share where one was replayed (the change replayed
+    for the most evicted tokens, over the points that replayed it)."""
     if cls == "evicted":
         replayed = [a for a in anats if a.lever is not None and a.evicted]
         if replayed:
-            ev = sum(a.evicted for a in replayed)
-            held = sum(a.lever.held_share * a.evicted for a in replayed if a.lever) / ev
+            change = max(replayed, key=lambda a: a.evicted).lever
+            same = [a for a in replayed if a.lever and change and a.lever.change == change.change]
+            ev = sum(a.evicted for a in same)
+            held = sum(a.lever.held_share * a.evicted for a in same if a.lever) / ev
             return (
-                f"{replayed[0].lever.change if replayed[0].lever else ''} would have held {held:.0%} of them"
+                f"{change.change if change else ''} would have held {held:.0%} of them, by the what-if replay"
             )
         return "a bigger pool or a host tier is the lever"
     return {
         "elsewhere": "a router that sends a prefix where it is held (cache_aware) or a shared L3 is the lever",
         "in_flight": "fewer requests in flight is the lever",
-        "first_seen": "no cache catches them: the workload's own reuse is the ceiling",
+        "first_seen": "no cache catches them",
     }[cls]
 
 
+def _catchable(t: dict[str, int]) -> str | None:
+    """The largest class a cache could have caught (not first seen), None when there is none."""
+    best = max(("evicted", "elsewhere", "in_flight"), key=lambda c: t[c])
+    return best if t[best] > 0 else None
+
+
 def anatomy_findings(points: list[Point], servers: dict[str, Server]) -> list[str]:
-    """The experiment's dominant miss class and its lever; then each server's, when there are several."""
-    by_server: dict[str, list[MissAnatomy]] = {}
+    """The experiment's dominant miss class and its lever; then each eviction or routing policy's."""
+    groups: dict[str, list[MissAnatomy]] = {}
     for p in points:
         a = point_anatomy(p)
         if a is not None:
-            by_server.setdefault(p.server, []).append(a)
-    every = [a for v in by_server.values() for a in v]
+            groups.setdefault(_group(p.server, servers.get(p.server)), []).append(a)
+    every = [a for v in groups.values() for a in v]
     tot = _total(every)
     misses = tot["prompt_tokens"] - tot["hit"]
     if not every or misses <= 0:
         return []
     dom = max(MISSES, key=lambda c: tot[c])
-    out = [f"{tot[dom] / misses:.0%} of the misses were {WORDS[dom]}; {_lever(dom, every)}."]
-    if len(by_server) < 2:
+    head = f"{tot[dom] / misses:.0%} of the misses were {WORDS[dom]}; {_lever(dom, every)}"
+    rest = _catchable(tot) if dom == "first_seen" else None
+    if rest is not None:
+        head += (
+            f"; of the rest, {tot[rest] / (misses - tot[dom]):.0%} were {SHORT[rest]}: {_lever(rest, every)}"
+        )
+    out = [head + "."]
+    if len(groups) < 2:
         return out
     parts = []
-    for name in sorted(by_server):
-        t = _total(by_server[name])
+    for name in sorted(groups):
+        t = _total(groups[name])
         m = t["prompt_tokens"] - t["hit"]
-        if m <= 0:
-            parts.append(f"{_label(name, servers.get(name))} missed nothing")
+        c = _catchable(t)
+        if m <= 0 or c is None:
+            parts.append(f"{name} lost nothing a cache could catch")
             continue
-        d = max(MISSES, key=lambda c: t[c])
-        extra = f": {_lever(d, by_server[name])}" if d == "evicted" and d == dom else ""
-        lost = (
-            f", {t['elsewhere'] / t['prompt_tokens']:.0%} of its prompt tokens lost to routing"
-            if t["elsewhere"]
+        lever = f" ({_lever(c, groups[name])})" if c == "evicted" and groups[name][0].lever else ""
+        routed = (
+            f", {t['elsewhere'] / t['prompt_tokens']:.0%} held elsewhere"
+            if c != "elsewhere" and t["elsewhere"] >= 0.005 * t["prompt_tokens"]
             else ""
         )
-        parts.append(f"{_label(name, servers.get(name))} {t[d] / m:.0%} {SHORT[d]}{lost}{extra}")
-    out.append(f"Misses by server: {join_words(parts[:6])}.")
+        parts.append(f"{name} {t[c] / t['prompt_tokens']:.0%} of its prompt tokens {SHORT[c]}{routed}{lever}")
+    out.append(f"Catchable misses: {'; '.join(parts[:8])}.")
     return out
 
 

@@ -15,7 +15,7 @@ from harness.summary.record import Num, Record
 CLASSES = ("hit", "first_seen", "evicted", "elsewhere", "in_flight")
 MISSES = CLASSES[1:]
 WORDS = {  # a class in a sentence: "58 % of the misses were <words>"
-    "first_seen": "first-seen prefixes (no earlier request had them: no cache catches them)",
+    "first_seen": "first-seen prefixes (no earlier request had them)",
     "evicted": "evicted prefixes (the server had held them)",
     "elsewhere": "prefixes held by another worker (the routing lost them)",
     "in_flight": "prefixes still in flight in an earlier request (concurrency lost them)",
