@@ -186,3 +186,19 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
         "pkg/m.py:3: reference/real.md",
         "pkg/m.py:4: shared/reference/sglang.md",
     ]
+
+
+def test_the_quoted_verdict_line_is_the_samples_own() -> None:
+    """README and reading-results quote the committed sample's verdict line between markers that
+    `make docs` (scripts/docs_sample.py) rewrites, so the example cannot go stale."""
+    import json
+
+    line = json.loads((ROOT / "docs" / "sample" / "cpu-sim.json").read_text(encoding="utf-8"))["verdict"][
+        "line"
+    ]
+    for rel in ("README.md", "docs/reading-results.md"):
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        quoted = re.findall(r"<!-- verdict:begin -->`([^`]*)`<!-- verdict:end -->", text)
+        assert quoted == [line], (
+            f"{rel}: run `make docs` (scripts/docs_sample.py rewrites the verdict example)"
+        )
