@@ -128,7 +128,7 @@ def _draw(points: list[Point], out: Path | BinaryIO, title: str) -> bool:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(rows) + 2), 4.2))
-    labels = [f"{p.server}\n{p.point_key}" for p, _ in rows]
+    labels = [p.server if p.point_key == "default" else f"{p.server}\n{p.point_key}" for p, _ in rows]
     bottom = [0.0] * len(rows)
     for cls in CLASSES:
         vals = [100.0 * a.tokens(cls) / a.prompt_tokens for _, a in rows]
