@@ -27,6 +27,11 @@ from harness.summary import parse_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- sample:begin -->", "<!-- sample:end -->"
+VERDICT_BEGIN, VERDICT_END = "<!-- verdict:begin -->", "<!-- verdict:end -->"
+VERDICT_PAGES = (
+    "README.md",
+    "docs/reading-results.md",
+)  # quote the sample's verdict line between those markers
 
 
 def _seed_values(p: dict[str, Any], get: Any) -> list[float]:
@@ -225,6 +230,26 @@ def replace_section(doc: str, text: str, name: str = "docs/sample.md") -> str:
     return f"{head}{BEGIN}\n{text}{END}{tail}"
 
 
+def verdict_block(line: str) -> str:
+    """The sample's verdict line as the pages quote it (a code span)."""
+    return f"{VERDICT_BEGIN}`{line}`{VERDICT_END}"
+
+
+def rewrite_verdicts(line: str, root: Path = ROOT) -> list[Path]:
+    """Every page's quoted verdict line, replaced by the sample's own, so the example cannot go stale."""
+    out = []
+    for rel in VERDICT_PAGES:
+        page = root / rel
+        doc = page.read_text(encoding="utf-8")
+        if VERDICT_BEGIN not in doc or VERDICT_END not in doc:
+            raise HarnessError(f"{page}: markers {VERDICT_BEGIN} / {VERDICT_END} not found")
+        head, rest = doc.split(VERDICT_BEGIN, 1)
+        _, tail = rest.split(VERDICT_END, 1)
+        page.write_text(head + verdict_block(line) + tail, encoding="utf-8")
+        out.append(page)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="docs_sample.py", description=__doc__.splitlines()[0])
     ap.add_argument("summary", type=Path, help="summaries/<node>.json of the default suite")
@@ -251,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         args.doc.write_text(
             replace_section(doc, section(summary, repeat, rel, args.out), str(args.doc)), encoding="utf-8"
         )
+        verdict = summary.get("verdict") or {}
+        if isinstance(verdict, dict) and verdict.get("line"):
+            rewrite_verdicts(str(verdict["line"]))
     except HarnessError as e:
         print(f"docs_sample: error: {e}", file=sys.stderr)
         return 2

@@ -215,3 +215,19 @@ def test_every_path_architecture_md_names_exists() -> None:
     assert len(tree) > 100  # the tree was read, not skipped
     gone = sorted({p for p in [*tree, *quoted] if not (ROOT / p.rstrip("/")).exists()})
     assert not gone, f"docs/architecture.md names paths that do not exist: {gone}"
+
+
+def test_the_quoted_verdict_line_is_the_samples_own() -> None:
+    """README and reading-results quote the committed sample's verdict line between markers that
+    `make docs` (scripts/docs_sample.py) rewrites, so the example cannot go stale."""
+    import json
+
+    line = json.loads((ROOT / "docs" / "sample" / "cpu-sim.json").read_text(encoding="utf-8"))["verdict"][
+        "line"
+    ]
+    for rel in ("README.md", "docs/reading-results.md"):
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        quoted = re.findall(r"<!-- verdict:begin -->`([^`]*)`<!-- verdict:end -->", text)
+        assert quoted == [line], (
+            f"{rel}: run `make docs` (scripts/docs_sample.py rewrites the verdict example)"
+        )

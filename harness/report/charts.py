@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
+from harness.report.anatomy import anatomy_chart
 from harness.report.common import (  # noqa: E402
     as_points,
     server_card,
@@ -269,6 +270,7 @@ def draw_all(summary: Any, out: Path, stem: str) -> dict[str, list[Path]]:
             hit_rate_per_turn(summary, exp, pts, Path(f"{base}-hit-rate-per-turn.png")),
             sm_clock(summary, exp, pts, Path(f"{base}-sm-clock.png")),
             workers(summary, exp, pts, Path(f"{base}-workers.png")),
+            anatomy_chart(pts, Path(f"{base}-miss-anatomy.png"), f"{exp}: prompt tokens by miss class"),
         ]
         result[exp] = [m for m in made if m is not None]
     return result

@@ -302,16 +302,18 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     first = capacity_findings(srvs)  # a capacity search's result: the question that experiment asked
     if first:
         return first
+    from harness.report.anatomy import anatomy_findings
     from harness.report.replicas_findings import replicas_findings
 
+    why = anatomy_findings(pts, srvs)  # the dominant miss class and its lever open the experiment
     routed = replicas_findings(pts, srvs)  # replicas behind a gateway: which routing kept the hits
     if routed:
-        return routed
+        return why + routed
     if kind == "ab":
-        return ab_findings(pts, srvs)
+        return why + ab_findings(pts, srvs)
     if kind == "policy":
-        return policy_findings(pts, srvs) or hit_findings(pts, srvs)
-    return hit_findings(pts, srvs)
+        return why + (policy_findings(pts, srvs) or hit_findings(pts, srvs))
+    return why + hit_findings(pts, srvs)
 
 
 def findings(s: Summary) -> dict[str, list[str]]:

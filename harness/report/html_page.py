@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import __version__
 from harness.capture.redact import Redactor, collect_secrets, env_secrets
+from harness.report.anatomy import anatomy_img
 from harness.report.capacity import capacity_tables
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.classes import traffic_tables
@@ -386,7 +387,7 @@ def render(summary: Any) -> str:
         parts.append(scale_note(pts, entry.servers))
         charts = experiment_charts(exp, [(node, pts)])
         all_charts += charts
-        parts.append("<h3>Charts</h3>" + chart_figures(charts) + clock_note(pts))
+        parts.append("<h3>Charts</h3>" + chart_figures(charts) + anatomy_img(pts, exp) + clock_note(pts))
         parts.append(pairs_table(exp, summary.pairs))
         for t in tables[1:]:
             parts.append(table_html(t))

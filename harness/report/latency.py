@@ -68,6 +68,14 @@ def latency_table(points: Iterable[Point | Mapping[str, Any]]) -> list[str]:
         ("client late p99 ms", ("client_late_s", "p99"), 1000.0, ".2f"),
     ]
     pts = sorted(as_points(points), key=point_order)
+    if any(_get(p.median, ("modelled", "ttft_ms", "p50")) is not None for p in pts):
+        # a sim: the card's modelled latency leads; the wall clock only paced the run (--time-scale)
+        cols[:0] = [
+            (f"modelled {name} {pct} ms", ("modelled", key, pct), 1.0, ".1f")
+            for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"))
+            for pct in ("p50", "p90", "p99")
+        ]
+        cols = [(f"wall {c[0]}" if c[1][0] == "latency" else c[0], c[1], c[2], c[3]) for c in cols]
     if modelled_goodput_note(pts):  # a sim with an slo: its goodput on the card's clock too
         at = [c[0] for c in cols].index("goodput req/s") + 1
         cols.insert(at, ("modelled goodput", MODELLED_GOODPUT, 100.0, ".1f"))

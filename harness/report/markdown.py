@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.report import capacity, tables
 from harness.report.classes import traffic_tables
-from harness.report.common import as_points
+from harness.report.common import as_points, server_time_scale
 from harness.report.findings import experiment_findings
 from harness.report.latency import latency_table, modelled_goodput_note, slo_text
 from harness.report.predicted import prediction_table
@@ -107,23 +107,18 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         lines += ["", f"**Verdicts:** {s.verdict.line}."]
     points = s.points
     pairs = s.pairs
+    lines += glance(s, points, pairs)  # one screen: every experiment's finding and its table
     for exp, entry in sorted(s.experiments.items()):
         pts = [p for p in points if p.experiment == exp]
         servers = entry.servers
         lines += ["", f"## {exp}", ""]
-        kind = layout(pts)
         if not pts:
             lines.append("_No points._")
             continue
         said = experiment_findings(pts, servers)
         if said:  # the conclusion first, computed from the data (harness.report.findings)
             lines += [" ".join(said), ""]
-        if kind == "ab":
-            lines += ab_table(exp, pts, pairs, servers)
-        elif kind == "policy":
-            lines += policy_table(exp, pts, servers)
-        else:
-            lines += generic_table(pts)
+        lines += main_table(exp, pts, pairs, servers)
         scale_note = time_scale_lines(pts, servers)
         if scale_note:
             lines += ["", *scale_note]
@@ -149,7 +144,9 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         if by_worker:
             lines += ["", "### Replicas: every worker", "", *by_worker]
         predicted = prediction_table(pts)
-        if predicted:
+        if predicted and all(server_time_scale(servers.get(p.server)) for p in pts):  # sims only
+            lines += ["", "### Predicted vs measured: the sim's self-check", "", SELF_CHECK, "", *predicted]
+        elif predicted:
             lines += ["", "### Predicted vs measured", "", *predicted]
         flagged = cache_lines(pts)
         if flagged:
@@ -162,3 +159,32 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
     for note in s.notes:
         lines += ["", f"_Note: {note}_"]
     return "\n".join(lines) + "\n"
+
+
+SELF_CHECK = (
+    "On the embedded sim the replay runs the sim's own engine on the same requests, so these rows check the "
+    "harness against itself (expect +0.00); on a real server they are a prediction."
+)
+
+
+def main_table(exp: str, pts: list[Any], pairs: Any, servers: Any) -> list[str]:
+    """The experiment's one table: the A/B, the policy grid, or the generic one."""
+    kind = layout(pts)
+    if kind == "ab":
+        return list(ab_table(exp, pts, pairs, servers))
+    if kind == "policy":
+        return list(policy_table(exp, pts, servers))
+    return list(generic_table(pts))
+
+
+def glance(s: Any, points: list[Any], pairs: Any) -> list[str]:
+    """The first screen: each experiment's finding (its miss anatomy first) and its one table."""
+    out = ["", "## At a glance"]
+    for exp, entry in sorted(s.experiments.items()):
+        pts = [p for p in points if p.experiment == exp]
+        if not pts:
+            continue
+        said = experiment_findings(pts, entry.servers)
+        out += ["", f"**{exp}.** " + (" ".join(said[:2]) if said else "No finding to state."), ""]
+        out += main_table(exp, pts, pairs, entry.servers)
+    return out + ["", "The full tables of every experiment follow."]

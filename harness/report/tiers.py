@@ -12,8 +12,18 @@ from harness.report.tables import Cell, Points, Table, pct
 TIERS = ("device", "host", "storage")
 
 
+def _source(m: Any) -> str | None:
+    """Where the split comes from: the usage where any request gave one, else the server's counters by
+    `cache_source` (an OpenAI API's usage has no tier split; SGLang's counters do)."""
+    if any(m.get(f"cached_{t}_tokens") is not None for t in TIERS):
+        return "usage"
+    if any(m.get(f"counter_cached_{t}_tokens") is not None for t in TIERS):
+        return "counters"
+    return None
+
+
 def _share(m: Any, tier: str) -> str:
-    v = m.get(f"cached_{tier}_tokens")
+    v = m.get(f"{'counter_' if _source(m) == 'counters' else ''}cached_{tier}_tokens")
     prompt = m.get("prompt_tokens")
     return (
         pct(v / prompt) if isinstance(v, int | float) and isinstance(prompt, int | float) and prompt else "-"
@@ -41,12 +51,14 @@ def tier_table(points: Points) -> Table | None:
         "copy s (host / storage)",
         "adds up (usage / counters)",
         "cold start",
+        "split from",
     ]
     rows: list[list[Cell]] = []
     keys: list[str] = []
     for p in sorted(as_points(points), key=point_order):
         m = p.median
-        if all(m.get(f"cached_{t}_tokens") is None for t in TIERS) and m.get("tiers_add_up_counters") is None:
+        source = _source(m)
+        if source is None and m.get("tiers_add_up_counters") is None:
             continue
         adds = f"{_adds_up(m.get('tiers_add_up_usage'))} / {_adds_up(m.get('tiers_add_up_counters'))}"
         texts = [
@@ -56,6 +68,7 @@ def tier_table(points: Points) -> Table | None:
             _seconds(m),
             adds,
             m.get("cold_start") or "-",
+            {"usage": "usage", "counters": "counters (cache_source)"}.get(source or "", "-"),
         ]
         rows.append([Cell(t) for t in texts])
         keys.append(f"{p.server}|{p.point_key}")

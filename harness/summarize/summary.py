@@ -19,6 +19,7 @@ import numpy as np
 from harness import __version__, capture, metrics, serverlog, verdicts
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
+from harness.summarize.anatomy import median_anatomy, seed_anatomy
 from harness.summarize.capacity import server_search
 from harness.summarize.figures import (
     clock_series,
@@ -273,6 +274,7 @@ def _summarize_point(
         fig = joined(*parts)
         fig = joined(fig, hit_rate_agreement(fig))
         fig = joined(fig, tier_figures(fig, sc, exp.servers[server].info))
+        fig = joined(fig, seed_anatomy(sc, exp.servers[server].info, fig))  # the miss anatomy
         if not evidence:
             evidence = ev
         tel_status = sc.point.get("telemetry_status") if sc.point else None
@@ -302,6 +304,7 @@ def _summarize_point(
     used = figs_ok or figs_all
     median, spread = merge_seeds(used)
     replicas_median(median, used)
+    median_anatomy(median, used, seeds, exp.servers[server].info, len(exp.servers[server].workers) or 1)
     first_status = next((sc.point.get("telemetry_status") for sc in seeds if sc.point), None)
     out_tokens = sum(f.get("output_tokens") or 0 for f in figs_all)
     all_requests = [r for sc in seeds for r in sc.requests]

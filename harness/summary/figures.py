@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, JsonValue, StrictBool, StrictInt, StrictStr
 
+from harness.summary.anatomy import MissAnatomy
 from harness.summary.record import JsonObject, Num, Record
 
 
@@ -163,6 +164,12 @@ class Figures(Record):
         description="Σ usage cached tokens (null when no request reported; a null among reported values counts 0, as SGLang reports null for zero)",
     )
     hit_rate_usage: Num | None = Field(None, description="Σ cached / Σ prompt tokens of ok requests")
+    miss_anatomy: MissAnatomy | None = Field(
+        None, description="prompt tokens by what became of them ([miss-anatomy.md](miss-anatomy.md))"
+    )
+    miss_anatomy_why: StrictStr | None = Field(
+        None, description="why a point has no `miss_anatomy`: the ids it sent cannot be rebuilt"
+    )
     hit_rate_timings: Num | None = Field(
         None,
         description="Σ `timings.cache_n` / Σ (`cache_n` + `prompt_n`) over ok requests whose llama.cpp `server_timings` give both; null when none does",

@@ -43,7 +43,16 @@ def test_rows_only_for_points_with_a_split():
         "0.0123 / -",
         "yes / NO",
         "fresh server, empty storage directory",
+        "usage",
     ]
     lines = tier_lines(pts)
     assert lines[0].startswith("| server | point | device %") and len(lines) == 3
     assert tier_table([pts[1]]) is None and tier_lines([pts[1]]) == []
+
+
+def test_an_openai_usage_without_a_split_takes_the_counters_and_says_so():
+    fig = {"prompt_tokens": 1000, "cached_tokens": 600, "counter_cached_tokens": 600,
+           "counter_cached_device_tokens": 200, "counter_cached_host_tokens": 400, "tiers_add_up_counters": True}  # fmt: skip
+    t = tier_table([_point("hicache", 16, fig)])
+    assert t is not None
+    assert t.texts()[0][2:5] == ["20.0%", "40.0%", "-"] and t.texts()[0][-1] == "counters (cache_source)"

@@ -106,6 +106,11 @@ def test_sim_capture_summarized_and_sources_agree(tmp_path: Path) -> None:
             assert f["log_prefill_lines"] >= 1
             # the sim's virtual stamps reached the records: modelled figures for every ok request
             assert f["modelled"]["requests"] == f["ok"]
+            # the miss anatomy: every prompt token in one class, the usage's hits exactly, one server
+            a = f["miss_anatomy"]
+            classes = ("hit", "first_seen", "evicted", "elsewhere", "in_flight")
+            assert sum(a[c] for c in classes) == a["prompt_tokens"] == f["prompt_tokens"], a
+            assert a["hit"] == f["cached_tokens"] and a["elsewhere"] == 0 and a["first_seen"] > 0, a
         assert p["evidence"] and "Prefill batch" in p["evidence"][0]
         m = p["modelled"]
         assert m["source"] == "sim virtual clock (request stamps)"
