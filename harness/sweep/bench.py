@@ -51,6 +51,7 @@ from harness.sweep.point import Telemetry, run_point
 from harness.sweep.progress import point_done, sweep_progress
 from harness.telemetry.gpus import host_facts, sampling_plan
 from harness.telemetry.sampler import open_sampler
+from harness.telemetry.timeline import DEFAULT_INTERVAL_S
 from harness.workloads import PromptMaker, load_prompt_maker
 
 Log = Callable[[str], None]
@@ -84,6 +85,7 @@ class _Sweep:
     retries: int
     log: Log
     telemetry_interval_s: float = 0.2
+    metrics_interval_s: float = DEFAULT_INTERVAL_S  # the /metrics timeline (harness.telemetry.timeline)
 
 
 # ------------------------------------------------------------------ the loop
@@ -163,6 +165,8 @@ def _run_with_retries(
             settle_s=server.settle_s,
             cold_note=cold,
             group=server if isinstance(server, ReplicaGroup) else None,
+            metrics_interval_s=sw.metrics_interval_s,
+            server_pid=server.pid if isinstance(server, ServerProcess) else None,
         )
         server.points_run += 1
         status = rec.status
@@ -368,7 +372,16 @@ def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | No
     retries = opts.retries if retries is None else retries
     maker = load_prompt_maker(spec.tokenizer)
     return _Sweep(
-        spec, opts.node, opts.capture, opts.quiet, None, maker, retries, log, opts.telemetry_interval_s
+        spec,
+        opts.node,
+        opts.capture,
+        opts.quiet,
+        None,
+        maker,
+        retries,
+        log,
+        opts.telemetry_interval_s,
+        opts.metrics_interval_s,
     )
 
 
@@ -417,6 +430,7 @@ def run_points(
     quiet: bool = True,
     telemetry: Telemetry | None = None,
     log: Log | None = None,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> list[PointRecord | dict[str, Any]]:
     """Every point x seed against a running server, in order; skips points already ok, no retries."""
     seeds = list(spec.seeds if seeds is None else seeds)
@@ -437,6 +451,7 @@ def run_points(
         load_prompt_maker(spec.tokenizer),
         0,
         log or (lambda _msg: None),
+        metrics_interval_s=metrics_interval_s,
     )
     outcome = Outcome()
     if sp.todo:
@@ -458,6 +473,7 @@ def run_attached(
     quiet: bool,
     gpus: str | None,
     log: Log,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> list[PointRecord | dict[str, Any]]:
     """`harness run`: the manifest (refused over points of another spec version), then every point."""
     edir = experiment_dir(capture, node, spec.name)
@@ -473,4 +489,5 @@ def run_attached(
         quiet=quiet,
         telemetry=attached_telemetry(gpus),
         log=log,
+        metrics_interval_s=metrics_interval_s,
     )

@@ -23,6 +23,8 @@ from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
 from harness.servers.control import RESET_PATHS, fetch_metrics, flush_cache
 from harness.spec import ExperimentSpec, Point
+from harness.sweep.stall import stall_record
+from harness.telemetry.timeline import DEFAULT_INTERVAL_S, metrics_timeline
 from harness.workloads import PromptMaker, build_schedule
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ def run_point(
     settle_s: float = 0.0,
     cold_note: str | None = None,
     group: ReplicaGroup | None = None,
+    metrics_interval_s: float | None = DEFAULT_INTERVAL_S,
+    server_pid: int | None = None,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
@@ -106,8 +110,12 @@ def run_point(
     status: str = "failed"
     failure: str | None = None
     res = tel = None
+    stall: dict[str, Any] | None = None
     try:
-        with telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel:
+        with (
+            telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel,
+            metrics_timeline(pdir, _sources(group, base_url), metrics_interval_s, headers),
+        ):
             if spec.workers > 1:  # N processes, each its part of the same schedule (harness.loadgen.split)
                 res = run_split(
                     spec,
@@ -135,6 +143,8 @@ def run_point(
             failure = (
                 ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
             )
+        if res.stall is not None:  # the watchdog cut the run: failed at once, with its evidence
+            status, failure, stall = "failed", res.stall.reason(), stall_record(res.stall, server_pid, pdir)
     except KeyboardInterrupt:
         # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
@@ -171,6 +181,7 @@ def run_point(
             requests_warmup=counts.warmup,
             time_limited=bool(res is not None and res.time_limited),
             workers=group.worker_urls() if group is not None else None,
+            stall=stall,
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
@@ -186,6 +197,16 @@ def _scrape(
         group.scrape(pdir, when, headers)
     else:
         fetch_metrics(base_url, pdir / (METRICS_BEFORE if when == "before" else METRICS_AFTER), headers)
+
+
+def _sources(group: ReplicaGroup | None, base_url: str) -> dict[str, str]:
+    """What the timeline scrapes: the server, or behind a gateway every worker and the gateway."""
+    if group is None:
+        return {"server": base_url}
+    out = dict(group.worker_urls())
+    if group.prom_port is not None:
+        out["gateway"] = f"http://{group.profile.host}:{group.prom_port}"
+    return out
 
 
 def _load_args(
