@@ -44,6 +44,8 @@ GAUGES: dict[str, str] = {
     "sglang:num_queue_reqs": "queued",
     "sglang:token_usage": "token_usage",
     "sglang:kv_used_tokens": "kv_used_tokens",
+    "sglang:kv_evictable_tokens": "kv_evictable_tokens",
+    "sglang:kv_available_tokens": "kv_available_tokens",
     "sglang:max_total_num_tokens": "pool_tokens",
     "sglang:hicache_host_used_tokens": "host_used_tokens",
     "sglang:hicache_host_total_tokens": "host_total_tokens",
