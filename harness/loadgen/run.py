@@ -41,7 +41,8 @@ from harness.loadgen.engine import pick_engine as _pick_engine
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session, trace_due
-from harness.loadgen.tally import LoadResult, RunIds, StallEvidence
+from harness.loadgen.stall import drive as _drive
+from harness.loadgen.tally import LoadResult, RunIds
 from harness.loadgen.turn_feed import TurnFeed, cached
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
@@ -183,7 +184,7 @@ class _Run:
         self.client_timeout: aiohttp.ClientTimeout | None = None  # the aiohttp engine's (set when it is used)
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
-        self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (_watch_stall)
+        self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (harness.loadgen.stall)
         self.last_done = 0.0  # when a request last ended: an ending is progress too
         self.concurrency = 1
         self.time_up = False
@@ -480,60 +481,3 @@ class _Run:
             res.failed += 1
             res.errors[rec.error_kind or "unknown"] += 1
         self.writer.write(rec)
-
-
-async def _drive(session, run: _Run, concurrency: int, progress: Progress | None) -> None:
-    """Run the workers (and the progress ticker); on cancellation cancel them all and wait for them."""
-    loop = asyncio.get_running_loop()
-    res = run.res
-    workers = [loop.create_task(run.worker(session)) for _ in range(concurrency)]
-    ticker = loop.create_task(progress.run(res, run.recent_ttft)) if progress else None
-    watch = loop.create_task(_watch_stall(run, workers))
-    try:
-        await asyncio.gather(*workers)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
-        stalled = res.stall is not None and isinstance(e, asyncio.CancelledError)
-        if stalled and not asyncio.current_task().cancelling():  # type: ignore[union-attr]
-            # the stall watchdog cancelled the workers (their in-flight requests recorded as stalled):
-            # the run ends here and the point fails (harness.sweep.point)
-            await asyncio.gather(*workers, return_exceptions=True)
-            return
-        # KeyboardInterrupt here: a signal handler raised it inside a worker (it has already left the
-        # loop); stop the rest the same way, and end cancelled rather than with an unretrieved error
-        res.interrupted = True
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        if not isinstance(e, asyncio.CancelledError):
-            raise asyncio.CancelledError from e
-        raise
-    finally:
-        watch.cancel()
-        if ticker and progress:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
-            progress.finish(res, run.recent_ttft)
-
-
-async def _watch_stall(run: _Run, workers: list[asyncio.Task[None]]) -> None:
-    """Fail the run when requests are in flight and none has had a token (or ended) for timeouts.stall
-    seconds: the workers are cancelled and the evidence kept in res.stall (the `stalled` verdict)."""
-    limit = run.timeouts.stall
-    step = min(0.25, limit / 4)
-    while True:
-        await asyncio.sleep(step)
-        live = run.live
-        if not live:
-            continue
-        last = run.last_done
-        for rec in live.values():
-            t = rec.token_mono[-1] if rec.token_mono else (rec.first_byte_mono or rec.sent_mono or 0.0)
-            last = max(last, t)
-        now = _mono()
-        if now - last >= limit:
-            run.res.stall = StallEvidence(
-                since_mono=last, detected_mono=now, in_flight=len(live), limit_s=limit
-            )
-            for w in workers:
-                w.cancel()
-            return
