@@ -184,7 +184,9 @@ class _Run:
         self.client_timeout: aiohttp.ClientTimeout | None = None  # the aiohttp engine's (set when it is used)
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
-        self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (harness.loadgen.stall)
+        self.live: dict[
+            int, RequestRecord
+        ] = {}  # in flight, watched by the stall watchdog (harness.loadgen.stall)
         self.last_done = 0.0  # when a request last ended: an ending is progress too
         self.concurrency = 1
         self.time_up = False

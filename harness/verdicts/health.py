@@ -136,3 +136,14 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
     if "exited with code" in failure or "died" in failure:
         out.append(HealthVerdict(verdict="crashed", seed=seed, reason=failure[:2000]))
     return out
+
+
+def summary_health(summary: Any) -> list[dict[str, Any]]:
+    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named."""
+    out = []
+    for p in summary.get("points") or [] if isinstance(summary, dict) else []:
+        for v in p.get("health") or []:
+            out.append(
+                {"experiment": p.get("experiment"), "server": p.get("server"), "sweep": p.get("sweep"), **v}
+            )
+    return out

@@ -14,10 +14,11 @@ import pytest
 
 from harness.spec import load_spec
 from harness.summarize.funnel import returning_tokens
-from harness.summarize.summary import summarize
+from harness.summarize.summary import summarize, write_summaries
 from harness.sweep.bench import run_attached
 from harness.verdicts.health import eviction_verdict
 from tests.helpers import specs
+from tests.helpers.cli import harness
 from tests.helpers.procs import SimProc
 
 SIM = (
@@ -51,6 +52,7 @@ def _health(
     finally:
         p.stop()
     (s,) = summarize([tmp_path / "cap" / "n"]).values()
+    write_summaries({"n": s}, tmp_path / "summaries")
     (pt,) = json.loads(s.model_dump_json())["points"]
     return pt["health"], (pt.get("hicache_funnel") or {}).get("0", {})
 
@@ -76,6 +78,8 @@ def test_each_fault_mode_yields_its_verdict_and_no_other(tmp_path, mode, verdict
     assert [v["verdict"] for v in health] == [verdict], (health, f)
     (v,) = health
     assert v["reason"] and v["window_s"] and v["figures"], v
+    r = harness("validate", str(tmp_path / "summaries" / "n.json"), "--json", timeout=60)
+    assert r.returncode == 1 and [h["verdict"] for h in json.loads(r.stdout)["health"]] == [verdict], r.stderr
 
 
 @pytest.mark.slow
