@@ -250,13 +250,15 @@ def experiment_charts(
 ) -> list[Chart]:
     """Every chart the data supports: TTFT vs prompts (wall clock, and the sim's modelled card time),
     hit rate per turn (else per position), SM clock. `points`: (node, its points of `exp`) per node."""
+    from harness.report.timeline_chart import timeline_charts
+
     nodes: NodePoints = [(node, as_points(pts)) for node, pts in points]
     all_pts = [p for _, pts in nodes for p in pts]
     made = [ttft_vs_prompts(exp, nodes), ttft_modelled(exp, nodes)]
     turn = hit_rate_by(exp, nodes, "turn") if layout(all_pts) == "policy" else None
     made.append(turn or hit_rate_by(exp, nodes, "position"))
     made.append(sm_clock(exp, nodes))
-    charts = [c for c in made if c is not None]
+    charts = [c for c in made if c is not None] + timeline_charts(exp, nodes)  # one per point
     for i, c in enumerate(charts):
         c["id"] = f"chart-{_safe(exp)}-{c['kind']}-{i}"
     return charts

@@ -100,6 +100,7 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
     from harness.verdicts import health
 
     funnels: dict[str, Any] = {}
+    series: dict[str, Any] = {}
     found: list[Any] = []
     for sc in seeds:
         seed = str(sc.seed)
@@ -113,9 +114,39 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
             if v is not None:
                 found.append(v)
         _, samples = read_timeline(sc.path / METRICS_TIMELINE)
+        if (ts := timeline_series(samples, t0)) is not None:
+            series[seed] = ts
         ev = health.eviction_verdict(seed, samples, t0)
         if ev is not None:
             found.append(ev)
     if funnels:
         point.hicache_funnel = funnels
+    if series:
+        point.metrics_timeline = series  # the page's timeline chart (harness.report.timeline_chart)
     point.health = [v.model_dump() for v in found]
+
+
+SERIES_POINTS = 300
+
+
+def timeline_series(samples: list[dict[str, Any]], t0: float) -> dict[str, list[float | None]] | None:
+    """The first source's timeline, thinned for the page's chart (seconds since the point began)."""
+    src = next((s.get("source") for s in samples if "values" in s), None)
+    rows = [s for s in samples if s.get("source") == src and "values" in s]
+    if len(rows) < 2:
+        return None
+    step = max(1, -(-len(rows) // SERIES_POINTS))
+    rows = rows[::step]
+    out: dict[str, list[float | None]] = {k: [] for k in ("t_s", "token_usage_pct", "host_used_pct", "running",
+                                                            "queued", "evicted_per_s", "load_back_per_s", "backup_per_s")}  # fmt: skip
+    for r in rows:
+        v, rt = r["values"], r.get("rates") or {}
+        host = v.get("host_total_tokens")
+        out["t_s"].append(round(r["t_mono"] - t0, 3))
+        out["token_usage_pct"].append(100 * v["token_usage"] if "token_usage" in v else None)
+        out["host_used_pct"].append(100 * v.get("host_used_tokens", 0) / host if host else None)
+        out["running"].append(v.get("running"))
+        out["queued"].append(v.get("queued"))
+        for k, f in (("evicted_per_s", "evicted_tokens"), ("load_back_per_s", "load_back_tokens"), ("backup_per_s", "backup_tokens")):  # fmt: skip
+            out[k].append(rt[f] / 100 if f in rt else None)
+    return out
