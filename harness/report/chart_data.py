@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from harness.report.common import as_points
 from harness.report.tables import layout
+from harness.report.timeline_chart import timeline_charts
 from harness.summary import Point
 from harness.summary.figures import ClockSeries, Modelled
 
@@ -250,8 +251,6 @@ def experiment_charts(
 ) -> list[Chart]:
     """Every chart the data supports: TTFT vs prompts (wall clock, and the sim's modelled card time),
     hit rate per turn (else per position), SM clock. `points`: (node, its points of `exp`) per node."""
-    from harness.report.timeline_chart import timeline_charts
-
     nodes: NodePoints = [(node, as_points(pts)) for node, pts in points]
     all_pts = [p for _, pts in nodes for p in pts]
     made = [ttft_vs_prompts(exp, nodes), ttft_modelled(exp, nodes)]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report.chart_data import Chart, NodePoints, Series
-
 LINES = (
     ("token_usage_pct", "token usage (%)"),
     ("host_used_pct", "host pool used (%)"),
@@ -19,9 +17,9 @@ LINES = (
 )
 
 
-def timeline_charts(exp: str, nodes: NodePoints) -> list[Chart]:
-    """A chart per point whose summary holds a timeline."""
-    out: list[Chart] = []
+def timeline_charts(exp: str, nodes: list[tuple[str, list[Any]]]) -> list[Any]:
+    """A chart per point whose summary holds a timeline (harness.report.chart_data's Chart shape)."""
+    out: list[dict[str, Any]] = []
     for node, pts in nodes:
         for p in pts:
             tl: Any = getattr(p, "metrics_timeline", None) or {}
@@ -30,7 +28,7 @@ def timeline_charts(exp: str, nodes: NodePoints) -> list[Chart]:
             seed = sorted(tl, key=lambda s: (len(s), s))[0]
             s = tl[seed]
             xs = [float(t) for t in s.get("t_s") or []]
-            series: list[Series] = []
+            series: list[dict[str, Any]] = []
             for key, label in LINES:
                 ys = s.get(key)
                 if not ys or not any(v for v in ys if v is not None):

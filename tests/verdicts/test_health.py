@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.report.markdown import render as render_markdown
 from harness.spec import load_spec
 from harness.summarize.funnel import returning_tokens
 from harness.summarize.summary import summarize, write_summaries
@@ -53,7 +54,12 @@ def _health(
         p.stop()
     (s,) = summarize([tmp_path / "cap" / "n"]).values()
     write_summaries({"n": s}, tmp_path / "summaries")
-    (pt,) = json.loads(s.model_dump_json())["points"]
+    data = json.loads(s.model_dump_json())
+    (pt,) = data["points"]
+    report = render_markdown(data)
+    for v in pt["health"]:  # the report says each verdict with its window
+        assert f"**{v['verdict']}** sim" in report, report
+    assert ("HiCache tier funnel" in report) == bool(pt.get("hicache_funnel"))
     return pt["health"], (pt.get("hicache_funnel") or {}).get("0", {})
 
 
