@@ -243,18 +243,18 @@ class _Run:
     def _time_is_up(self) -> None:
         """duration_s reached: nothing more is sent; what is queued is recorded as not sent."""
         self.time_up = self.res.time_limited = True
-        why = f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
+        self.drop_queued("time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+
+    def drop_queued(self, why: str, text: str) -> None:
+        """Record every turn not yet sent as not sent (duration_s ran out, or the run stalled)."""
         for s in self.queue.drain():
-            self._not_sent(s, "time-limit", why)
+            self._not_sent(s, why, text)
         for reqs in self.turns.unsent() if self.turns else ():  # idle sessions the feed has not reached
-            self._unsent(reqs, "time-limit", why)
+            self._unsent(reqs, why, text)
         for conv in self._feed or ():  # a trace's conversations not yet read
             self.unfed -= len(conv.turns)
-            if not self.part.mine(conv):
-                continue
-            self._not_sent(
-                Session(conv), "time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
-            )
+            if self.part.mine(conv):
+                self._not_sent(Session(conv), why, text)
         self._settle()
 
     def _top_up(self) -> None:
@@ -379,8 +379,11 @@ class _Run:
         except asyncio.CancelledError:
             rec.done_mono = _mono()
             rec.ok, rec.error_kind, rec.error = False, "cancelled", "cancelled (interrupted)"
-            if self.res.stall is not None:  # cut by the stall watchdog, not by the user
+            if self.res.stall is not None:  # cut by the stall watchdog: its session's later turns unsent
                 rec.error_kind, rec.error = "stalled", self.res.stall.reason()
+                self._write(rec)
+                self._unsent(s.remaining()[1:], "stalled", f"not sent: {rec.error}")
+                raise
             self._write(rec)
             raise
         finally:

@@ -54,6 +54,8 @@ async def drive(session: Any, run: Any, concurrency: int, progress: Any) -> None
             # the stall watchdog cancelled the workers (their in-flight requests recorded as stalled):
             # the run ends here and the point fails (harness.sweep.point)
             await asyncio.gather(*workers, return_exceptions=True)
+            run.time_up = True
+            run.drop_queued("stalled", f"not sent: {res.stall.reason()}")
             return
         # KeyboardInterrupt here: a signal handler raised it inside a worker (it has already left the
         # loop); stop the rest the same way, and end cancelled rather than with an unretrieved error
