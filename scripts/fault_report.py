@@ -232,6 +232,56 @@ def point_under_fault(name: str, answer: str, sim_args: list[str], **spec_over) 
     return scenario
 
 
+HICACHE_SIM = ["--time-scale", "1.0", "--enable-metrics", "--max-total-tokens", "1500",
+               "--enable-hierarchical-cache", "--hicache-ratio", "4"]  # fmt: skip
+SESSIONS = {"kind": "multi-turn", "sessions": 8, "turns": 6, "system_prompt_tokens": 64, "question_tokens": 24,
+            "answer_tokens": 16}  # fmt: skip
+
+
+def health_verdict(
+    name: str, expect: str, sim_args: list[str], workload: dict | None = None, **spec_over
+) -> Callable[[Path], Row]:
+    """`harness run` (timeline on), summarize and validate against a sim failing this way: the health verdict
+    it yields must be `expect` and nothing else (docs/faults.md#health-verdicts)."""
+
+    def scenario(tmp: Path) -> Row:
+        row = Row(name, f"`{expect}` and no other verdict, in the summary and `harness validate` (exit 1)")
+        sim = Sim(tmp / "sim", *FAST, *sim_args)
+        try:
+            cap = tmp / "cap"
+            t0 = time.monotonic()
+            spec = write_spec(tmp, **spec_over)
+            if workload is not None:  # the whole workload, not keys over the shared-prefix default
+                raw = yaml.safe_load(spec.read_text())
+                spec.write_text(yaml.safe_dump({**raw, "workload": workload}, sort_keys=False))
+            cmd = run_cmd(spec, sim.url, cap) + ["--metrics-interval-s", "0.05"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT)
+            took = time.monotonic() - t0
+        finally:
+            sim.stop()
+        point = fill_from_point(row, point_dir(cap))
+        unsent = int(point.get("requests_not_sent") or 0) + int(point.get("requests_skipped") or 0)
+        if point.get("requests_failed", -1) + unsent == row.error:  # a stalled run's unsent turns: recorded
+            row.problems = [p for p in row.problems if p != "point.json counts differ from requests.jsonl"]
+        s = harness("summarize", str(cap / NODE), "-o", str(tmp / "summaries"))
+        v = harness("validate", str(tmp / "summaries" / f"{NODE}.json"), "--json")
+        if "Traceback" in r.stderr + s.stderr + v.stderr:
+            row.problems.append("traceback")
+        try:
+            found = json.loads(v.stdout)["health"]
+        except (ValueError, KeyError):
+            row.problems.append(f"validate gave no JSON: {one_line(v)}")
+            return row
+        if [h["verdict"] for h in found] != [expect] or v.returncode != 1:
+            row.problems.append(f"verdicts {[h['verdict'] for h in found]}, validate exit {v.returncode}")
+        first = found[0]["reason"] if found else "-"
+        row.recovery = f"{took:.1f} s"
+        row.note = f"status {point.get('status')}; {first}"
+        return row
+
+    return scenario
+
+
 def slow_readiness(tmp: Path) -> Row:
     row = Row("ready only after 3 s", "waits while /health says 503, then runs")
     t_launch = time.time()
@@ -418,6 +468,31 @@ def signal_moments(kind: str, loop: str, moments: int = 20) -> Callable[[Path], 
 
 SCENARIOS: dict[str, Callable[[Path], Row]] = {
     "crash": crash_restart,
+    "health-stall": health_verdict(
+        "every stream stops for 60 s mid-answer (timeouts.stall 5)",
+        "stalled",
+        ["--fault-stall", "1.0", "--fault-stall-seconds", "60", "--enable-metrics"],
+        timeouts={"connect": 5, "first_token": 100, "total": 200, "stall": 5},
+    ),
+    "health-prefetch-hang": health_verdict(
+        "a prefetch that never completes (sglang#30760)",
+        "stalled",
+        ["--fault-hicache", "prefetch-hang", "--fault-hang-after", "4", *HICACHE_SIM],
+        workload=SESSIONS,
+        timeouts={"connect": 5, "first_token": 100, "total": 200, "stall": 5},
+    ),
+    "health-host-inert": health_verdict(
+        "a host tier that never matches (sglang#33713)",
+        "host-tier-inert",
+        ["--fault-hicache", "host-never-matches", *HICACHE_SIM],
+        workload=SESSIONS,
+    ),  # fmt: skip
+    "health-evict-storm": health_verdict(
+        "load-back evicting other sessions' prefixes (sglang#35129)",
+        "evict-storm",
+        ["--fault-hicache", "load-back-evicts-others", *HICACHE_SIM],
+        workload=SESSIONS,
+    ),  # fmt: skip
     "http-errors": point_under_fault(
         "HTTP 500 on 20%, 503 on 10%",
         "each recorded as error_kind http; point partial (threshold 50%)",

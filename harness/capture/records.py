@@ -114,6 +114,8 @@ class PointRecord:
     time_limited: bool = False
     # behind a gateway: worker name -> the URL the gateway names it by (the records' `worker`)
     workers: dict[str, str] | None = None
+    # requests in flight and no token for timeouts.stall s (harness.verdicts.health): window, count, dump
+    stall: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -89,6 +89,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--min-free-mb", type=int, default=100, help="refuse to start with less free disk (default 100)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    options.add_metrics_interval(p)
     options.add_workers(p)
     return p
 
@@ -154,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         lock_clocks=args.lock_clocks,
         telemetry_interval_s=args.telemetry_interval_s,
+        metrics_interval_s=options.check_metrics_interval(args.metrics_interval_s),
         min_free_mb=args.min_free_mb,
         suite=None if args.spec else args.suite,
         argv=["harness", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else ["harness", "bench"],

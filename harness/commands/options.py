@@ -22,6 +22,26 @@ def add_only(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_metrics_interval(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-interval-s",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="scrape the server's /metrics every S seconds during each point into metrics.jsonl "
+        "(every worker's and the gateway's behind smg; default 0.5; 0 turns it off)",
+    )
+
+
+def check_metrics_interval(v: float) -> float:
+    """--metrics-interval-s: 0 (off) or a positive number of seconds."""
+    from harness.errors import HarnessError
+
+    if not v >= 0:
+        raise HarnessError(f"--metrics-interval-s {v}: must be >= 0 (0 turns the timeline off)")
+    return v
+
+
 def add_workers(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers",

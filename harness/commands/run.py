@@ -48,6 +48,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "(prefill lines, pools; each point's window)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    options.add_metrics_interval(p)
     options.add_workers(p)
     p.add_argument(
         "--gpus",
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             gpus=args.gpus,
             log=log,
+            metrics_interval_s=options.check_metrics_interval(args.metrics_interval_s),
         )
     finally:
         if args.server_log is not None:

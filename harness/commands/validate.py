@@ -203,6 +203,8 @@ def print_tables(result: Validation, title: str, width: int | None = None, file:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.verdicts.health import summary_health
+
     given: dict[str, float] = {}
     for name in ("clock_floor_mhz", "clock_floor_ratio", "max_thermal_fraction", "max_ab_clock_ratio"):
         value = getattr(args, name)
@@ -214,10 +216,15 @@ def run(args: argparse.Namespace) -> int:
     summary = _load(args.summary)
     th = resolve_thresholds(summary, given, source=str(args.summary))
     result = judge(summary, th, source=str(args.summary))
+    health = summary_health(summary)  # beside the clock verdicts (harness.verdicts.health)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
+        print(json.dumps({**result.to_json(), "health": health}, indent=2, default=str))
     else:
         if result.note:
             print(result.note)
         print_tables(result, str(args.summary))
-    return 0 if result.ok else 1
+        for h in health:
+            print(
+                f"health: {h['experiment']}/{h['server']} {_sweep(h['sweep'])} seed {h['seed']}: {h['verdict']}: {h['reason']}"
+            )
+    return 0 if result.ok and not health else 1

@@ -71,8 +71,8 @@ class Feeder(Protocol):
     def park(self, run: Host, s: Session) -> bool:
         """s's turn ended well: True when the feeder keeps s off the heap until it reaches it again."""
 
-    def time_up(self, run: Host, why: str) -> None:
-        """duration_s ran out: record what the feeder still holds as not sent."""
+    def drop_rest(self, run: Host, why: str, text: str) -> None:
+        """duration_s ran out or the run stalled: record what the feeder still holds as not sent."""
 
     def ready_unfed(self) -> int:
         """Requests ready to send but not yet queued (the sim's lockstep hint counts them as ready)."""
@@ -114,7 +114,7 @@ class AllAtOnce:
     def park(self, run: Host, s: Session) -> bool:
         return False
 
-    def time_up(self, run: Host, why: str) -> None:
+    def drop_rest(self, run: Host, why: str, text: str) -> None:
         return None
 
     def ready_unfed(self) -> int:
@@ -182,11 +182,11 @@ class FromFile:
     def park(self, run: Host, s: Session) -> bool:
         return False
 
-    def time_up(self, run: Host, why: str) -> None:
+    def drop_rest(self, run: Host, why: str, text: str) -> None:
         for conv in self._feed or ():  # conversations not yet read
             self._unfed -= len(conv.turns)
             if self._part.mine(conv):
-                run.not_sent(Session(conv), "time-limit", why)
+                run.not_sent(Session(conv), why, text)
 
     def ready_unfed(self) -> int:
         # a closed loop's conversations not yet read are ready too
@@ -230,9 +230,9 @@ class TurnByTurn:
         del run.sessions[s.conv.id]
         return True
 
-    def time_up(self, run: Host, why: str) -> None:
+    def drop_rest(self, run: Host, why: str, text: str) -> None:
         for reqs in self._turns.unsent():  # idle sessions the feed has not reached
-            run.unsent(reqs, "time-limit", why)
+            run.unsent(reqs, why, text)
 
     def ready_unfed(self) -> int:
         return self._turns.ready_unfed

@@ -42,6 +42,7 @@ from harness.loadgen.feeders import Arrivals, Feeder, pick_feeder
 from harness.loadgen.part import Part
 from harness.loadgen.progress import Progress
 from harness.loadgen.sessions import Session, trace_due
+from harness.loadgen.stall import drive as _drive
 from harness.loadgen.tally import LoadResult, RunIds
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import ClientHint
@@ -172,6 +173,8 @@ class _Run:
         self.arrivals = Arrivals(rate, schedule.seed, load) if rate else None
         self.recent_ttft: deque[float] = deque(maxlen=512)
         self.in_flight = 0
+        self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (loadgen.stall)
+        self.last_done = 0.0  # when a request last ended: an ending is progress too
         self.time_up = False
         self.run_id = uuid.uuid4().hex[:12]  # the lockstep header's run name
         self.seq = 0  # requests sent so far
@@ -200,10 +203,13 @@ class _Run:
     def _time_is_up(self) -> None:
         """duration_s reached: nothing more is sent; what is queued is recorded as not sent."""
         self.time_up = self.res.time_limited = True
-        why = f"not sent: duration_s ({self.load.duration_s:g} s) ran out"
+        self.drop_queued("time-limit", f"not sent: duration_s ({self.load.duration_s:g} s) ran out")
+
+    def drop_queued(self, why: str, text: str) -> None:
+        """Record every turn not yet sent as not sent (duration_s ran out, or the run stalled)."""
         for s in self.queue.drain():
-            self.not_sent(s, "time-limit", why)
-        self.feeder.time_up(self, why)
+            self.not_sent(s, why, text)
+        self.feeder.drop_rest(self, why, text)
         self._settle()
 
     def _next(self, s: Session, done_mono: float) -> None:
@@ -260,6 +266,7 @@ class _Run:
         self.seq += 1
         hint = self._hint(s, req)
         self.in_flight += 1
+        self.live[id(rec)] = rec
         res.sent += 1
         if self.in_flight > res.max_in_flight:
             res.max_in_flight = self.in_flight
@@ -279,10 +286,17 @@ class _Run:
         except asyncio.CancelledError:
             rec.done_mono = _mono()
             rec.ok, rec.error_kind, rec.error = False, "cancelled", "cancelled (interrupted)"
+            if self.res.stall is not None:  # cut by the stall watchdog: its session's later turns unsent
+                rec.error_kind, rec.error = "stalled", self.res.stall.reason()
+                self._write(rec)
+                self.unsent(s.remaining()[1:], "stalled", f"not sent: {rec.error}")
+                raise
             self._write(rec)
             raise
         finally:
             self.in_flight -= 1
+            self.live.pop(id(rec), None)
+            self.last_done = _mono()
         if rec.ttft_s is not None:
             self.recent_ttft.append(rec.ttft_s)
         self._write(rec)
@@ -376,28 +390,3 @@ class _Run:
             res.failed += 1
             res.errors[rec.error_kind or "unknown"] += 1
         self.writer.write(rec)
-
-
-async def _drive(session, run: _Run, concurrency: int, progress: Progress | None) -> None:
-    """Run the workers (and the progress ticker); on cancellation cancel them all and wait for them."""
-    loop = asyncio.get_running_loop()
-    res = run.res
-    workers = [loop.create_task(run.worker(session)) for _ in range(concurrency)]
-    ticker = loop.create_task(progress.run(res, run.recent_ttft)) if progress else None
-    try:
-        await asyncio.gather(*workers)
-    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
-        # KeyboardInterrupt here: a signal handler raised it inside a worker (it has already left the
-        # loop); stop the rest the same way, and end cancelled rather than with an unretrieved error
-        res.interrupted = True
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        if not isinstance(e, asyncio.CancelledError):
-            raise asyncio.CancelledError from e
-        raise
-    finally:
-        if ticker and progress:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
-            progress.finish(res, run.recent_ttft)

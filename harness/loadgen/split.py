@@ -194,6 +194,8 @@ def _combine(got: dict[int, LoadResult], procs: list, tally: _Tally, scheduled: 
         total.max_in_flight += r.max_in_flight  # an upper bound: the workers' peaks need not coincide
         total.interrupted |= r.interrupted
         total.time_limited |= r.time_limited
+        if r.stall is not None and (total.stall is None or r.stall.since_mono < total.stall.since_mono):
+            total.stall = r.stall  # the first part that stalled: its window and in-flight count
     starts = [r.start_mono for r in got.values()]
     total.start_mono = min(starts) if starts else 0.0
     total.end_mono = max((r.end_mono for r in got.values()), default=time.monotonic())

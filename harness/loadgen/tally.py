@@ -17,6 +17,30 @@ class RunIds:
 
 
 @dataclass
+class StallEvidence:
+    """Requests in flight and no token since `since_mono` (the run's clock): what `stalled` reports."""
+
+    since_mono: float
+    detected_mono: float
+    in_flight: int
+    limit_s: float
+
+    def reason(self) -> str:
+        return (
+            f"stalled: {self.in_flight} requests in flight and no token for "
+            f"{self.detected_mono - self.since_mono:.1f} s (timeouts.stall {self.limit_s:g} s)"
+        )
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "since_mono": self.since_mono,
+            "detected_mono": self.detected_mono,
+            "in_flight": self.in_flight,
+            "limit_s": self.limit_s,
+        }
+
+
+@dataclass
 class LoadResult:
     """The run's tally: scheduled = ok + failed + skipped + not_sent once it ended (not interrupted)."""
 
@@ -35,3 +59,4 @@ class LoadResult:
     interrupted: bool = False
     time_limited: bool = False
     client_cpu_s: float = 0.0  # this process's CPU time over the run (summed over the workers of a split run)
+    stall: StallEvidence | None = None  # set by the stall watchdog: the run was cut, the point fails

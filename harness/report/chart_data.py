@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from harness.report.common import as_points
 from harness.report.tables import layout
+from harness.report.timeline_chart import timeline_charts
 from harness.summary import Point
 from harness.summary.figures import ClockSeries, Modelled
 
@@ -256,7 +257,7 @@ def experiment_charts(
     turn = hit_rate_by(exp, nodes, "turn") if layout(all_pts) == "policy" else None
     made.append(turn or hit_rate_by(exp, nodes, "position"))
     made.append(sm_clock(exp, nodes))
-    charts = [c for c in made if c is not None]
+    charts = [c for c in made if c is not None] + timeline_charts(exp, nodes)  # one per point
     for i, c in enumerate(charts):
         c["id"] = f"chart-{_safe(exp)}-{c['kind']}-{i}"
     return charts

@@ -15,6 +15,7 @@ from harness.report import capacity, tables
 from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale
 from harness.report.findings import experiment_findings
+from harness.report.health import health_lines
 from harness.report.latency import latency_table, modelled_goodput_note, slo_text
 from harness.report.predicted import prediction_table
 from harness.report.tables import Points, Servers, layout
@@ -148,6 +149,7 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
             lines += ["", "### Predicted vs measured: the sim's self-check", "", SELF_CHECK, "", *predicted]
         elif predicted:
             lines += ["", "### Predicted vs measured", "", *predicted]
+        lines += ["", *health_lines(pts)]  # funnel and health verdicts (harness.report.health)
         flagged = cache_lines(pts)
         if flagged:
             lines += ["", "Not measured on a cold cache:", "", *flagged]

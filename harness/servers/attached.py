@@ -78,6 +78,13 @@ class Attached:
     def worker_urls(self) -> dict[str, str] | None:
         return None
 
+    def metrics_sources(self) -> dict[str, str]:
+        return {"server": self.base_url}
+
+    @property
+    def own_pid(self) -> int | None:
+        return None  # not ours
+
     def log_mark(self) -> LogMark:
         return ()
 

@@ -343,6 +343,13 @@ class ServerProcess:
     def worker_urls(self) -> dict[str, str] | None:
         return None
 
+    def metrics_sources(self) -> dict[str, str]:
+        return {"server": self.base_url}
+
+    @property
+    def own_pid(self) -> int | None:
+        return self.pid
+
     def fingerprint(self) -> str:
         return server_fingerprint(self)
 

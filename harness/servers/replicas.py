@@ -226,6 +226,17 @@ class ReplicaGroup:
         """worker name -> its URL as the gateway names it (the routed-worker header's value)."""
         return {worker_name(i): w.base_url for i, w in enumerate(self.workers) if w.port is not None}
 
+    def metrics_sources(self) -> dict[str, str]:
+        """Every worker and, once it serves them, the gateway's own counters."""
+        out = dict(self.worker_urls() or {})
+        if self.prom_port is not None:
+            out["gateway"] = f"http://{self.profile.host}:{self.prom_port}"
+        return out
+
+    @property
+    def own_pid(self) -> int | None:
+        return None  # N engines behind a gateway: no one process to dump
+
     def display_argv(self, port: int | str | None = None) -> list[str]:
         """Worker 0's launch line (every worker's is the same but for its port and GPUs)."""
         return self.workers[0].display_argv(port=port)

@@ -74,6 +74,16 @@ class Server(Protocol):
         """Worker name -> URL behind a gateway (the point records them); None for one server."""
         ...
 
+    def metrics_sources(self) -> dict[str, str]:
+        """Name -> base URL of every /metrics the point's timeline scrapes (a group: each worker and the
+        gateway)."""
+        ...
+
+    @property
+    def own_pid(self) -> int | None:
+        """The engine's process when it is one process of ours (a stall dumps its threads); else None."""
+        ...
+
     def log_mark(self) -> LogMark: ...
     def log_lines_since(self, mark: LogMark, needle: str) -> list[str]:
         """Lines written since `mark` that contain `needle` (a group's prefixed with the worker)."""

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from harness.errors import HarnessError
+from harness.sim.health_faults import MODES as HICACHE_FAULTS
 from harness.sim.policies import POLICIES
 from harness.sim.storage import BACKENDS as _BACKENDS
 from harness.sim.storage import PREFETCH_POLICIES
@@ -94,7 +95,11 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
   --fault-crash-on-flush       die at /flush_cache as SGLang 0.5.23 with a storage backend does on CPU
   --fault-ready-delay D        become ready D seconds after start (negative: never)
   --fault-health-stop-after S  stop answering /health S seconds after start (requests hang)
-  --fault-seed N               seed of the fault dice (default 0)"""
+  --fault-seed N               seed of the fault dice (default 0)
+  --fault-hicache MODE         a HiCache failure SGLang users report (harness.sim.health_faults):
+                               host-never-matches | load-back-evicts-others | evict-whole-allocation |
+                               prefetch-hang
+  --fault-hang-after N         prefetch-hang: requests after the first N wait forever (default 0)"""
 
 
 class SimArgumentParser(argparse.ArgumentParser):
@@ -326,6 +331,8 @@ def build_parser(prog: str = "harness serve-sim") -> SimArgumentParser:
     f.add_argument("--fault-ready-delay", type=float, default=0.0, metavar="D")
     f.add_argument("--fault-health-stop-after", type=float, default=None, metavar="S")
     f.add_argument("--fault-seed", type=int, default=0, metavar="N")
+    f.add_argument("--fault-hicache", choices=HICACHE_FAULTS, default=None, metavar="MODE")
+    f.add_argument("--fault-hang-after", type=int, default=0, metavar="N")
     return p
 
 

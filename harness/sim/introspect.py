@@ -73,6 +73,8 @@ def snapshot(eng: Engine, cfg: EngineConfig) -> Snapshot:
         hicache_host_used_tokens=eng.host_used_tokens() if cfg.hicache else None,
         hicache_host_total_tokens=cfg.host_pool_tokens if cfg.hicache else None,
         num_retracted=st.num_retracted,
+        backup_tokens=int(getattr(tree_stats, "host_written_tokens", 0) or 0),
+        dropped_tokens=int(getattr(tree_stats, "dropped_tokens", 0) or 0),
     )
 
 

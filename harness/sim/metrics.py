@@ -78,6 +78,8 @@ class Snapshot:
     storage_unfulfilled: dict[str, int] | None = None  # None without an L3 backend
     prefetched_tokens: int = 0
     storage_backend: str = ""  # the --hicache-storage-backend name, SGLang's label on the L3 counters
+    backup_tokens: int = 0  # device -> host copies (sglang:hicache_backup_tokens_total)
+    dropped_tokens: int = 0  # device KV destroyed with no host copy (sglang:hicache_dropped_tokens_total)
 
 
 def _fmt(v: float) -> str:
@@ -133,6 +135,10 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
     counter(
         "load_back_tokens", "Number of tokens loaded back from the host pool.", [(sched, s.load_back_tokens)]
     )
+    if s.hicache_host_total_tokens is not None:  # HiCache's counters, registered with the host tier
+        counter("hicache_backup_tokens", "Tokens backed up from device to host.", [(sched, s.backup_tokens)])
+        dropped = [({**sched, "reason": "host_pressure"}, s.dropped_tokens)] if s.dropped_tokens else []
+        counter("hicache_dropped_tokens", "Device KV tokens destroyed without a host backup.", dropped)
     counter("num_retracted_requests", "Number of retracted requests.", [(sched, s.num_retracted)])
     if s.storage_unfulfilled is not None:
         storage_counters(counter, s, sched)

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from harness.protocol.lockstep import HEADER as LOCKSTEP_HEADER
 from harness.protocol.lockstep import BadHint, ClientHint, parse_hint
-from harness.sim import introspect
+from harness.sim import health_faults, introspect
 from harness.sim.answers import THINK_IDS, plan_answer
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.faults import Faults, RequestFaults
@@ -57,6 +57,8 @@ class SimServer:
         self.config = EngineConfig.from_args(args)
         self.logger = SimLogger(args.log_level, args.log_file)
         self.engine = Engine(self.config, log=self.logger)
+        health_faults.install(self.engine, args.fault_hicache)
+        self.hang = health_faults.Hang(args.fault_hicache, args.fault_hang_after)
         self.tok = WordTokenizer()
         self.faults = Faults(args, start=self.start_mono)
         self.model_name = args.served_model_name or args.model_path
@@ -193,11 +195,13 @@ class SimServer:
         end = req.finish_time if req.finish_time is not None else self.model_now()
         return max(0.0, end - req.arrival)
 
-    def _generate_events(
+    async def _generate_events(
         self, request: web.Request, req: SimRequest, faults: RequestFaults, hint: ClientHint | None = None
     ) -> AsyncIterator[tuple[int, bool]]:
         """Yield (token count so far, finished) as the engine produces tokens (token_chunks)."""
-        return token_chunks(self.live, req, faults, self.faults.stall_s, hint)
+        await self.hang.gate()  # --fault-hicache prefetch-hang: the request never reaches the scheduler
+        async for chunk in token_chunks(self.live, req, faults, self.faults.stall_s, hint):  # noqa: UP028
+            yield chunk
 
     # --- handlers: control -----------------------------------------------------------------
     async def health(self, request: web.Request) -> web.StreamResponse:

@@ -75,6 +75,9 @@ class Timeouts:
     connect: float = 10.0
     first_token: float = 300.0
     total: float = 600.0
+    # requests in flight and no token from any of them for this long: the point fails at once (`stalled`,
+    # docs/faults.md); under first_token so a hung server is named long before each request times out
+    stall: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -361,13 +364,16 @@ def _parse_timeouts(v: Any, f: str) -> Timeouts:
     if v is None:
         return Timeouts()
     if not isinstance(v, dict):
-        raise SpecError(f, "timeouts", f"expected a mapping with connect, first_token, total, got {tname(v)}")
-    no_unknown(v, {"connect", "first_token", "total"}, f, "timeouts")
+        raise SpecError(
+            f, "timeouts", f"expected a mapping with connect, first_token, total, stall, got {tname(v)}"
+        )
+    no_unknown(v, {"connect", "first_token", "total", "stall"}, f, "timeouts")
     d = Timeouts()
     return Timeouts(
         connect=pos_float(v.get("connect", d.connect), f, "timeouts.connect"),
         first_token=pos_float(v.get("first_token", d.first_token), f, "timeouts.first_token"),
         total=pos_float(v.get("total", d.total), f, "timeouts.total"),
+        stall=pos_float(v.get("stall", d.stall), f, "timeouts.stall"),
     )
 
 

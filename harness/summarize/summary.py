@@ -35,6 +35,7 @@ from harness.summarize.figures import (
     telemetry_stats,
     tz_shift,
 )
+from harness.summarize.funnel import add_health
 from harness.summarize.intervals import seed_intervals
 from harness.summarize.modelled import card_goodput, point_modelled, seed_modelled
 from harness.summarize.prediction import add_prediction
@@ -215,6 +216,7 @@ def summarize_experiment(
             if spec is not None and spec.salt:
                 flag_salted(point, seeds, facts.block_size)
             add_prediction(point, seeds, srv.info, _workload_at(spec, ordered[0].sweep), _replica_count(srv))
+            add_health(point, ordered)  # hicache_funnel and health verdicts (harness.summarize.funnel)
             points.append(point)
     return Experiment(path=str(exp.path), manifest=exp.manifest, servers=servers), points
 

@@ -51,6 +51,7 @@ from harness.sweep.point import Telemetry, run_point
 from harness.sweep.progress import point_done, sweep_progress
 from harness.telemetry.gpus import host_facts, sampling_plan
 from harness.telemetry.sampler import open_sampler
+from harness.telemetry.timeline import DEFAULT_INTERVAL_S
 from harness.workloads import PromptMaker, load_prompt_maker
 
 Log = Callable[[str], None]
@@ -84,6 +85,7 @@ class _Sweep:
     retries: int
     log: Log
     telemetry_interval_s: float = 0.2
+    metrics_interval_s: float = DEFAULT_INTERVAL_S  # the /metrics timeline (harness.telemetry.timeline)
 
 
 # ------------------------------------------------------------------ the loop
@@ -155,6 +157,7 @@ def _run_with_retries(
             attempt=attempt,
             prompt_maker=sw.prompt_maker,
             cold_note=cold,
+            metrics_interval_s=sw.metrics_interval_s,
         )
         server.points_run += 1
         status = rec.status
@@ -350,7 +353,16 @@ def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | No
     retries = opts.retries if retries is None else retries
     maker = load_prompt_maker(spec.tokenizer)
     return _Sweep(
-        spec, opts.node, opts.capture, opts.quiet, None, maker, retries, log, opts.telemetry_interval_s
+        spec,
+        opts.node,
+        opts.capture,
+        opts.quiet,
+        None,
+        maker,
+        retries,
+        log,
+        opts.telemetry_interval_s,
+        opts.metrics_interval_s,
     )
 
 
@@ -399,6 +411,7 @@ def run_points(
     quiet: bool = True,
     telemetry: Telemetry | None = None,
     log: Log | None = None,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> list[PointRecord | dict[str, Any]]:
     """Every point x seed against a running server, in order; skips points already ok, no retries."""
     seeds = list(spec.seeds if seeds is None else seeds)
@@ -419,6 +432,7 @@ def run_points(
         load_prompt_maker(spec.tokenizer),
         0,
         log or (lambda _msg: None),
+        metrics_interval_s=metrics_interval_s,
     )
     outcome = Outcome()
     server = Attached(
@@ -444,6 +458,7 @@ def run_attached(
     quiet: bool,
     gpus: str | None,
     log: Log,
+    metrics_interval_s: float = DEFAULT_INTERVAL_S,
 ) -> list[PointRecord | dict[str, Any]]:
     """`harness run`: the manifest (refused over points of another spec version), then every point."""
     edir = experiment_dir(capture, node, spec.name)
@@ -459,4 +474,5 @@ def run_attached(
         quiet=quiet,
         telemetry=attached_telemetry(gpus),
         log=log,
+        metrics_interval_s=metrics_interval_s,
     )

@@ -52,6 +52,7 @@ class BenchOptions:
     telemetry_interval_s: float = (
         0.2  # NVML sampling interval: lower for a prefill-window clock on short prefills
     )
+    metrics_interval_s: float = 0.5  # the server's /metrics timeline per point; 0: off
     min_free_mb: int = 100
     suite: str | None = (
         None  # the named suite being run: a replicas experiment short of GPUs is skipped, not refused

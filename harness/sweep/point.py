@@ -22,6 +22,8 @@ from harness.loadgen.loop import run as run_loop
 from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
 from harness.spec import ExperimentSpec, Point
+from harness.sweep.stall import stall_record
+from harness.telemetry.timeline import DEFAULT_INTERVAL_S, metrics_timeline
 from harness.workloads import PromptMaker, build_schedule
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ def run_point(
     attempt: int = 1,
     prompt_maker: PromptMaker | None = None,
     cold_note: str | None = None,
+    metrics_interval_s: float | None = DEFAULT_INTERVAL_S,
 ) -> PointRecord:
     """One point x seed: its folder, requests.jsonl and point.json (written last, also on Ctrl-C).
 
@@ -100,8 +103,12 @@ def run_point(
     status: str = "failed"
     failure: str | None = None
     res = tel = None
+    stall: dict[str, Any] | None = None
     try:
-        with telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel:
+        with (
+            telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel,
+            metrics_timeline(pdir, server.metrics_sources(), metrics_interval_s, headers),
+        ):
             if spec.workers > 1:  # N processes, each its part of the same schedule (harness.loadgen.split)
                 res = run_split(
                     spec,
@@ -129,6 +136,8 @@ def run_point(
             failure = (
                 ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
             )
+        if res.stall is not None:  # the watchdog cut the run: failed at once, with its evidence
+            status, failure, stall = "failed", res.stall.reason(), stall_record(res.stall, server.own_pid, pdir)
     except KeyboardInterrupt:
         # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
@@ -165,6 +174,7 @@ def run_point(
             requests_warmup=counts.warmup,
             time_limited=bool(res is not None and res.time_limited),
             workers=server.worker_urls(),
+            stall=stall,
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":

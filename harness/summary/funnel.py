@@ -1,0 +1,51 @@
+"""The HiCache tier funnel and the health verdicts as typed summary records (Point.hicache_funnel, .health).
+
+Why apart from model.py: the funnel and the verdicts are computed by harness.summarize.funnel and
+harness.verdicts.health and hooked onto a point in one place; these are the shapes every reader shares.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from harness.summary.record import JsonObject, Num, Record
+
+
+class HicacheFunnel(Record):
+    """Tokens through the tiers over one point x seed (counter deltas; null where the server has no counter)."""
+
+    backed_up_tokens: Num | None = Field(None, description="device -> host copies (hicache_backup_tokens)")
+    evicted_tokens: Num | None = Field(None, description="evicted from the device (evicted_tokens)")
+    dropped_tokens: Num | None = Field(
+        None, description="device KV destroyed with no host copy (hicache_dropped_tokens)"
+    )
+    host_released_tokens: Num | None = Field(
+        None, description="backed up minus the growth of the host pool's use: what the host let go"
+    )
+    host_hit_tokens: Num | None = Field(
+        None, description='matched on the host (cached_tokens{cache_source="host"})'
+    )
+    loaded_back_tokens: Num | None = Field(None, description="host -> device loads (load_back_tokens)")
+    device_hit_tokens: Num | None = Field(None, description="matched on the device")
+    storage_prefetched_tokens: Num | None = Field(
+        None, description="L3 -> host prefetches (prefetched_tokens)"
+    )
+    storage_hit_tokens: Num | None = Field(None, description='matched in L3 (cache_source="storage")')
+    returning_tokens: Num | None = Field(
+        None,
+        description="prompt tokens the harness had sent before (the prefix each prompt shares with an earlier one)",
+    )
+    returning_off_device_tokens: Num | None = Field(
+        None, description="returning tokens the device did not serve: what the host should have held"
+    )
+    returning_why_none: str | None = None
+
+
+class HealthVerdict(Record):
+    """One health verdict of one seed, with its figures and the time window (s since the point began)."""
+
+    verdict: str = Field(description="host-tier-inert, evict-storm, over-eviction, stalled or crashed")
+    seed: str
+    reason: str
+    window_s: list[Num] | None = None
+    figures: JsonObject = Field(default_factory=dict)

@@ -1,0 +1,229 @@
+"""The server's own /metrics scraped on an interval during a point, into `<point>/metrics.jsonl`.
+
+Why: two scrapes (before, after) cannot tell an evict storm from steady eviction, nor say when a stall
+began. One line per source per tick, on the GPU sampler's clock (time.monotonic), with each watched
+counter's value and its rate since the previous tick, and each watched gauge. Only the watched families
+are parsed (a name lookup per line), so a tick costs little client CPU (scripts/bench_timeline.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+METRICS_TIMELINE = "metrics.jsonl"
+DEFAULT_INTERVAL_S = 0.5
+
+# sample name -> (field, is_counter); SGLang's and vLLM's names for the same thing share a field
+COUNTERS: dict[str, str] = {
+    "sglang:prompt_tokens_total": "prompt_tokens",
+    "sglang:generation_tokens_total": "generation_tokens",
+    "sglang:num_requests_total": "requests",
+    "sglang:evicted_tokens_total": "evicted_tokens",
+    "sglang:load_back_tokens_total": "load_back_tokens",
+    "sglang:hicache_backup_tokens_total": "backup_tokens",
+    "sglang:hicache_dropped_tokens_total": "dropped_tokens",
+    "sglang:prefetched_tokens_total": "prefetched_tokens",
+    "sglang:num_retracted_requests_total": "retracted",
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:request_success_total": "requests",
+    "vllm:num_preemptions_total": "preemptions",
+}
+CACHED = "sglang:cached_tokens_total"  # split by cache_source into cached_device / cached_host / ...
+GAUGES: dict[str, str] = {
+    "sglang:num_running_reqs": "running",
+    "sglang:num_queue_reqs": "queued",
+    "sglang:token_usage": "token_usage",
+    "sglang:kv_used_tokens": "kv_used_tokens",
+    "sglang:kv_evictable_tokens": "kv_evictable_tokens",
+    "sglang:kv_available_tokens": "kv_available_tokens",
+    "sglang:max_total_num_tokens": "pool_tokens",
+    "sglang:hicache_host_used_tokens": "host_used_tokens",
+    "sglang:hicache_host_total_tokens": "host_total_tokens",
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "queued",
+    "vllm:kv_cache_usage_perc": "token_usage",
+}
+COUNTER_FIELDS = frozenset(COUNTERS.values()) | {"cached_device", "cached_host", "cached_storage"}
+
+
+def watched_values(text: str) -> dict[str, float]:
+    """The watched series of one /metrics text, summed per field; a tensor-parallel rank other than 0
+    is skipped (its counters repeat rank 0's)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        end = brace if 0 <= brace < space or (brace >= 0 and space < 0) else space
+        if end <= 0:
+            continue
+        name = line[:end]
+        fld = COUNTERS.get(name) or GAUGES.get(name)
+        if fld is None and name != CACHED:
+            continue
+        rest = line
+        if brace == end:
+            close = line.rfind("}")
+            labels, rest = line[brace:close], line[close + 1 :]
+            if 'tp_rank="' in labels and 'tp_rank="0"' not in labels:
+                continue
+            if name == CACHED:
+                i = labels.find('cache_source="')
+                if i < 0:
+                    continue
+                src = labels[i + 14 : labels.find('"', i + 14)]
+                fld = f"cached_{src}"
+        else:
+            rest = line[end:]
+        parts = rest.split()
+        if not parts or fld is None:
+            continue
+        try:
+            v = float(parts[0])
+        except ValueError:
+            continue
+        out[fld] = out.get(fld, 0.0) + v
+    return out
+
+
+@dataclass
+class _Source:
+    name: str
+    url: str
+    last: dict[str, float] = field(default_factory=dict)
+    last_t: float | None = None
+    off: bool = False  # answered 404: metrics are not enabled there (SGLang without --enable-metrics)
+
+
+class Timeline:
+    """A thread that scrapes each source every `interval_s` and appends one line per source per tick."""
+
+    def __init__(
+        self,
+        out: IO[str],
+        sources: Mapping[str, str],
+        interval_s: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.out = out
+        self.sources = [_Source(n, u.rstrip("/") + "/metrics") for n, u in sources.items()]
+        self.interval_s = interval_s
+        self.headers = dict(headers or {})
+        self.stop_event = threading.Event()
+        self.ticks = 0
+        self.thread = threading.Thread(target=self._run, name="metrics-timeline", daemon=True)
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def _tick(self, client: httpx.Client) -> None:
+        for s in self.sources:
+            if s.off:
+                continue
+            t_mono, t_wall = time.monotonic(), time.time()
+            line: dict[str, Any] = {"kind": "sample", "t_mono": t_mono, "t_wall": t_wall, "source": s.name}
+            try:
+                r = client.get(s.url)
+                if r.status_code == 404:
+                    s.off = True
+                if r.status_code != 200:
+                    raise httpx.HTTPError(f"HTTP {r.status_code}")
+                values = watched_values(r.text)
+            except httpx.HTTPError as e:
+                line["error"] = str(e)[:200] or type(e).__name__
+                self._write(line)
+                continue
+            line["values"] = values
+            if s.last_t is not None and t_mono > s.last_t:
+                dt = t_mono - s.last_t
+                line["rates"] = {
+                    k: (v - s.last[k]) / dt
+                    for k, v in values.items()
+                    if k in COUNTER_FIELDS and k in s.last and v >= s.last[k]
+                }
+            s.last, s.last_t = values, t_mono
+            self._write(line)
+        self.ticks += 1
+
+    def _run(self) -> None:
+        timeout = httpx.Timeout(max(2.0, 4 * self.interval_s))
+        with httpx.Client(timeout=timeout, headers=self.headers) as client:
+            nxt = time.monotonic()
+            while not self.stop_event.is_set():
+                self._tick(client)
+                nxt += self.interval_s
+                wait = nxt - time.monotonic()
+                if wait < 0:  # a slow scrape: skip the missed ticks rather than burst
+                    nxt = time.monotonic()
+                    wait = 0.0
+                if self.stop_event.wait(wait):
+                    break
+            self._tick(client)  # the last line covers the point's end
+
+    def start(self) -> None:
+        self._write(
+            {
+                "kind": "header",
+                "interval_s": self.interval_s,
+                "sources": {s.name: s.url for s in self.sources},
+                "clock": "time.monotonic",
+            }
+        )
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=10.0)
+
+
+@contextlib.contextmanager
+def metrics_timeline(
+    point_dir: Path,
+    sources: Mapping[str, str],
+    interval_s: float | None = DEFAULT_INTERVAL_S,
+    headers: Mapping[str, str] | None = None,
+) -> Iterator[Timeline | None]:
+    """Scrape `sources` (name -> base URL) into `<point_dir>/metrics.jsonl` for the block; an interval of
+    None or 0 turns it off. A re-run point starts the file afresh (the capture moved the old aside)."""
+    if not interval_s or not sources:
+        yield None
+        return
+    with open(point_dir / METRICS_TIMELINE, "w", encoding="utf-8") as f:
+        tl = Timeline(f, sources, interval_s, headers)
+        tl.start()
+        try:
+            yield tl
+        finally:
+            tl.stop()
+
+
+def read_timeline(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, sample lines) of a metrics.jsonl; a torn last line is skipped."""
+    header: dict[str, Any] = {}
+    samples: list[dict[str, Any]] = []
+    if not path.exists():
+        return header, samples
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("kind") == "header":
+            header = obj
+        elif obj.get("kind") == "sample":
+            samples.append(obj)
+    return header, samples

@@ -1,0 +1,149 @@
+"""Health verdicts beside the clock verdicts: host-tier-inert, evict-storm, over-eviction, stalled, crashed.
+
+Why: a point can end `ok` while the server misbehaved (sglang#33713, #35129, PR #40748, #30760, #42465).
+Each verdict carries its figures and its window; thresholds and what to do: docs/faults.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.summary.funnel import HealthVerdict, HicacheFunnel
+
+INERT_MIN_TOKENS = 64  # returning tokens off the device before "no host hit" means anything
+STORM_RATIO = 4.0  # tokens evicted per token the allocations in the same ticks needed
+EXCESS_FRACTION = 0.25  # of tokens evicted beside load-backs, the share still free at the end of the tick
+# of other evicted tokens, the share still free at the tick's end; node-granular eviction of a healthy pool
+# reaches 0.45 (whole 400-token nodes for shorter shortfalls: tests/verdicts/test_health.py), so above it
+OVER_EVICTION_FRACTION = 0.6
+MIN_EVICTED = 256  # fewer evicted tokens than this: too few to judge a storm or over-eviction
+
+
+def host_tier_inert(seed: str, f: HicacheFunnel, window: list[float]) -> HealthVerdict | None:
+    """Backed up and evicted, prompts returned off the device, and not one host (or L3) hit."""
+    if not (f.backed_up_tokens and f.evicted_tokens and f.returning_off_device_tokens):
+        return None
+    if f.returning_off_device_tokens < INERT_MIN_TOKENS or f.host_hit_tokens or f.storage_hit_tokens:
+        return None
+    return HealthVerdict(
+        verdict="host-tier-inert",
+        seed=seed,
+        reason=(
+            f"{f.backed_up_tokens:.0f} tokens backed up to host and {f.evicted_tokens:.0f} evicted from the "
+            f"device; {f.returning_off_device_tokens:.0f} returning prompt tokens were not on the device, and "
+            "the host matched none of them"
+        ),
+        window_s=window,
+        figures=f.model_dump(exclude_none=True),
+    )
+
+
+def _free(v: dict[str, float]) -> float | None:
+    if "kv_available_tokens" in v:
+        return v["kv_available_tokens"]
+    pool, used, ev = v.get("pool_tokens"), v.get("kv_used_tokens"), v.get("kv_evictable_tokens")
+    if pool is None or used is None or ev is None:
+        return None
+    return max(0.0, pool - used - ev)
+
+
+def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> HealthVerdict | None:
+    """evict-storm or over-eviction from the /metrics timeline: per tick, evicted tokens against what the
+    pool needed (evicted - growth of free space) and what was still free at the tick's end."""
+    by_src: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        if "values" in s:
+            by_src.setdefault(str(s.get("source")), []).append(s)
+    evicted = needed = excess_lb = excess = 0.0
+    first = last = None
+    peak = 0.0
+    for rows in by_src.values():
+        for a, b in zip(rows, rows[1:], strict=False):
+            va, vb = a["values"], b["values"]
+            if "evicted_tokens" not in va or "evicted_tokens" not in vb:
+                continue
+            ev = vb["evicted_tokens"] - va["evicted_tokens"]
+            fa, fb = _free(va), _free(vb)
+            if ev <= 0 or fa is None or fb is None:
+                continue
+            evicted += ev
+            needed += max(0.0, ev - (fb - fa))
+            loaded = vb.get("load_back_tokens", 0.0) - va.get("load_back_tokens", 0.0)
+            if loaded > 0:  # evictions beside load-backs: what a load-back evicted beyond its room
+                excess_lb += min(ev, fb)
+            else:
+                excess += min(ev, fb)
+            t_a, t_b = a["t_mono"] - t0, b["t_mono"] - t0
+            first = t_a if first is None else min(first, t_a)
+            last = t_b if last is None else max(last, t_b)
+            peak = max(peak, ev / max(t_b - t_a, 1e-6))
+    if evicted < MIN_EVICTED or first is None or last is None:
+        return None
+    ratio = evicted / max(needed, 1.0)
+    figures = {
+        "evicted_tokens": evicted,
+        "needed_tokens": needed,
+        "free_after_load_back_evictions_tokens": excess_lb,
+        "free_after_other_evictions_tokens": excess,
+        "ratio": round(ratio, 2),
+        "peak_evicted_per_s": round(peak, 1),
+    }
+    window = [round(first, 3), round(last, 3)]
+    span = f"between {window[0]:.1f} s and {window[1]:.1f} s"
+    if ratio >= STORM_RATIO or excess_lb >= EXCESS_FRACTION * evicted:
+        return HealthVerdict(
+            verdict="evict-storm",
+            seed=seed,
+            reason=(
+                f"{evicted:.0f} tokens evicted ({ratio:.1f}x what the allocations needed); {excess_lb:.0f} of them "
+                f"beside load-backs were still free after their tick: load-back evicting others, {span}"
+            ),
+            window_s=window,
+            figures=figures,
+        )
+    if excess >= OVER_EVICTION_FRACTION * evicted:
+        return HealthVerdict(
+            verdict="over-eviction",
+            seed=seed,
+            reason=(
+                f"{excess:.0f} of {evicted:.0f} evicted tokens were still free at the end of their tick: "
+                f"evictions beyond the allocation's shortfall, {span}"
+            ),
+            window_s=window,
+            figures=figures,
+        )
+    return None
+
+
+def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthVerdict]:
+    """stalled (point.json's `stall`) and crashed (the server died during the point: its log tail)."""
+    if not point:
+        return []
+    out = []
+    t0 = point.get("start_mono") or 0.0
+    st = point.get("stall")
+    if isinstance(st, dict):
+        out.append(
+            HealthVerdict(
+                verdict="stalled",
+                seed=seed,
+                reason=str(st.get("reason")),
+                window_s=[round(st["since_mono"] - t0, 3), round(st["detected_mono"] - t0, 3)],
+                figures={k: st[k] for k in ("in_flight", "limit_s", "thread_dump") if k in st},
+            )
+        )
+    failure = point.get("failure") or ""
+    if "exited with code" in failure or "died" in failure:
+        out.append(HealthVerdict(verdict="crashed", seed=seed, reason=failure[:2000]))
+    return out
+
+
+def summary_health(summary: Any) -> list[dict[str, Any]]:
+    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named."""
+    out = []
+    for p in summary.get("points") or [] if isinstance(summary, dict) else []:
+        for v in p.get("health") or []:
+            out.append(
+                {"experiment": p.get("experiment"), "server": p.get("server"), "sweep": p.get("sweep"), **v}
+            )
+    return out

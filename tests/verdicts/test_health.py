@@ -1,0 +1,112 @@
+"""Each HiCache fault mode of the sim yields its health verdict and no other; a healthy HiCache run none.
+
+Sessions of 8 turns over a 1,500-token device pool with a host tier 4x as large: their histories are
+evicted from the device between turns and return, so a working host tier has hits to show.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.report.markdown import render as render_markdown
+from harness.spec import load_spec
+from harness.summarize.funnel import returning_tokens
+from harness.summarize.summary import summarize, write_summaries
+from harness.sweep.bench import run_attached
+from harness.verdicts.health import eviction_verdict
+from tests.helpers import specs
+from tests.helpers.cli import harness
+from tests.helpers.procs import SimProc
+
+SIM = (
+    "--card-profile", "tiny-test", "--time-scale", "1.0", "--enable-metrics",
+    "--max-total-tokens", "1500", "--enable-hierarchical-cache", "--hicache-ratio", "4",
+)  # fmt: skip
+
+
+SESSIONS = specs.multi_turn(
+    sessions=8, turns=6, system_prompt_tokens=64, question_tokens=24, answer_tokens=16
+)
+# one stream of 400-token prompts through the pool: the room left after each allocation stays free
+BIG_PROMPTS = specs.shared_prefix(groups=8, prompts_per_group=2, system_prompt_tokens=400, question_tokens=16)
+
+
+def _health(
+    tmp_path: Path, *fault: str, wl: dict = SESSIONS, c: int = 4, sim: tuple = SIM
+) -> tuple[list[dict], dict]:
+    d = tmp_path / "sim"
+    d.mkdir()
+    p = SimProc(d, *sim, *fault)
+    try:
+        path = specs.write_spec(
+            tmp_path, "health", wl, file=f"h-{uuid.uuid4().hex[:6]}.yaml", concurrency=c, seeds=[0]
+        )
+        spec = load_spec(path)
+        run_attached(
+            spec, spec.points(), server_url=p.url, server_name="sim", node="n", capture=tmp_path / "cap",
+            seeds=None, quiet=True, gpus=None, log=lambda _m: None, metrics_interval_s=0.05,
+        )  # fmt: skip
+    finally:
+        p.stop()
+    (s,) = summarize([tmp_path / "cap" / "n"]).values()
+    write_summaries({"n": s}, tmp_path / "summaries")
+    data = json.loads(s.model_dump_json())
+    (pt,) = data["points"]
+    report = render_markdown(data)
+    for v in pt["health"]:  # the report says each verdict with its window
+        assert f"**{v['verdict']}** sim" in report, report
+    assert ("HiCache tier funnel" in report) == bool(pt.get("hicache_funnel"))
+    return pt["health"], (pt.get("hicache_funnel") or {}).get("0", {})
+
+
+@pytest.mark.slow
+def test_a_healthy_host_tier_has_hits_and_no_verdict(tmp_path):
+    health, f = _health(tmp_path)
+    assert health == [], health
+    assert f["backed_up_tokens"] > 0 and f["evicted_tokens"] > 0 and f["host_hit_tokens"] > 0, f
+    assert f["loaded_back_tokens"] > 0 and f["returning_off_device_tokens"] > 0, f
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "verdict"),
+    [
+        ("host-never-matches", "host-tier-inert"),
+        ("load-back-evicts-others", "evict-storm"),
+    ],
+)
+def test_each_fault_mode_yields_its_verdict_and_no_other(tmp_path, mode, verdict):
+    health, f = _health(tmp_path, "--fault-hicache", mode)
+    assert [v["verdict"] for v in health] == [verdict], (health, f)
+    (v,) = health
+    assert v["reason"] and v["window_s"] and v["figures"], v
+    r = harness("validate", str(tmp_path / "summaries" / "n.json"), "--json", timeout=60)
+    assert r.returncode == 1 and [h["verdict"] for h in json.loads(r.stdout)["health"]] == [verdict], r.stderr
+
+
+@pytest.mark.slow
+def test_node_granular_eviction_of_a_healthy_pool_is_not_over_eviction(tmp_path):
+    # whole 400-token nodes evicted for shorter shortfalls leave ~220 tokens free after each tick: normal
+    health, _ = _health(tmp_path, wl=BIG_PROMPTS, c=1, sim=SIM[:7])  # no host tier
+    assert health == [], health
+
+
+def test_returning_tokens_count_whole_blocks_sent_before():
+    a = tuple(range(64))
+    assert returning_tokens([a, a + (99,) * 16, tuple(range(100, 132))]) == 64
+
+
+def test_an_eviction_beyond_the_shortfall_is_over_eviction_on_an_independent_timeline():
+    # two ticks of a server that evicted 800 tokens a tick and kept 700 of them free: crafted, not the sim
+    def tick(t: float, ev: float, free: float) -> dict:
+        return {"t_mono": t, "source": "w0", "values": {"evicted_tokens": ev, "kv_available_tokens": free}}
+
+    got = eviction_verdict("0", [tick(10.0, 0, 600), tick(10.5, 800, 700), tick(11.0, 1600, 700)], 10.0)
+    assert got is not None and got.verdict == "over-eviction" and got.window_s == [0.0, 1.0]
+    storm = eviction_verdict("0", [tick(0.0, 0, 0), tick(0.5, 4000, 3800)], 0.0)
+    assert storm is not None and storm.verdict == "evict-storm" and storm.figures["ratio"] >= 4
+    assert eviction_verdict("0", [tick(0.0, 0, 50), tick(0.5, 900, 10)], 0.0) is None  # steady eviction
