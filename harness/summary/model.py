@@ -208,13 +208,16 @@ class Point(Record):
     )
     prediction: Prediction | None = None
     hicache_funnel: dict[str, HicacheFunnel] | None = Field(
-        None, description="`{seed: funnel}`: tokens through the HiCache tiers, HiCache points only ([faults.md](faults.md), health verdicts)"
+        None,
+        description="`{seed: funnel}`: tokens through the HiCache tiers, HiCache points only ([faults.md](faults.md), health verdicts)",
     )
     health: list[HealthVerdict] | None = Field(
-        None, description="every health verdict that applies to a seed (host-tier-inert, evict-storm, over-eviction, stalled, crashed)"
+        None,
+        description="every health verdict that applies to a seed (host-tier-inert, evict-storm, over-eviction, stalled, crashed)",
     )
     metrics_timeline: dict[str, dict[str, list[Num | None]]] | None = Field(
-        None, description="`{seed: {series: values}}`: the server's gauges and rates over the point, thinned for the page's chart"
+        None,
+        description="`{seed: {series: values}}`: the server's gauges and rates over the point, thinned for the page's chart",
     )
     ideal_hit_rate: Num | None = Field(
         None, description="the hit rate of an unbounded cache over the requests sent"

@@ -137,7 +137,11 @@ def run_point(
                 ", ".join(f"{k}: {v}" for k, v in sorted(res.errors.items())) or "requests not completed"
             )
         if res.stall is not None:  # the watchdog cut the run: failed at once, with its evidence
-            status, failure, stall = "failed", res.stall.reason(), stall_record(res.stall, server.own_pid, pdir)
+            status, failure, stall = (
+                "failed",
+                res.stall.reason(),
+                stall_record(res.stall, server.own_pid, pdir),
+            )
     except KeyboardInterrupt:
         # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
         status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
