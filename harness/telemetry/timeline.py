@@ -3,7 +3,7 @@
 Why: two scrapes (before, after) cannot tell an evict storm from steady eviction, nor say when a stall
 began. One line per source per tick, on the GPU sampler's clock (time.monotonic), with each watched
 counter's value and its rate since the previous tick, and each watched gauge. Only the watched families
-are parsed (a name lookup per line), so a tick costs little client CPU (scripts/bench_timeline.py).
+are parsed (a name lookup per line), so a tick costs little client CPU (benchmarks/bench_timeline.py).
 """
 
 from __future__ import annotations

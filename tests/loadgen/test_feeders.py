@@ -87,7 +87,7 @@ def test_a_file_fed_run_queues_a_window_and_records_the_rest_as_not_sent_at_time
         feeder.taken(host, s)
         after = host.queue.waiting()
         host.time_up = True
-        feeder.time_up(host, "time")
+        feeder.drop_rest(host, "time-limit", "time")
         return queued, unfed, after, host.unsent_reqs
 
     queued, unfed, after, unsent = asyncio.run(go())

@@ -5,7 +5,7 @@ the real runner with --metrics-interval-s 0 (off), 0.5 (the default) and 0.1, al
 client's CPU seconds per run (time.process_time: the load generator and the scraper thread together), the
 scrapes taken, and the parse cost of one /metrics page. Not a test: figures depend on the machine.
 
-Usage: .venv/bin/python scripts/bench_timeline.py [--rounds 3]
+Usage: .venv/bin/python benchmarks/bench_timeline.py [--rounds 3]
 """
 
 from __future__ import annotations
