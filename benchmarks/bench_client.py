@@ -699,7 +699,7 @@ def report(figs, notes, long_line, cpus, pin, srv_cpu, cli_cpu, load_start, load
         "Server CPU % is the server's own core use during the run: well under 100 % means the figure"
         " measures the client, not the server.",
         "",
-        "Targets (issue 2): >= 2,500 req/s at c=64 and c=256; client-added TTFT median < 0.5 ms, p99 < 2 ms at"
+        "Targets: >= 2,500 req/s at c=64 and c=256; client-added TTFT median < 0.5 ms, p99 < 2 ms at"
         " half that rate (the Poisson row; client-added = the client's first-token stamp minus the server's"
         " send stamp, so it includes loopback and the client's event-loop queueing); < 300 MB RSS over"
         " 100,000 requests.",

@@ -6,7 +6,7 @@ Everything is in tokens, whatever unit the input's pools are in: the device pool
 (`--mem-fraction-static`, `--kv-cache-dtype fp8_e4m3`; harness.advise.levers), the eviction policy and its
 config with SGLang's own keys (tlru's `threshold` and `next_prompt_estimate`, scaled from blocks to
 tokens), the host tier as `--hicache-ratio` of that pool, and the storage backend with the environment
-variables its SGLang client reads. tests/advise/test_launch_line_sglang.py parses every line advise can
+variables its SGLang client reads. tests/advise/test_launch_line.py parses every line advise can
 emit with SGLang 0.5.23's own parser and every smg line with smg 1.13.0's.
 """
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import socket
 
+DEFAULT_METRICS_INTERVAL_S = 0.5  # harness.telemetry.timeline.DEFAULT_INTERVAL_S; a test holds them equal
+
 
 def add_node(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -26,7 +28,7 @@ def add_metrics_interval(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-interval-s",
         type=float,
-        default=0.5,
+        default=DEFAULT_METRICS_INTERVAL_S,
         metavar="S",
         help="scrape the server's /metrics every S seconds during each point into metrics.jsonl "
         "(every worker's and the gateway's behind smg; default 0.5; 0 turns it off)",
@@ -35,10 +37,14 @@ def add_metrics_interval(p: argparse.ArgumentParser) -> None:
 
 def check_metrics_interval(v: float) -> float:
     """--metrics-interval-s: 0 (off) or a positive number of seconds."""
+    import math
+
     from harness.errors import HarnessError
 
-    if not v >= 0:
-        raise HarnessError(f"--metrics-interval-s {v}: must be >= 0 (0 turns the timeline off)")
+    if not (v >= 0 and math.isfinite(v)):
+        raise HarnessError(
+            f"--metrics-interval-s {v}: must be a finite number >= 0 (0 turns the timeline off)"
+        )
     return v
 
 

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             quiet=not args.progress,
         )
     except HarnessError as e:
-        print(f"bench_real: error: {e}", file=sys.stderr)
+        print(f"bench_llama: error: {e}", file=sys.stderr)
         return e.exit_code
     print()
     for key, c in run.checks.items():
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"summary: {run.summary_path}\nreport:  {run.report_path}")
     if run.problems:
-        print("bench_real: checks failed:\n  " + "\n  ".join(run.problems), file=sys.stderr)
+        print("bench_llama: checks failed:\n  " + "\n  ".join(run.problems), file=sys.stderr)
     else:
-        print("bench_real: every client/server check holds (TTFT vs prompt_ms, usage vs timings)")
+        print("bench_llama: every client/server check holds (TTFT vs prompt_ms, usage vs timings)")
     for line in run.verdict_lines:  # the clock verdicts, worded as `harness validate` words them
         print(line)
     return 1 if run.problems else 0

@@ -29,6 +29,7 @@ from harness.servers.server import Server
 from harness.spec import ExperimentSpec, Point, load_spec
 from harness.spec.engines import engine_of
 from harness.spec.servers import ServerProfile, SimSettings
+from harness.telemetry.timeline import DEFAULT_INTERVAL_S
 
 DEFAULT_CARD = "l4-8b"
 
@@ -52,7 +53,7 @@ class BenchOptions:
     telemetry_interval_s: float = (
         0.2  # NVML sampling interval: lower for a prefill-window clock on short prefills
     )
-    metrics_interval_s: float = 0.5  # the server's /metrics timeline per point; 0: off
+    metrics_interval_s: float = DEFAULT_INTERVAL_S  # the server's /metrics timeline per point; 0: off
     min_free_mb: int = 100
     suite: str | None = (
         None  # the named suite being run: a replicas experiment short of GPUs is skipped, not refused

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,9 @@ def hold(a: Advice, opts: Options) -> bool:
     md, page, d = render_md(a), render_html(a), to_dict(a)
     assert json.loads(json.dumps(d)) == d
     assert d["recommendation"]["launch"]["argv"][:3] == ["python", "-m", "sglang.launch_server"]
-    assert all(c["launch"]["line"].endswith(c["launch"]["argv"][-1]) for c in d["candidates"])
+    for c in d["candidates"]:  # the shell reads the line back as exactly the environment and the argv
+        ln = c["launch"]
+        assert shlex.split(ln["line"]) == [f"{k}={v}" for k, v in ln["env"].items()] + ln["argv"]
     top = d["candidates"][0]  # every output ranks by the same measure
     assert (top["pool"], top["policy"], top["host_ratio"]) == (
         best.config.pool,

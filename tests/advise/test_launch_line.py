@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -190,13 +191,14 @@ def _advise_lines(tmp_path: Path) -> tuple[list[list[str]], list[list[str]]]:
     fleets = d["replicas"]["router_launch"].values()
     lines += [w for f in fleets for w in f["workers"]]
     assert fleets, "advise --replicas 2 names no fleet"
-    for ln in lines:
-        assert ln["line"].endswith(" ".join(ln["argv"][-2:])) or ln["argv"][-1] in ln["line"]
+    for ln in lines:  # the shell reads the line back as exactly the environment and the argv
+        assert shlex.split(ln["line"]) == [f"{k}={v}" for k, v in ln["env"].items()] + ln["argv"]
     return [ln["argv"][3:] for ln in lines], [f["router"]["argv"][2:] for f in fleets]
 
 
 def test_every_smg_line_parses_with_smg_1_13s_own_parser() -> None:
-    launch_router = pytest.importorskip("smg.launch_router")  # the `router` extra: smg 1.13.0
+    import smg.launch_router as launch_router  # the `router` extra (make test installs it): smg 1.13.0
+
     urls = worker_urls(4, 2)
     for policy in ("round_robin", "cache_aware", "prefix_hash", "least_load"):
         args = smg_line(policy, urls).args
@@ -251,11 +253,13 @@ def test_every_line_advise_can_emit_parses_with_sglang_0_5_23s_own_parser(tmp_pa
     )
     assert "__RESULTS__" in r.stdout, r.stderr[-3000:]
     results = json.loads(r.stdout.rsplit("__RESULTS__", 1)[1])
-    refused = [(a, e) for a, e in zip(argvs, results, strict=False) if e]
+    assert len(results) == len(argvs) + len(controls)
+    refused = [(a, e) for a, e in zip(argvs, results[: len(argvs)], strict=True) if e]
     assert refused == [], refused[:3]
     assert len(argvs) > 400
     assert results[-2].startswith("argparse exit") or "unrecognized" in results[-2]
     assert "needs 'threshold' greater than 'next_prompt_estimate'" in results[-1]
-    launch_router = pytest.importorskip("smg.launch_router")
+    import smg.launch_router as launch_router
+
     for a in smg_argvs:
         launch_router.parse_router_args(a)

@@ -82,7 +82,7 @@ def test_a_stall_fails_the_point_within_seconds_of_the_threshold(sim, tmp_path, 
 
 
 @pytest.mark.slow
-def test_no_stall_under_the_default_when_tokens_flow(sim, tmp_path):
+def test_no_stall_while_tokens_flow_under_a_short_limit(sim, tmp_path):
     s = sim()
     point, rows, _, _ = _run(tmp_path, s.url, stall=1.0)
     assert point["status"] == "ok" and point["stall"] is None
