@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +27,12 @@ def test_setup_step_is_shown_while_output_is_captured(tmp_path: Path) -> None:
         "def test_probe(built):\n"
         "    assert built == 1\n"
     )
+    # the child is a plain pytest run: not an xdist worker, whatever this test runs in
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     r = subprocess.run(  # tests.conftest as a plugin: the hook that hands pytest's config to announce
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest", str(t)],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,6 +16,7 @@ from typing import Any
 from harness.capture.jsoncodec import dumps_line
 
 REQUESTS = "requests.jsonl"
+METRICS = "metrics.jsonl"  # the /metrics timeline (harness.telemetry.timeline writes it)
 TELEMETRY = "telemetry.jsonl"
 POINT = "point.json"
 MANIFEST = "manifest.json"

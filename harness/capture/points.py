@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.capture.files import POINT, REQUESTS, read_json_dict, write_json_atomic
+from harness.capture.files import METRICS, POINT, REQUESTS, read_json_dict, write_json_atomic
 from harness.capture.jsoncodec import loads_tally
 
 
@@ -34,13 +34,17 @@ def next_attempt(pdir: Path, old: dict[str, Any] | None) -> int:
 
 
 def move_aside(pdir: Path) -> None:
-    """Keep an earlier attempt's records as requests.attempt-N.jsonl and drop its point.json."""
+    """Keep an earlier attempt's records and /metrics timeline as requests.attempt-N.jsonl and
+    metrics.attempt-N.jsonl (one N for both) and drop its point.json: one file holds one run, and a fleet
+    sends each back as a rename, never as bytes that contradict what the driver holds."""
     req = pdir / REQUESTS
-    if req.exists():
+    if req.exists() or (pdir / METRICS).exists():
         n = 1
-        while (pdir / f"requests.attempt-{n}.jsonl").exists():
+        while any((pdir / f"{Path(name).stem}.attempt-{n}.jsonl").exists() for name in (REQUESTS, METRICS)):
             n += 1
-        os.replace(req, pdir / f"requests.attempt-{n}.jsonl")
+        for name in (REQUESTS, METRICS):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(pdir / name, pdir / f"{Path(name).stem}.attempt-{n}.jsonl")
     with contextlib.suppress(FileNotFoundError):
         (pdir / POINT).unlink()
 

@@ -154,4 +154,4 @@ def anatomy_img(points: list[Point], title: str) -> str:
     if not _draw(points, buf, title):
         return ""
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<figure class="chart"><img alt="miss anatomy per point" src="data:image/png;base64,{data}"></figure>'
+    return f'<figure class="anatomy"><img alt="miss anatomy per point" src="data:image/png;base64,{data}"></figure>'

@@ -19,7 +19,9 @@ from typing import IO, Any
 
 import httpx
 
-METRICS_TIMELINE = "metrics.jsonl"
+from harness.capture.files import METRICS
+
+METRICS_TIMELINE = METRICS  # one name, kept by the capture (moved aside on a re-run with the records)
 DEFAULT_INTERVAL_S = 0.5
 
 # sample name -> (field, is_counter); SGLang's and vLLM's names for the same thing share a field
@@ -125,6 +127,8 @@ class Timeline:
         self.thread = threading.Thread(target=self._run, name="metrics-timeline", daemon=True)
 
     def _write(self, obj: dict[str, Any]) -> None:
+        if self.out.closed:  # the point's block ended (a stop signal cut its join short): nothing to add
+            return
         self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
         self.out.flush()
 
@@ -158,6 +162,15 @@ class Timeline:
         self.ticks += 1
 
     def _run(self) -> None:
+        """The scrape loop; whatever ends it early (the file closed under a stop signal) ends it quietly:
+        the lines already written stay, and the command's own exit says what happened."""
+        try:
+            self._loop()
+        except Exception as e:  # noqa: BLE001 - a daemon thread must not print a traceback over the command's
+            with contextlib.suppress(Exception):
+                self._write({"kind": "stopped", "t_mono": time.monotonic(), "error": repr(e)[:200]})
+
+    def _loop(self) -> None:
         timeout = httpx.Timeout(max(2.0, 4 * self.interval_s))
         with httpx.Client(timeout=timeout, headers=self.headers) as client:
             nxt = time.monotonic()

@@ -54,4 +54,4 @@ def test_no_anatomy_no_sentence_and_a_bar_per_point(tmp_path: Path) -> None:
     assert anatomy_chart([bare], tmp_path / "none.png", "t") is None
     out = anatomy_chart([_point("a", 400, 480), _point("b", 880, 0)], tmp_path / "a.png", "t")
     assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
-    assert anatomy_img([_point("a", 400, 480)], "t").startswith('<figure class="chart"><img')
+    assert anatomy_img([_point("a", 400, 480)], "t").startswith('<figure class="anatomy"><img')

@@ -143,7 +143,11 @@ def test_sim_sessions_search_gives_gpu_only_and_hicache_capacities(tmp_path):
             assert modelled["goodput"]["fraction"] == pytest.approx(pr["goodput"]), (server, pr)
     over = next(pr for pr in gpu["probes"] if pr["status"] in ("over", "saturated"))
     assert over["goodput"] < raw["search"]["goodput"]
-    header = next(ln for ln in report.splitlines() if ln.startswith("| server | point | TTFT p50 ms"))
+    header = next(
+        ln
+        for ln in report.splitlines()
+        if ln.startswith("| server | point |") and "| modelled goodput |" in ln
+    )
     cols = [c.strip() for c in header.strip("|").split("|")]
     row = next(
         ln for ln in report.splitlines() if ln.startswith(f"| gpu-only | sessions={over['value']:g} |")
