@@ -12,7 +12,10 @@ def test_records_and_timeline_move_aside_together_and_number_on(tmp_path: Path) 
     (tmp_path / "metrics.jsonl").write_text('{"kind": "header"}\n')
     (tmp_path / "point.json").write_text("{}")
     move_aside(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.attempt-1.jsonl", "requests.attempt-1.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "metrics.attempt-1.jsonl",
+        "requests.attempt-1.jsonl",
+    ]
     (tmp_path / "metrics.jsonl").write_text('{"kind": "header", "n": 2}\n')  # a run that sent nothing
     move_aside(tmp_path)
     assert (tmp_path / "metrics.attempt-2.jsonl").read_text() == '{"kind": "header", "n": 2}\n'
