@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness import metrics, serverlog
+from harness.engines import counters
 from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
@@ -375,7 +376,7 @@ def counter_figures(sc: SeedCapture) -> Figures:
             hit_rate_counters=None, hit_rate_counters_why="no /metrics scrape before and after the point"
         )
     d = metrics.counter_deltas(sc.before, sc.after)
-    cf = metrics.cache_figures(d)
+    cf = counters.cache_figures(d)
     by_source = dict(cf["cached_by_source"])
     fig: dict[str, Any] = {
         "hit_rate_counters": cf["hit_rate"],
@@ -393,7 +394,7 @@ def counter_figures(sc: SeedCapture) -> Figures:
     fig["counter_hicache_dropped_tokens"] = cf.get("hicache_dropped_tokens")
     fig["counter_reset"] = cf["reset"]
     fig["counter_engine"] = cf["engine"]
-    fig["server_ttft_mean_s"], fig["server_ttft_requests"] = metrics.ttft_mean_s(d)
+    fig["server_ttft_mean_s"], fig["server_ttft_requests"] = counters.ttft_mean_s(d)
     if cf["engine"] is None:
         fig["hit_rate_counters_why"] = (
             "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import metrics, serverlog
+from harness.engines import counters
+from harness.engines.vllm.counters import vllm_cache_config
 
 DATA = Path(__file__).parents[1] / "data" / "vllm"
 LOG = DATA / "server-0.32.0.log"
@@ -89,7 +91,7 @@ def test_real_log_kinds_and_facts() -> None:
 
 def _counters(a: str, b: str) -> dict:
     before, after = (metrics.parse_prometheus((DATA / f"{n}.prom").read_text()) for n in (a, b))
-    return metrics.cache_figures(metrics.counter_deltas(before, after))
+    return counters.cache_figures(metrics.counter_deltas(before, after))
 
 
 def test_counters_are_vllm_hits_over_queries() -> None:
@@ -103,10 +105,10 @@ def test_counters_are_vllm_hits_over_queries() -> None:
 
 
 def test_cache_config_gives_block_size_and_pool() -> None:
-    cfg = metrics.vllm_cache_config(metrics.parse_prometheus((DATA / "m2.prom").read_text()))
+    cfg = vllm_cache_config(metrics.parse_prometheus((DATA / "m2.prom").read_text()))
     assert cfg["block_size"] == 32 and cfg["num_blocks"] == 8192 and cfg["pool_tokens"] == 262144
     assert cfg["enable_prefix_caching"] is True and cfg["kv_cache_memory_bytes"] == 1 << 30
-    assert metrics.vllm_cache_config(metrics.Scrape()) == {}
+    assert vllm_cache_config(metrics.Scrape()) == {}
 
 
 def _point(log, start: str, start_frac: float, end: str, end_frac: float, **kw) -> serverlog.LogHitRate:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import metrics
+from harness.engines.facts import server_cache_facts
 from harness.summarize.read import SeedCapture, ServerCapture
-from harness.summarize.summary import server_cache_facts
 from harness.summary.model import CacheFacts, Server
 
 DATA = Path(__file__).parents[1] / "data" / "vllm"

@@ -6,7 +6,7 @@ import os
 import sys
 
 from harness.engines.registry import Adapter, Argv, Launch, register, runtime
-from harness.metrics import VLLM_NAMES
+from harness.engines.vllm.counters import VLLM_NAMES
 from harness.spec.servers import ServerProfile
 
 # vLLM's (VLLM_SERVER_DEV_MODE=1), also emptying a KV connector's tier (offloading, LMCache): a no-op
