@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import serverlog
+from harness.engines import logs
 from harness.errors import HarnessError
 
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise HarnessError(f"{path}: no such log file")
     try:
-        log = serverlog.parse_file(path)
+        log = logs.parse_file(path)
     except OSError as e:
         raise HarnessError(f"{path}: cannot read ({e.strerror})") from None
     summary = log_summary(log)
