@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 def _none_found(path: Path, summary: dict) -> int:
     """A file with no server line in it is not a server log: say so, exit 1 (it is not bad input)."""
     print(
-        f"{path}: no SGLang or vLLM server log lines among {summary['lines']} lines "
+        f"{path}: no {logs.DIALECTS} server log lines among {summary['lines']} lines "
         "(is this the server's log?)",
         file=sys.stderr,
     )

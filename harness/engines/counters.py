@@ -9,6 +9,16 @@ from typing import Any
 from harness import metrics
 from harness.engines.vllm.counters import VLLM_HITS, VLLM_QUERIES, vllm_figures
 
+# each engine's counter hit rate in words (the report's sources note), SGLang's when no engine is known
+COUNTER_NOTES = {
+    "sglang": "Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total (SGLang)",
+    "vllm": "Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total (vLLM)",
+}
+UNKNOWN_ENGINE_NOTE = "sglang"
+NO_COUNTERS = (
+    "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"
+)
+
 
 def counter_engine(names: Iterable[str]) -> str | None:
     """Which engine's counters a scrape holds ("sglang", "vllm"), from the names alone; None: neither."""

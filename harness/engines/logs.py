@@ -9,6 +9,8 @@ from harness.engines.sglang import log as sglang
 from harness.engines.vllm import log as vllm
 from harness.serverlog.records import LogRecord, ParsedLog
 
+DIALECTS = "SGLang or vLLM"  # the engines whose log lines are read, as messages name them
+
 
 def parse_line(line: str, lineno: int = 0) -> LogRecord | None:
     """One log line → a LogRecord, or None when it is none of the known kinds."""

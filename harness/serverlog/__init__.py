@@ -1,7 +1,7 @@
 """Server log lines as typed records, so cache evidence does not depend on client timing.
 
 Each engine's dialect (which lines it prints, how they become records) is its own, in harness.engines
-(`sglang/log.py`, `vllm/log.py`; `engines.logs` picks the dialect and reads whole files); this package
+(a `log.py` in each engine's folder; `engines.logs` picks the dialect and reads whole files); this package
 holds what every dialect shares: the records and what is summed over them. Lines nothing matches are
 counted, never fatal. Log timestamps carry no time zone: they are read as local time of the machine
 parsing them (the server's, in a capture).

@@ -183,7 +183,7 @@ def _reset_one(
 
 
 def _says_failure(r: httpx.Response) -> bool:
-    """A reset that answers 200 `{"success": false}` refused (blocks still held: harness.engines.vllm.adapter)."""
+    """A reset that answers 200 `{"success": false}` refused (blocks still held: the adapters in harness.engines)."""
     if "json" not in r.headers.get("content-type", ""):
         return False
     try:

@@ -174,7 +174,8 @@ def _by_key(ok: pd.DataFrame, by: str, cached: pd.Series | None, at_least: int) 
 
 
 HIT_RATE_SOURCES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_log", "hit_rate_counters")
-# the counters' cache_source (SGLang) / source (vLLM) label values, each with its declared figure
+# the source label values of each engine's cached-token counters (harness.engines.counters), each with
+# its declared figure
 COUNTER_SOURCES = {
     "device": "counter_cached_device_tokens",
     "host": "counter_cached_host_tokens",
@@ -351,9 +352,7 @@ def counter_figures(sc: SeedCapture) -> Figures:
     fig["counter_engine"] = cf["engine"]
     fig["server_ttft_mean_s"], fig["server_ttft_requests"] = counters.ttft_mean_s(d)
     if cf["engine"] is None:
-        fig["hit_rate_counters_why"] = (
-            "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"
-        )
+        fig["hit_rate_counters_why"] = counters.NO_COUNTERS
     if d.went_down or d.vanished:
         fig["counter_reset_series"] = d.went_down + d.vanished
     return Figures.model_validate(fig)
