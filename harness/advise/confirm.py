@@ -205,7 +205,7 @@ def measured_hit_rate(pdir: Path) -> float:
 def block_predictions(
     cands: list[Candidate], trace: Any, profile: Any, live_unit: int, block: int
 ) -> list[float] | None:
-    """The candidates replayed again at the engine's KV block (SGLang's tree at page size `block`; vLLM's):
+    """The candidates replayed again at the engine's KV block (SGLang's tree at page size `block`):
     such an engine hits only whole blocks of the prompt's first n-1 tokens, so the page-1 prediction reads
     high by up to a block a request. None when a block is not a whole number of the input's units sent live."""
     from harness.whatif.replay import sweep
