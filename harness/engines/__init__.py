@@ -2,9 +2,12 @@
 and any command differ in (launch line, readiness, reset, info and metric names, environment, the wait
 for a periodic stats line), so the rest of the harness asks the adapter and never the engine's name.
 
-Modules: `registry` (Adapter, Launch, `register`), one per engine (`sglang`: SGLang and the sim,
-`vllm/`: vLLM's adapter and its CPU venv, `llamacpp`, `generic`). Importing the package registers them
-all.
+Modules: `registry` (Adapter, Launch, `register`); one per engine: `sglang/` (SGLang and the sim: adapter,
+log dialect), `vllm/` (adapter, CPU venv, log dialect, hit rate from its stats lines, counters, `--confirm`
+facet), `llamacpp`, `generic`; and where the rest of the harness asks about engines without naming one:
+`logs` (which dialect a log line is in), `log_figures` (a log read its own way), `counters` (whose
+counters a scrape holds, and its figures), `facts` (block size and pool), `confirm` (advise --confirm's
+server kinds). Importing the package registers every adapter.
 """
 
 from __future__ import annotations
