@@ -37,8 +37,8 @@ import bench_client  # noqa: E402
 import sglang_bench_extras  # noqa: E402
 
 from harness.capture.files import read_jsonl  # noqa: E402
+from harness.engines.vllm import venv as vllm_venv  # noqa: E402
 from harness.realserver.hf_model import hf_model_dir  # noqa: E402
-from harness.servers import vllm_venv  # noqa: E402
 from harness.servers.sglang_cpu import venv as sglang_venv  # noqa: E402
 
 PROMPT_TOKENS, OUTPUT_TOKENS = 64, bench_client.OUTPUT_TOKENS

@@ -33,6 +33,7 @@ LAYERS: tuple[str, ...] = (
     "capture",
     "telemetry",
     "serverlog",
+    "engines",  # one adapter per engine (launch line, reset, metric names, venv), in one registry
     "client",
     "sim",
     "whatif",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import metrics
+from harness.engines import counters
 
 BEFORE = """\
 # HELP sglang:prompt_tokens_total Number of prefill tokens processed.
@@ -73,7 +74,7 @@ def test_counter_deltas_and_first_increment_counts_from_zero() -> None:
     assert d.total("sglang:time_to_first_token_seconds_count") == 20.0
     assert d.total("sglang:token_usage") is None  # gauges give no delta
     assert not d.reset
-    cf = metrics.cache_figures(d)
+    cf = counters.cache_figures(d)
     assert cf["prompt_tokens"] == 2000.0 and cf["cached_tokens"] == 1250.0
     assert cf["hit_rate"] == pytest.approx(1250 / 2000)
     assert cf["cached_by_source"] == {"device": 1000.0, "host": 250.0}
@@ -83,7 +84,7 @@ def test_counter_deltas_and_first_increment_counts_from_zero() -> None:
 def test_cached_counter_absent_everywhere_means_zero_hits() -> None:
     before = metrics.parse_prometheus("sglang:prompt_tokens_total 0\n")
     after = metrics.parse_prometheus("sglang:prompt_tokens_total 500\n")
-    cf = metrics.cache_figures(metrics.counter_deltas(before, after))
+    cf = counters.cache_figures(metrics.counter_deltas(before, after))
     assert cf["cached_tokens"] == 0.0 and cf["hit_rate"] == 0.0
 
 
@@ -95,7 +96,7 @@ def test_counter_going_down_is_flagged() -> None:
     assert 'sglang:prompt_tokens_total{model_name="qwen"}' in d.went_down
     assert 'sglang:cached_tokens_total{cache_source="host",model_name="qwen"}' in d.vanished
     assert d.total("sglang:prompt_tokens_total") is None
-    cf = metrics.cache_figures(d)
+    cf = counters.cache_figures(d)
     assert cf["hit_rate"] is None and cf["reset"]
     assert d.to_dict()["deltas"]['sglang:prompt_tokens_total{model_name="qwen"}'] is None
 

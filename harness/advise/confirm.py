@@ -3,7 +3,7 @@ measured hit rate beside the predicted one.
 
 Each candidate becomes one `launch: sglang` server profile carrying its SGLang flags (pool, eviction
 policy, HiCache ratio and write policy, storage backend); `harness.sweep.plan` resolves it for the server
-kind (`sim`, `sglang`, `sglang-cpu`: SGLang's own server on this CPU, `vllm`) exactly as `bench
+kind (`sim`, `sglang`, `sglang-cpu`: SGLang's own server on this CPU, or another engine: harness.engines.confirm) exactly as `bench
 --server-kind` does, and `harness.sweep.bench.run_plans` starts it, runs the input's first point with its
 seed and stops it. The traffic is the input's own: a spec as written; a capture point its manifest's spec
 at the point's sweep values and seed; a Mooncake trace a `workload: {kind: trace}` spec over the file
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -27,16 +25,12 @@ from harness.advise.advice import Advice
 from harness.advise.better import ranked
 from harness.advise.grid import Candidate
 from harness.advise.live_spec import LiveSpec, live_spec
+from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
 from harness.whatif.grid import Config
 
 TIME_SCALE = 0.02  # modelled seconds per wall second x 50: the lockstep header keeps the order exact
-KINDS = ("sim", "sglang", "sglang-cpu", "vllm")
-# vLLM's KV block for --confirm: its pool is set in blocks (--num-gpu-blocks-override). 32, not vLLM's GPU
-# default 16: the CPU build refuses 16 (docs/real-servers.md); GPU builds take 32 too.
-VLLM_BLOCK = 32
-VLLM_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
-KV_BYTES_CEILING = 131_072  # bf16 KV bytes a token of Llama-3.1-8B, the largest of the built-in models
+KINDS = tuple(CONFIRM_TARGETS)  # what each kind needs: harness.engines.confirm
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,7 @@ class Launch:
     k: int
     server_kind: str = "sim"
     sglang_python: str | None = None
-    model: str | None = None  # what SGLang / vLLM load; the sim models it (None: the spec's model name)
+    model: str | None = None  # what the engine loads; the sim models it (None: the spec's model name)
     card: str = "l4"
     block_tokens: int = 16  # Mooncake traces: tokens per hash id sent live
     requests: int | None = None  # --confirm-requests: a slice of the trace (harness.advise.confirm_slice)
@@ -66,7 +60,7 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
                 raise HarnessError(f"--confirm-requests: {p}: a slice is taken of a Mooncake trace only")
     if launch.block_tokens <= 0:
         raise HarnessError(f"--live-block-tokens: {launch.block_tokens} must be positive")
-    if launch.k and launch.server_kind in ("sglang", "sglang-cpu", "vllm") and not launch.model:
+    if launch.k and CONFIRM_TARGETS[launch.server_kind].loads_model and not launch.model:
         raise HarnessError(
             f"--server-model: --server-kind {launch.server_kind} loads a model: name its folder "
             "(--server-model PATH, or --model PATH)"
@@ -86,19 +80,17 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
 
 
 def top(a: Advice, k: int, server_kind: str = "sim") -> list[Candidate]:
-    """The K best by hit rate, the recommended configuration first; vLLM only takes lru device-only pools."""
+    """The K best by hit rate, the recommended configuration first, of those the kind runs (ConfirmTarget.only)."""
     pool = a.candidates
     chosen: Candidate | None = a.recommendation.chosen
-    if server_kind == "vllm":
-        pool = [c for c in pool if _vllm_can(c)]
-        chosen = chosen if chosen is not None and _vllm_can(chosen) else None
+    target = CONFIRM_TARGETS.get(server_kind)
+    can = target.can_run if target is not None else None
+    if can is not None:
+        pool = [c for c in pool if can(c.config)]
+        chosen = chosen if chosen is not None and can(chosen.config) else None
     rest = ranked(pool)  # the advice's own measure (harness.advise.better)
     head = [chosen] if chosen is not None else []
     return [*head, *[c for c in rest if c is not chosen]][:k]
-
-
-def _vllm_can(c: Candidate) -> bool:
-    return c.config.policy == "lru" and c.config.host_ratio == 0 and not c.config.storage
 
 
 def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
@@ -110,20 +102,9 @@ def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
 def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
     """A what-if configuration as server flags (see server_args)."""
     tokens = cfg.pool * unit_tokens
-    if server_kind == "vllm":
-        blocks = math.ceil(tokens / VLLM_BLOCK)
-        # one block more than the pool: vLLM's BlockPool holds one back as its null block
-        # (vllm/v1/core/block_pool.py); --max-model-len the pool: a longer request is refused at once rather
-        # than never scheduled; --enforce-eager: no graph capture at start (minutes on a CPU)
-        return [
-            "--num-gpu-blocks-override",
-            str(blocks + 1),
-            "--block-size",
-            str(VLLM_BLOCK),
-            "--max-model-len",
-            str(blocks * VLLM_BLOCK),
-            "--enforce-eager",
-        ]
+    target = CONFIRM_TARGETS.get(server_kind)
+    if target is not None and target.pool_args is not None:
+        return target.pool_args(tokens)
     args = ["--enable-cache-report", "--max-total-tokens", str(tokens), "--radix-eviction-policy", cfg.policy]
     if cfg.policy_config:
         args += ["--radix-eviction-policy-config", json.dumps(dict(cfg.policy_config))]
@@ -133,17 +114,6 @@ def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
         if cfg.storage:
             args += ["--hicache-storage-backend", cfg.storage]
     return args
-
-
-def vllm_env(c: Candidate, unit_tokens: int) -> dict[str, str]:
-    """vLLM's CPU build sizes its KV space from VLLM_CPU_KVCACHE_SPACE (GiB), else it reserves
-    --gpu-memory-utilization (0.92) of the host's memory and refuses to start when that much is not free:
-    room for the pool at KV_BYTES_CEILING a token plus 1 GiB, unless the environment sets it. GPU builds
-    ignore it."""
-    if os.environ.get(VLLM_KV_ENV):
-        return {}
-    tokens = math.ceil(c.config.pool * unit_tokens / VLLM_BLOCK) * VLLM_BLOCK
-    return {VLLM_KV_ENV: str(math.ceil(tokens * KV_BYTES_CEILING / 1024**3) + 1)}
 
 
 def _options(launch: Launch, capture: Path) -> Any:
@@ -173,18 +143,19 @@ def _options(launch: Launch, capture: Path) -> Any:
 def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work: Path) -> list[float | None]:
     """Every candidate's server up in turn for the live point; the measured hit rate of each (None: its
     run did not end ok)."""
-    launch_as = "vllm" if launch.server_kind == "vllm" else "sglang"
+    target = CONFIRM_TARGETS[launch.server_kind]
+    launch_as = target.launch
     servers = []
     for i, c in enumerate(cands, 1):
         args = server_args(c, live.unit_tokens, launch.server_kind)
-        if launch.server_kind in ("sim", "vllm") and launch.model:
+        if target.served_name and launch.model:
             args += [
                 "--served-model-name",
                 live.spec.model,
-            ]  # the sim models --model, vLLM loads it; requests name the spec's
+            ]  # the sim models --model, another engine loads it; requests name the spec's
         server: dict[str, Any] = {"name": f"candidate-{i}", "launch": launch_as, "args": args}
-        if launch.server_kind == "vllm":
-            server["env"] = vllm_env(c, live.unit_tokens)
+        if target.env is not None:
+            server["env"] = target.env(c.config.pool, live.unit_tokens)
         servers.append(server)
     out: list[float | None] = []
     for pdir in run_live_point(live, servers, launch, work / "cap"):
@@ -231,15 +202,17 @@ def measured_hit_rate(pdir: Path) -> float:
     return cached / prompt if prompt else 0.0
 
 
-def vllm_predictions(cands: list[Candidate], trace: Any, profile: Any, live_unit: int) -> list[float] | None:
-    """The candidates replayed again at vLLM's block (SGLang's tree at page size VLLM_BLOCK): vLLM hits only
-    whole blocks of the prompt's first n-1 tokens, so the page-1 prediction reads high by up to a block a
-    request. None when a block is not a whole number of the input's units sent live."""
+def block_predictions(
+    cands: list[Candidate], trace: Any, profile: Any, live_unit: int, block: int
+) -> list[float] | None:
+    """The candidates replayed again at the engine's KV block (SGLang's tree at page size `block`):
+    such an engine hits only whole blocks of the prompt's first n-1 tokens, so the page-1 prediction reads
+    high by up to a block a request. None when a block is not a whole number of the input's units sent live."""
     from harness.whatif.replay import sweep
 
-    if VLLM_BLOCK % live_unit:
+    if block % live_unit:
         return None
-    page = VLLM_BLOCK // live_unit
+    page = block // live_unit
     configs = [
         dataclasses.replace(c.config, page_size=page, pool=c.config.pool // page * page) for c in cands
     ]
@@ -250,12 +223,11 @@ def confirm(
     path: Path, a: Advice, launch: Launch, keep: Path | None = None, trace: Any = None, profile: Any = None
 ) -> list[dict]:
     """`keep`: the folder for the servers' logs and the captures (kept, as a run's are); else a temporary
-    one. `trace`, `profile`: the advice's input and physics, to predict vLLM at its block size."""
+    one. `trace`, `profile`: the advice's input and physics, to predict an engine at its block size."""
     cands = top(a, launch.k, launch.server_kind)
     if not cands:
-        raise HarnessError(
-            f"--confirm: no candidate runs on {launch.server_kind} (vLLM: lru device pools only)"
-        )
+        only = "; ".join(t.only for t in CONFIRM_TARGETS.values() if t.only)
+        raise HarnessError(f"--confirm: no candidate runs on {launch.server_kind} ({only})")
     sliced_from: list[int] = []
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
         root = keep if keep is not None else Path(tmp)
@@ -283,8 +255,9 @@ def confirm(
         measured = run_candidates(live, cands, launch, root)
     predicted = [c.hit_rate for c in cands]
     at_block = None
-    if launch.server_kind == "vllm" and trace is not None:
-        at_block = vllm_predictions(cands, trace, profile, live.unit_tokens)
+    block = CONFIRM_TARGETS[launch.server_kind].block
+    if block is not None and trace is not None:
+        at_block = block_predictions(cands, trace, profile, live.unit_tokens, block)
     out = []
     for i, (c, m) in enumerate(zip(cands, measured, strict=True)):
         p = at_block[i] if at_block is not None else predicted[i]
@@ -302,7 +275,7 @@ def confirm(
                 "pool_scaled_from": sliced_from[i],
             }
         if at_block is not None:  # the page-1 figure of the candidates table, beside the block one
-            row |= {"predicted_block_tokens": VLLM_BLOCK, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
+            row |= {"predicted_block_tokens": block, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
         out.append(row)
     return out
 

@@ -18,6 +18,7 @@ from harness.advise.advice import Advice
 from harness.advise.confirm import Launch, config_args, run_live_point
 from harness.advise.live_spec import live_spec
 from harness.advise.replicas import ReplicaAdvice, Row
+from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
 from harness.whatif.grid import Config
 
@@ -34,8 +35,11 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
     ra = a.replicas
     if ra is None or not ra.chosen:
         raise HarnessError("--confirm with --replicas: no fleet of 2 or more replicas to launch")
-    if launch.server_kind == "vllm":
-        raise HarnessError("--confirm with --replicas: smg fleets run on sim, sglang or sglang-cpu here")
+    if not CONFIRM_TARGETS[launch.server_kind].replicas:
+        kinds = [t.kind for t in CONFIRM_TARGETS.values() if t.replicas]
+        raise HarnessError(
+            f"--confirm with --replicas: smg fleets run on {', '.join(kinds[:-1])} or {kinds[-1]} here"
+        )
     rows = fleets(ra, launch.k)
     base: Config = a.recommendation.chosen.config
     launch_as = "sglang"

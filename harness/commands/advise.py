@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
 
 DEFAULT_OUTPUT = "advise-out"
@@ -68,7 +69,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--server-kind",
-        choices=("sim", "sglang", "sglang-cpu", "vllm"),
+        choices=tuple(CONFIRM_TARGETS),
         default="sim",
         help="what --confirm launches (default sim; sglang-cpu: SGLang's own server on this CPU)",
     )
@@ -76,7 +77,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--sglang-python", metavar="PATH", help="the python of a venv with SGLang (as bench takes it)"
     )
     p.add_argument(
-        "--server-model", metavar="PATH", help="model SGLang/vLLM load for --confirm (default: --model)"
+        "--server-model", metavar="PATH", help="model the server loads for --confirm (default: --model)"
     )
     p.add_argument(
         "--live-block-tokens",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import serverlog
+from harness.engines import logs
 from harness.errors import HarnessError
 
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise HarnessError(f"{path}: no such log file")
     try:
-        log = serverlog.parse_file(path)
+        log = logs.parse_file(path)
     except OSError as e:
         raise HarnessError(f"{path}: cannot read ({e.strerror})") from None
     summary = log_summary(log)
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 def _none_found(path: Path, summary: dict) -> int:
     """A file with no server line in it is not a server log: say so, exit 1 (it is not bad input)."""
     print(
-        f"{path}: no SGLang or vLLM server log lines among {summary['lines']} lines "
+        f"{path}: no {logs.DIALECTS} server log lines among {summary['lines']} lines "
         "(is this the server's log?)",
         file=sys.stderr,
     )

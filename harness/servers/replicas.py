@@ -30,8 +30,8 @@ from harness.capture import (
 )
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
+from harness.engines import RESET_PATHS
 from harness.errors import HarnessError
-from harness.servers.adapters import RESET_PATHS
 from harness.servers.control import fetch_metrics, flush_cache
 from harness.servers.process import ServerError, ServerProcess, free_port, server_fingerprint
 from harness.servers.server import LogMark

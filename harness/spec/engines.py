@@ -1,7 +1,7 @@
 """The engines a server profile may name, with what the spec check needs of each (harness.spec.servers).
 
 What an engine does at run time (launch line, readiness, cache reset, info and metric names, log
-dialect) is its adapter's, registered under the same name in harness.servers.adapters; the two lists
+dialect) is its adapter's, registered under the same name in harness.engines; the two lists
 are checked against each other when the adapters load. Messages name an engine by its `title`.
 """
 

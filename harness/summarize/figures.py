@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from harness import metrics, serverlog
+from harness.engines import counters
+from harness.engines.log_figures import engine_log_figures
 from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
@@ -172,7 +174,8 @@ def _by_key(ok: pd.DataFrame, by: str, cached: pd.Series | None, at_least: int) 
 
 
 HIT_RATE_SOURCES = ("hit_rate_usage", "hit_rate_timings", "hit_rate_log", "hit_rate_counters")
-# the counters' cache_source (SGLang) / source (vLLM) label values, each with its declared figure
+# the source label values of each engine's cached-token counters (harness.engines.counters), each with
+# its declared figure
 COUNTER_SOURCES = {
     "device": "counter_cached_device_tokens",
     "host": "counter_cached_host_tokens",
@@ -284,16 +287,16 @@ def log_figures(
     window: tuple[float, float] | None = None,
     flushed: bool = False,
 ) -> tuple[Figures, list[str]]:
-    """Hit rate from the point's prefill lines (SGLang) or stats lines (vLLM), the pool sizes logged by then,
-    and evidence lines."""
+    """Hit rate from the point's prefill lines, or from the lines its engine reads its own way
+    (harness.engines.log_figures), the pool sizes logged by then, and evidence lines."""
     fig: dict[str, Any] = {"hit_rate_log": None}
     if log is None or sliced is None:
         fig["log_slice"] = (
             "no server log" if log is None else "no time window (no point.json, no request times)"
         )
         return Figures.model_validate(fig), []
-    if window is not None and log.of("vllm_stats"):
-        return _vllm_log_figures(log, window, shift, flushed)
+    if window is not None and (own := engine_log_figures(log, window, shift, flushed)) is not None:
+        return Figures.model_validate(own[0]), own[1]
     records, how = sliced
     prefill = _one_tp_rank([r for r in records if r.kind == "prefill"])
     tot = serverlog.prefill_totals(prefill)
@@ -313,52 +316,6 @@ def log_figures(
     return Figures.model_validate(fig), evidence
 
 
-def vllm_log_interval(log: serverlog.ParsedLog) -> float:
-    """VLLM_LOG_STATS_INTERVAL as the log shows it: the usual gap between stats lines (idle ones are silent)."""
-    walls = [r.wall for r in log.of("vllm_stats") if r.wall is not None]
-    gaps = sorted(b - a for a, b in zip(walls, walls[1:], strict=False) if b - a >= 1.0)
-    if not gaps:
-        return 10.0  # vLLM's default
-    near = [g for g in gaps if g <= 1.5 * gaps[0]]
-    return float(np.median(near))
-
-
-def _vllm_log_figures(
-    log: serverlog.ParsedLog, window: tuple[float, float], shift: float, flushed: bool
-) -> tuple[Figures, list[str]]:
-    """The point's hit rate from vLLM's cumulative stats lines (serverlog.vllm_point_hit_rate)."""
-    start, end = window[0] - shift, window[1] - shift
-    resets = [r for r in log.of("flush") if r.wall is not None]
-    own = next((r for r in resets if start - 1.0 <= r.wall <= end + 1.0), None) if flushed else None  # type: ignore[operator]
-    later = [r for r in resets if (r.lineno > own.lineno if own else r.wall >= end)]  # type: ignore[operator]
-    engine = log.of("vllm_engine")
-    interval = vllm_log_interval(log)
-    res = serverlog.vllm_point_hit_rate(
-        log.records,
-        start,
-        end,
-        reset_lineno=own.lineno if own else None,
-        next_reset_lineno=later[0].lineno if later else None,
-        interval_s=interval,
-        throughput_counts=serverlog.vllm_throughput_counts(engine[-1].fields["version"] if engine else None),
-    )
-    fig: dict[str, Any] = {
-        "hit_rate_log": None if res.coarse else res.hit_rate,
-        "log_slice": f"vLLM stats lines every {interval:g} s ({res.method})",
-        "log_hit_rate_method": res.method,
-        "log_hit_rate_uncertainty": res.uncertainty,
-        "log_coarse": res.coarse,
-    }
-    if res.coarse:
-        fig["hit_rate_log_coarse"] = res.hit_rate
-        fig["log_coarse_why"] = res.why
-    pools = serverlog.pool_sizes(r for r in log.records if r.wall is None or r.wall <= end + 1.0)
-    fig["pool_device_tokens"] = pools["device_tokens"]
-    by_line = {r.lineno: r.line for r in log.records}
-    evidence = [by_line[n] for n in (res.start_line, res.end_line) if n is not None and n in by_line]
-    return Figures.model_validate(fig), evidence
-
-
 def _one_tp_rank(records: list[serverlog.LogRecord]) -> list[serverlog.LogRecord]:
     """Tensor-parallel ranks may each print the same batch: keep the lowest TP rank's lines only."""
     tps = {tp for r in records if (tp := r.ranks.get("TP")) is not None}
@@ -375,7 +332,7 @@ def counter_figures(sc: SeedCapture) -> Figures:
             hit_rate_counters=None, hit_rate_counters_why="no /metrics scrape before and after the point"
         )
     d = metrics.counter_deltas(sc.before, sc.after)
-    cf = metrics.cache_figures(d)
+    cf = counters.cache_figures(d)
     by_source = dict(cf["cached_by_source"])
     fig: dict[str, Any] = {
         "hit_rate_counters": cf["hit_rate"],
@@ -393,11 +350,9 @@ def counter_figures(sc: SeedCapture) -> Figures:
     fig["counter_hicache_dropped_tokens"] = cf.get("hicache_dropped_tokens")
     fig["counter_reset"] = cf["reset"]
     fig["counter_engine"] = cf["engine"]
-    fig["server_ttft_mean_s"], fig["server_ttft_requests"] = metrics.ttft_mean_s(d)
+    fig["server_ttft_mean_s"], fig["server_ttft_requests"] = counters.ttft_mean_s(d)
     if cf["engine"] is None:
-        fig["hit_rate_counters_why"] = (
-            "no prefix-cache counters in /metrics (sglang:cached_tokens_total, vllm:prefix_cache_hits_total)"
-        )
+        fig["hit_rate_counters_why"] = counters.NO_COUNTERS
     if d.went_down or d.vanished:
         fig["counter_reset_series"] = d.went_down + d.vanished
     return Figures.model_validate(fig)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import metrics
+from harness.engines import counters
 from harness.errors import HarnessError
 from harness.summarize.read import SeedCapture
 from harness.summary.funnel import HicacheFunnel
@@ -59,7 +60,7 @@ def seed_funnel(sc: SeedCapture) -> HicacheFunnel | None:
     if not is_hicache(sc) or sc.before is None or sc.after is None:
         return None
     d = metrics.counter_deltas(sc.before, sc.after)
-    cf = metrics.cache_figures(d)
+    cf = counters.cache_figures(d)
     by = cf.get("cached_by_source") or {}
     host_hits = by.get("host", 0.0 if cf.get("cached_tokens") is not None else None)
     device = by.get("device", 0.0 if cf.get("cached_tokens") is not None else None)

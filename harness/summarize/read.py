@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import capture, metrics, serverlog
 from harness.capture.points import measured
+from harness.engines import logs
 from harness.errors import HarnessError
 
 WORKER_LABEL = "harness_worker"  # the label the summed scrape gives each worker's series
@@ -185,7 +186,7 @@ def _read_log(path: Path, problems: Problems) -> serverlog.ParsedLog | None:
         problems.add(log_path, "missing; no log evidence for this server")
         return None
     try:
-        return serverlog.parse_file(log_path)
+        return logs.parse_file(log_path)
     except OSError as e:
         problems.add(log_path, f"unreadable ({e}); skipped")
         return None

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import __version__, capture, metrics, serverlog, verdicts
+from harness import __version__, capture, serverlog, verdicts
+from harness.engines.facts import server_cache_facts
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
 from harness.summarize.anatomy import median_anatomy, seed_anatomy
@@ -145,20 +146,6 @@ def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: di
     if isinstance(man, dict) and "sim" in (man.get("launch"), man.get("engine")) and isinstance(bench, dict):
         return num(bench.get("time_scale"))
     return None
-
-
-def server_cache_facts(srv: Any) -> dict[str, Any]:
-    """Block (page) size and pool of a server: vLLM's cache_config_info gauge, else SGLang's server info."""
-    for sc in srv.seeds.values():
-        for scrape in (sc.before, sc.after):
-            cfg = metrics.vllm_cache_config(scrape) if scrape is not None else {}
-            if cfg:
-                return {**cfg, "source": metrics.VLLM_CACHE_CONFIG}
-    info = srv.info if isinstance(srv.info, dict) else {}
-    page = info.get("page_size")
-    if isinstance(page, int) and not isinstance(page, bool):
-        return {"block_size": page, "pool_tokens": info.get("max_total_num_tokens"), "source": "server_info"}
-    return {"block_size": None, "pool_tokens": None, "source": None}
 
 
 def summarize_experiment(

@@ -230,7 +230,17 @@ class CacheFacts(Record):
     """Block (page) size and pool: vLLM's `vllm:cache_config_info` labels (and its other labels), else SGLang's server info."""
 
     block_size: StrictInt | None = None
+    num_blocks: StrictInt | None = Field(
+        None, description="vLLM: `num_gpu_blocks`, the device pool in blocks"
+    )
     pool_tokens: StrictInt | None = None
+    kv_cache_memory_bytes: Num | None = Field(None, description="vLLM: the KV cache's memory")
+    enable_prefix_caching: StrictBool | None = Field(None, description="vLLM: whether prefix caching was on")
+    kv_offloading_backend: StrictStr | None = Field(
+        None, description="vLLM: the KV offloading backend (`native`, …), or null"
+    )
+    kv_offloading_size: Num | None = Field(None, description="vLLM: the offloading tier's size, or null")
+    cache_dtype: StrictStr | None = Field(None, description="vLLM: the KV cache's dtype (`auto`, …)")
     source: StrictStr | None = Field(None, description="`vllm:cache_config_info`, `server_info`, or null")
 
 

@@ -1,7 +1,7 @@
 """Was the cache cold when a point began? From the reset the runner did and from the point's own requests.
 
 A point measured on a cache left warm by earlier points reads a hit rate that is not the workload's
-(issue 20: 91.8 % instead of 76.5 % on vLLM, whose reset endpoint the harness did not call). Two checks:
+(91.8 % instead of 76.5 % on an engine whose reset endpoint the harness did not call). Two checks:
 - the reset: a point is `warm-start` when its cache could not be reset (no endpoint, refused after
   retries, the request failed) and its server was not started fresh for it;
 - the first request of each group or session: on a cold cache the one the server serves first shares at

@@ -17,11 +17,11 @@ from aiohttp import web
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness import serverlog
 from harness.capture.records import RequestRecord
 from harness.client import SSEParser, StreamState, get_dialect, stream_request
 from harness.client.events import parse_json as _parse
 from harness.commands.parse_log import log_summary
+from harness.engines import logs
 from harness.workloads.prompts import BuiltPrompt
 
 APIS = ("openai-chat", "openai-completions", "sglang-generate")
@@ -188,7 +188,7 @@ def test_stream_request_records_every_answer_whatever_the_bytes(api: str, bodies
 def test_parse_file_takes_any_bytes(tmp_path_factory: pytest.TempPathFactory, blob: bytes) -> None:
     path = Path(tmp_path_factory.mktemp("log")) / "server.log"
     path.write_bytes(blob)
-    log = serverlog.parse_file(path)
+    log = logs.parse_file(path)
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     assert log.lines == len(lines)
@@ -239,7 +239,7 @@ VALUES = st.one_of(
 @example("", "Prefill batch. #new-seq: {a}, #new-token: {b}, #cached-token: {c}", "1", "abc", "[]", "")
 def test_log_lines_made_of_real_fragments_never_raise(pre, body, a, b, c, d) -> None:
     line = pre + body.format(a=a, b=b, c=c, d=d)
-    log = serverlog.parse_lines([line, line + "\n", "garbage"])
+    log = logs.parse_lines([line, line + "\n", "garbage"])
     assert log.lines == 3 and len(log.records) + log.unknown == (3 if line.strip() else 1)
     summary = log_summary(log)
     json.dumps(summary, default=str)

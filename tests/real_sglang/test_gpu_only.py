@@ -111,7 +111,7 @@ def test_chat_usage_reports_cached_tokens_with_enable_cache_report(server: Runni
 
 
 def test_every_line_sglang_printed_on_these_paths_is_parsed(server: RunningSglang) -> None:
-    from harness.serverlog.parse import parse_file
+    from harness.engines.logs import parse_file
     from harness.serverlog.totals import pool_sizes
 
     text = server.log.read_text()

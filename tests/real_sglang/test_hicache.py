@@ -42,7 +42,8 @@ def test_the_cpu_flags_include_hicaches_direct_io_and_layer_first_layout(server:
 
 
 def test_a_prefix_evicted_from_the_device_comes_back_from_host(server: RunningSglang) -> None:
-    from harness.metrics import cache_figures, counter_deltas, parse_prometheus
+    from harness.engines.counters import cache_figures
+    from harness.metrics import counter_deltas, parse_prometheus
     from harness.servers.control import flush_cache
 
     assert flush_cache(server.url, paths=server.proc.reset_paths)[0] is True

@@ -56,7 +56,7 @@ def test_the_priority_field_is_accepted_on_generate_and_chat(server: RunningSgla
 
 
 def test_server_info_and_log_give_page_size_and_policy(server: RunningSglang) -> None:
-    from harness.serverlog.parse import parse_file
+    from harness.engines.logs import parse_file
     from harness.summarize.prediction import engine_from_info
 
     info = json.loads((server.proc.server_dir / "server_info.json").read_text())

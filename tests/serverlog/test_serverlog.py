@@ -9,6 +9,7 @@ import pytest
 
 from harness import serverlog
 from harness.cli import main
+from harness.engines import logs
 
 # The real lines, verbatim (an L4 and a GB10 node, and a published NPU log).
 REAL = [
@@ -20,7 +21,7 @@ REAL = [
 
 
 def _one(line: str) -> serverlog.LogRecord:
-    rec = serverlog.parse_line(line)
+    rec = logs.parse_line(line)
     assert rec is not None, line
     return rec
 
@@ -221,7 +222,7 @@ def test_unknown_lines_counted_not_fatal(tmp_path) -> None:
     )
     path = tmp_path / "server.log"
     path.write_bytes(text.encode() + b"\n\xff\xfe broken bytes\n")
-    log = serverlog.parse_file(path)
+    log = logs.parse_file(path)
     assert len(log.records) == 2
     assert log.unknown == 4 and log.undecodable == 1 and log.lines == 7
     tot = serverlog.prefill_totals(log.records)
@@ -241,13 +242,13 @@ def test_pool_sizes_last_allocated_wins() -> None:
         "[2026-10-01 10:00:03] Allocating kv hierarchical KV host pool: 96377 tokens, 14.21 GB host memory.",
         "[2026-10-01 10:00:04] max_total_num_tokens=250000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, context_len=32768, available_gpu_mem=10.25 GB",
     ]
-    pools = serverlog.pool_sizes(serverlog.parse_lines(lines).records)
+    pools = serverlog.pool_sizes(logs.parse_lines(lines).records)
     assert pools["device_tokens"] == 250000 and pools["max_total_num_tokens"] == 250000
     assert pools["host_tokens"] == 96377 and pools["host_gb"] == pytest.approx(14.21)
 
 
 def test_in_window_widens_by_slack() -> None:
-    recs = serverlog.parse_lines(REAL[:3]).records  # 17:34:02, 18:19:03, 19:52:36
+    recs = logs.parse_lines(REAL[:3]).records  # 17:34:02, 18:19:03, 19:52:36
     t = datetime(2026, 10, 17, 18, 19, 3).timestamp()
     assert [r.fields["cached_token"] for r in serverlog.in_window(recs, t + 0.4, t + 5)] == [2196]
     assert list(serverlog.in_window(recs, t + 1.2, t + 5)) == []

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from harness.capture.redact import REDACTED, Redactor, collect_secrets, env_secrets, is_secret_name
+from harness.engines import Launch, launch_argv
 from harness.errors import SpecError
-from harness.servers.adapters import Launch, launch_argv
 from harness.servers.process import ServerError, ServerProcess, install_signal_handlers, live_servers
 from harness.spec.servers import parse_servers
 

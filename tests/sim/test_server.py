@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from harness.engines import logs
 from harness.tokenizer import WordTokenizer, render_chat
 from tests.helpers.procs import SimProc
 
@@ -202,9 +203,8 @@ def test_log_lines_in_sglang_formats(sim):
         assert re.search(pattern, log, re.M), f"no {kind} line matching {pattern!r}"
     cached = [int(m) for m in re.findall(r"#cached-token: (\d+)", log)]
     assert max(cached) >= 300  # the repeated system prompt of an earlier test
-    from harness import serverlog
 
-    parsed = serverlog.parse_file(sim.log_path)
+    parsed = logs.parse_file(sim.log_path)
     kinds = {r.kind for r in parsed.records}
     assert len(kinds) >= 3, kinds
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.counters import cache_figures
 from harness.errors import HarnessError
-from harness.metrics import cache_figures, counter_deltas, parse_prometheus
+from harness.metrics import counter_deltas, parse_prometheus
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.introspect import snapshot
 from harness.sim.metrics import Histogram, render

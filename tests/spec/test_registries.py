@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engines import ADAPTERS, RESET_PATHS
 from harness.errors import SpecError
-from harness.servers.adapters import ADAPTERS, RESET_PATHS
 from harness.servers.kind import SERVER_KINDS, choose_kind
 from harness.spec.engines import ENGINES, LAUNCH_KINDS, default_engine, default_ready_timeout_s
 from harness.spec.router_policies import ADVISED_POLICIES, ROUTER_POLICIES

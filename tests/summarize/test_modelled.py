@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import serverlog
+from harness.engines import logs
 from harness.sim.engine import SimRequest
 from harness.sim.live import Pace, overhead_line, request_line
 from harness.summarize.modelled import (
@@ -48,7 +48,7 @@ def test_log_lines_round_trip_and_fallback() -> None:
         r.arrival, r.first_token_time, r.finish_time, r.generated = a, f, e, n
         lines.append(f"[2026-12-01 09:00:00] {request_line(r)}")
     lines.append("[2026-12-01 09:00:01] " + overhead_line(Pace(5, 0.010, 0.0125, 0.001, 0.5), 0.02, 0))
-    recs = serverlog.parse_lines(lines).records
+    recs = logs.parse_lines(lines).records
     assert [r.kind for r in recs] == ["sim_request", "sim_request", "sim_overhead"]
     assert recs[2].fields["fraction"] == pytest.approx(0.25)
     fig = from_log(recs)

@@ -1,8 +1,8 @@
 """Where the cached vLLM CPU venv lives and whether it is built: what a `launch: vllm` needs to start one.
 
-Finding it is the launch's concern (harness.servers.adapters runs vLLM under its python); building it
+Finding it is the launch's concern (harness.engines.vllm.adapter runs vLLM under its python); building it
 is the real-server suite's (harness.realserver.vllm_env, which writes `built.json` when `import vllm`
-works). So this small part sits in servers/ and the builder above imports it.
+works). So this small part sits with vLLM's adapter and the builder above imports it.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engines import Launch, adapter_for, launch_argv
+from harness.engines.vllm import VLLM
 from harness.errors import SpecError
-from harness.servers.adapters import VLLM, Launch, adapter_for, launch_argv
 from harness.servers.control import flush_cache
 from harness.spec.servers import parse_servers
 from tests.helpers.procs import STDLIB_CACHE_SERVER, ScriptServer

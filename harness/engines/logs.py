@@ -1,12 +1,15 @@
-"""Which dialect a line is in (vLLM's prefix, else SGLang's), and whole logs read line by line."""
+"""Which engine's dialect a log line is in (vLLM's prefix, else SGLang's), and whole logs read line by line."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.serverlog import sglang, vllm
+from harness.engines.sglang import log as sglang
+from harness.engines.vllm import log as vllm
 from harness.serverlog.records import LogRecord, ParsedLog
+
+DIALECTS = "SGLang or vLLM"  # the engines whose log lines are read, as messages name them
 
 
 def parse_line(line: str, lineno: int = 0) -> LogRecord | None:

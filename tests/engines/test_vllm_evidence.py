@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import metrics, serverlog
+from harness.engines import counters, logs, vllm
+from harness.engines.vllm.counters import vllm_cache_config
 
 DATA = Path(__file__).parents[1] / "data" / "vllm"
 LOG = DATA / "server-0.32.0.log"
@@ -38,13 +40,13 @@ HIT_V0 = "INFO 08-01 10:00:00 metrics.py:367] Prefix cache hit rate: GPU: 42.50%
 
 def _wall(hms: str, frac: float = 0.0) -> float:
     """12-01 hms in the year the parser gave the log (its lines carry none)."""
-    year = datetime.fromtimestamp(serverlog.parse_line(STATS_0_32).wall).year  # type: ignore[union-attr]
+    year = datetime.fromtimestamp(logs.parse_line(STATS_0_32).wall).year  # type: ignore[union-attr]
     h, m, s = (int(x) for x in hms.split(":"))
     return datetime(year, 12, 1, h, m, s).timestamp() + frac
 
 
 def test_stats_line_0_32_fields() -> None:
-    r = serverlog.parse_line(STATS_0_32)
+    r = logs.parse_line(STATS_0_32)
     assert r is not None and r.kind == "vllm_stats"
     assert r.process == "(APIServer pid=18622)"
     assert r.fields == {
@@ -61,11 +63,11 @@ def test_stats_line_0_32_fields() -> None:
 
 
 def test_older_formats_parse() -> None:
-    early = serverlog.parse_line(STATS_V1_EARLY)
+    early = logs.parse_line(STATS_V1_EARLY)
     assert early is not None and early.fields["engine"] is None
     assert early.fields["prefix_cache_hit_rate"] == 51.3 and early.fields["kv_device"] == "GPU"
-    v0 = serverlog.parse_lines([STATS_V0, HIT_V0])
-    merged = serverlog.vllm_stats_lines(v0.records)
+    v0 = logs.parse_lines([STATS_V0, HIT_V0])
+    merged = vllm.vllm_stats_lines(v0.records)
     assert len(merged) == 1
     f = merged[0].fields
     assert f["prompt_throughput"] == 100.0 and f["swapped"] == 0 and f["pending"] == 0
@@ -74,7 +76,7 @@ def test_older_formats_parse() -> None:
 
 
 def test_real_log_kinds_and_facts() -> None:
-    log = serverlog.parse_file(LOG)
+    log = logs.parse_file(LOG)
     c = log.counts()
     assert c["vllm_stats"] == 14 and c["flush"] == 3 and c["flush_refused"] == 1 and c["ready"] == 1
     (engine,) = log.of("vllm_engine")
@@ -83,13 +85,13 @@ def test_real_log_kinds_and_facts() -> None:
     assert refused.fields == {"blocks": 6}
     pool = serverlog.pool_sizes(log.records)
     assert pool["device_tokens"] == 262144 and pool["kv_pools"] == {"CPU": 262144}
-    assert serverlog.vllm_throughput_counts("0.32.0") == "computed"
-    assert serverlog.vllm_throughput_counts("0.8.5") == "prompt"
+    assert vllm.vllm_throughput_counts("0.32.0") == "computed"
+    assert vllm.vllm_throughput_counts("0.8.5") == "prompt"
 
 
 def _counters(a: str, b: str) -> dict:
     before, after = (metrics.parse_prometheus((DATA / f"{n}.prom").read_text()) for n in (a, b))
-    return metrics.cache_figures(metrics.counter_deltas(before, after))
+    return counters.cache_figures(metrics.counter_deltas(before, after))
 
 
 def test_counters_are_vllm_hits_over_queries() -> None:
@@ -103,20 +105,20 @@ def test_counters_are_vllm_hits_over_queries() -> None:
 
 
 def test_cache_config_gives_block_size_and_pool() -> None:
-    cfg = metrics.vllm_cache_config(metrics.parse_prometheus((DATA / "m2.prom").read_text()))
+    cfg = vllm_cache_config(metrics.parse_prometheus((DATA / "m2.prom").read_text()))
     assert cfg["block_size"] == 32 and cfg["num_blocks"] == 8192 and cfg["pool_tokens"] == 262144
     assert cfg["enable_prefix_caching"] is True and cfg["kv_cache_memory_bytes"] == 1 << 30
-    assert metrics.vllm_cache_config(metrics.Scrape()) == {}
+    assert vllm_cache_config(metrics.Scrape()) == {}
 
 
-def _point(log, start: str, start_frac: float, end: str, end_frac: float, **kw) -> serverlog.LogHitRate:
-    return serverlog.vllm_point_hit_rate(
+def _point(log, start: str, start_frac: float, end: str, end_frac: float, **kw) -> vllm.LogHitRate:
+    return vllm.vllm_point_hit_rate(
         log.records, _wall(start, start_frac), _wall(end, end_frac), interval_s=2.0, **kw
     )
 
 
 def test_point_after_its_reset_reads_the_next_line() -> None:
-    log = serverlog.parse_file(LOG)
+    log = logs.parse_file(LOG)
     reset = log.of("flush")[-1]  # 08:47:55, point A's own reset
     a = _point(log, "08:47:55", 0.09, "08:47:58", 0.67, reset_lineno=reset.lineno)
     assert a.method == "since-reset" and not a.coarse
@@ -125,7 +127,7 @@ def test_point_after_its_reset_reads_the_next_line() -> None:
 
 
 def test_point_without_reset_is_the_delta_between_edge_lines() -> None:
-    log = serverlog.parse_file(LOG)
+    log = logs.parse_file(LOG)
     b = _point(log, "08:48:03", 0.67, "08:48:06", 0.99)
     assert b.method == "edge-delta" and not b.coarse
     truth = _counters("m1", "m2")["hit_rate"]  # 98.1 %; the log's own cumulative line says 81.7 %
@@ -135,7 +137,7 @@ def test_point_without_reset_is_the_delta_between_edge_lines() -> None:
 
 
 def test_no_line_after_the_point_is_coarse() -> None:
-    log = serverlog.parse_file(LOG)
+    log = logs.parse_file(LOG)
     late = _point(log, "08:48:07", 0.0, "08:48:09", 0.0)
     assert late.hit_rate is None and late.coarse and "no stats line" in (late.why or "")
     # the next point's reset comes before any line after this one: nothing that is this point's alone
@@ -154,9 +156,9 @@ def test_rounding_that_swamps_the_figure_is_flagged() -> None:
         "Avg generation throughput: 1.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
         "GPU KV cache usage: 0.0%, Prefix cache hit rate: 95.0%",
     ]
-    log = serverlog.parse_lines(lines)
+    log = logs.parse_lines(lines)
     t0 = log.records[0].wall
-    r = serverlog.vllm_point_hit_rate(log.records, t0 + 5, t0 + 25, interval_s=10.0)
+    r = vllm.vllm_point_hit_rate(log.records, t0 + 5, t0 + 25, interval_s=10.0)
     assert r.method == "edge-delta" and r.coarse and "rounding" in (r.why or "")
 
 
@@ -164,9 +166,9 @@ def test_bench_point_reads_the_first_line_stamped_after_its_load() -> None:
     """A bench capture (vllm-real, 1 s stats): the load ran 09:14:53.65-09:14:55.36. The line stamped
     09:14:56 (the first idle one) is the first surely printed after it. Usage and counters said
     10240 / 13416 = 76.33 %."""
-    log = serverlog.parse_file(DATA / "bench-0.32.0.log")
+    log = logs.parse_file(DATA / "bench-0.32.0.log")
     (reset,) = log.of("flush")
-    r = serverlog.vllm_point_hit_rate(
+    r = vllm.vllm_point_hit_rate(
         log.records,
         _wall("09:14:53", 0.53),
         _wall("09:14:55", 0.36),
@@ -176,6 +178,6 @@ def test_bench_point_reads_the_first_line_stamped_after_its_load() -> None:
     assert r.method == "since-reset" and not r.coarse and r.hit_rate == pytest.approx(0.763)
     assert r.hit_rate == pytest.approx(10240 / 13416, abs=0.0006)
     # mid-load the engine briefly showed `Running: 0 reqs, Waiting: 0 reqs` at 22.9 %: never an end line
-    mid = [x for x in serverlog.vllm_stats_lines(log.records) if x.fields["prefix_cache_hit_rate"] == 22.9]
+    mid = [x for x in vllm.vllm_stats_lines(log.records) if x.fields["prefix_cache_hit_rate"] == 22.9]
     assert mid and mid[0].fields["running"] == 0 and mid[0].fields["waiting"] == 0
     assert r.end_line != mid[0].lineno
