@@ -132,9 +132,16 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
                 figures={k: st[k] for k in ("in_flight", "limit_s", "thread_dump") if k in st},
             )
         )
-    failure = point.get("failure") or ""
-    if "exited with code" in failure or "died" in failure:
-        out.append(HealthVerdict(verdict="crashed", seed=seed, reason=failure[:2000]))
+    if point.get("server_died"):  # set where the harness saw the process gone (sweep.bench), not from wording
+        code = point.get("server_exit_code")
+        out.append(
+            HealthVerdict(
+                verdict="crashed",
+                seed=seed,
+                reason=str(point.get("failure") or "the server died during the point")[:2000],
+                figures={"exit_code": code} if code is not None else {},
+            )
+        )
     return out
 
 

@@ -17,7 +17,7 @@ from harness.spec import load_spec
 from harness.summarize.funnel import returning_tokens
 from harness.summarize.summary import summarize, write_summaries
 from harness.sweep.bench import run_attached
-from harness.verdicts.health import eviction_verdict
+from harness.verdicts.health import eviction_verdict, point_file_verdicts
 from tests.helpers import specs
 from tests.helpers.cli import harness
 from tests.helpers.procs import SimProc
@@ -110,3 +110,13 @@ def test_an_eviction_beyond_the_shortfall_is_over_eviction_on_an_independent_tim
     storm = eviction_verdict("0", [tick(0.0, 0, 0), tick(0.5, 4000, 3800)], 0.0)
     assert storm is not None and storm.verdict == "evict-storm" and storm.figures["ratio"] >= 4
     assert eviction_verdict("0", [tick(0.0, 0, 50), tick(0.5, 900, 10)], 0.0) is None  # steady eviction
+
+
+def test_crashed_is_read_from_the_typed_fields_and_not_the_wording():
+    flush = "the cache flush killed the server (exit 1): RuntimeError: Failed to stop HiCache storage threads"
+    (v,) = point_file_verdicts("0", {"failure": flush, "server_died": True, "server_exit_code": 1})
+    assert v.verdict == "crashed" and v.figures == {"exit_code": 1} and v.reason.startswith("the cache flush")
+    # wording that once matched, on a point whose server lived: no verdict
+    assert point_file_verdicts("0", {"failure": "http: 3 (worker said: process died)"}) == []
+    killed = point_file_verdicts("0", {"failure": "", "server_died": True, "server_exit_code": -9})
+    assert [(v.verdict, v.figures) for v in killed] == [("crashed", {"exit_code": -9})]
