@@ -181,6 +181,7 @@ LOAD_BACK = "sglang:load_back_tokens_total"
 HICACHE_BACKUP_TOKENS = "sglang:hicache_backup_tokens_total"
 HICACHE_BACKUP_BYTES = "sglang:hicache_backup_bytes_total"
 HICACHE_DROPPED = "sglang:hicache_dropped_tokens_total"
+STORAGE_BACKUPED = "sglang:backuped_tokens_total"  # host -> L3 writes (SGLang's spelling)
 
 # vLLM's (V1, seen on 0.32.0): prefix-cache queries and hits in tokens, prompt tokens by where they came
 # from, and cache_config_info, a gauge whose labels carry the block size and the pool.

@@ -17,6 +17,7 @@ from harness.spec import load_spec
 from harness.summarize.funnel import returning_tokens
 from harness.summarize.summary import summarize, write_summaries
 from harness.sweep.bench import run_attached
+from harness.telemetry.timeline import read_timeline
 from harness.verdicts.health import eviction_verdict, point_file_verdicts
 from tests.helpers import specs
 from tests.helpers.cli import harness
@@ -69,6 +70,19 @@ def test_a_healthy_host_tier_has_hits_and_no_verdict(tmp_path):
     assert health == [], health
     assert f["backed_up_tokens"] > 0 and f["evicted_tokens"] > 0 and f["host_hit_tokens"] > 0, f
     assert f["loaded_back_tokens"] > 0 and f["returning_off_device_tokens"] > 0, f
+
+
+@pytest.mark.slow
+def test_an_l3_tier_counts_its_writes_in_the_funnel_and_the_timeline(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR", str(tmp_path / "l3"))  # the sim inherits it
+    health, f = _health(tmp_path, "--hicache-storage-backend", "file")
+    assert health == [], health
+    # sglang:backuped_tokens_total: what the host tier backed up went on to storage
+    assert 0 < f["storage_written_tokens"] <= f["backed_up_tokens"], f
+    (tl,) = (tmp_path / "cap").rglob("metrics.jsonl")
+    _, samples = read_timeline(tl)
+    assert samples[-1]["values"]["storage_written_tokens"] == f["storage_written_tokens"], samples[-1]
+    assert "| L3 written |" in render_markdown(json.loads((tmp_path / "summaries" / "n.json").read_text()))
 
 
 @pytest.mark.slow
