@@ -15,9 +15,9 @@ INERT_MIN_TOKENS = 64  # returning tokens off the device before "no host hit" me
 STORM_RATIO = 4.0  # tokens evicted per token the allocations in the same ticks needed
 EXCESS_FRACTION = 0.25  # of tokens evicted beside load-backs, the share still free at the end of the tick
 # over-eviction on the other ticks: of their evicted tokens, the share still free at the tick's end;
-# node-granular eviction of a healthy pool reaches 0.45 (whole 400-token nodes for shorter shortfalls:
-# tests/verdicts/test_health.py), so above it; and at least a device pool's worth evicted, so a few
-# evictions after a burst of finishing requests do not count
+# node-granular eviction of a healthy pool reaches 0.41-0.54 (whole 400-token nodes for shorter shortfalls)
+# and 0.55 (decode steps evicting whole leaves: tests/verdicts/test_health.py), so above it; and at least a
+# device pool's worth evicted, so a few evictions after a burst of finishing requests do not count
 OVER_EVICTION_FRACTION = 0.6
 OVER_EVICTION_POOLS = 1.0
 # and the pool kept free at those ticks' ends (weighted by tokens evicted) at least this share of it: a healthy
@@ -114,7 +114,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
     }
     window = [round(first, 3), round(last, 3)]
     span = f"between {window[0]:.1f} s and {window[1]:.1f} s"
-    if evicted_lb >= MIN_EVICTED and (ratio_lb >= STORM_RATIO or excess_lb >= EXCESS_FRACTION * evicted):
+    if evicted_lb >= MIN_EVICTED and (ratio_lb >= STORM_RATIO or excess_lb >= EXCESS_FRACTION * evicted_lb):
         return HealthVerdict(
             verdict="evict-storm",
             seed=seed,
