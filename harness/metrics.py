@@ -181,6 +181,7 @@ LOAD_BACK = "sglang:load_back_tokens_total"
 HICACHE_BACKUP_TOKENS = "sglang:hicache_backup_tokens_total"
 HICACHE_BACKUP_BYTES = "sglang:hicache_backup_bytes_total"
 HICACHE_DROPPED = "sglang:hicache_dropped_tokens_total"
+STORAGE_BACKUPED = "sglang:backuped_tokens_total"  # host -> L3 writes (SGLang's spelling)
 
 # canonical counter -> SGLang's metric name (its adapter's `metric_names`)
 SGLANG_NAMES = {

@@ -109,6 +109,37 @@ class Sim:
         return total("sglang:num_requests_total"), total("sglang:e2e_request_latency_seconds_count")
 
 
+class ScriptedServer:
+    """tests/helpers/fakeserver.py serving scripted /metrics pages (tests/helpers/metrics_script.py): a server
+    that is not the sim, failing the way a health verdict describes; stopped by its pid."""
+
+    def __init__(self, folder: Path, verdict: str | None, requests: int) -> None:
+        sys.path.insert(0, str(ROOT))  # the repository root: tests.helpers
+        from tests.helpers.metrics_script import write_script
+
+        folder.mkdir(parents=True, exist_ok=True)
+        script = write_script(folder / "metrics-script.json", verdict, requests)
+        cmd = [sys.executable, str(ROOT / "tests" / "helpers" / "fakeserver.py"), "--port", "0", "--ttft-ms", "60",
+               "--metrics-script", str(script)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"fakeserver did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+
 def harness(
     *args: str, cwd: Path = ROOT, timeout: float = 120, env: dict | None = None
 ) -> subprocess.CompletedProcess:
@@ -239,14 +270,24 @@ SESSIONS = {"kind": "multi-turn", "sessions": 8, "turns": 6, "system_prompt_toke
 
 
 def health_verdict(
-    name: str, expect: str, sim_args: list[str], workload: dict | None = None, **spec_over
+    name: str,
+    expect: str,
+    sim_args: list[str],
+    workload: dict | None = None,
+    scripted: int | None = None,
+    **spec_over,
 ) -> Callable[[Path], Row]:
-    """`harness run` (timeline on), summarize and validate against a sim failing this way: the health verdict
-    it yields must be `expect` and nothing else (docs/faults.md#health-verdicts)."""
+    """`harness run` (timeline on), summarize and validate against a sim failing this way (or, `scripted`
+    requests given, tests/helpers/fakeserver.py serving `expect`'s scripted counters): the health verdict it
+    yields must be `expect` and nothing else (docs/faults.md#health-verdicts)."""
 
     def scenario(tmp: Path) -> Row:
         row = Row(name, f"`{expect}` and no other verdict, in the summary and `harness validate` (exit 1)")
-        sim = Sim(tmp / "sim", *FAST, *sim_args)
+        sim: Sim | ScriptedServer
+        if scripted is not None:
+            sim = ScriptedServer(tmp / "fake", expect, scripted)
+        else:
+            sim = Sim(tmp / "sim", *FAST, *sim_args)
         try:
             cap = tmp / "cap"
             t0 = time.monotonic()
@@ -493,6 +534,21 @@ SCENARIOS: dict[str, Callable[[Path], Row]] = {
         ["--fault-hicache", "load-back-evicts-others", *HICACHE_SIM],
         workload=SESSIONS,
     ),  # fmt: skip
+    "health-over-eviction": health_verdict(
+        "evictions beyond the shortfall, scripted /metrics of a server not the sim (sglang PR #40748)",
+        "over-eviction",
+        [],
+        workload={
+            "kind": "shared-prefix",
+            "groups": 2,
+            "prompts_per_group": 6,
+            "system_prompt_tokens": 200,
+            "question_tokens": 16,
+            "output_tokens": 4,
+        },
+        scripted=12,
+        concurrency=1,
+    ),
     "http-errors": point_under_fault(
         "HTTP 500 on 20%, 503 on 10%",
         "each recorded as error_kind http; point partial (threshold 50%)",

@@ -49,13 +49,17 @@ def move_aside(pdir: Path) -> None:
         (pdir / POINT).unlink()
 
 
-def mark_failed(pdir: Path, failure: str) -> None:
-    """Rewrite a written point.json as failed with the reason (e.g. the server died during the point)."""
+def mark_failed(pdir: Path, failure: str, *, server_died: bool = False, exit_code: int | None = None) -> None:
+    """Rewrite a written point.json as failed with the reason; `server_died` (with its exit code) when the
+    server died during the point: the crashed verdict reads these fields, never the reason's wording."""
     rec = read_point(pdir)
     if rec is None:
         return
     rec["status"] = "failed"
     rec["failure"] = failure
+    if server_died:
+        rec["server_died"] = True
+        rec["server_exit_code"] = exit_code
     write_json_atomic(pdir / POINT, rec)
 
 

@@ -116,6 +116,9 @@ class PointRecord:
     workers: dict[str, str] | None = None
     # requests in flight and no token for timeouts.stall s (harness.verdicts.health): window, count, dump
     stall: dict[str, Any] | None = None
+    # the server died during the point: its exit code (a signal as -N; None when the process is not ours)
+    server_died: bool = False
+    server_exit_code: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

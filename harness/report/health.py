@@ -9,6 +9,7 @@ FUNNEL = (
     ("evicted", "evicted_tokens"),
     ("dropped", "dropped_tokens"),
     ("host let go", "host_released_tokens"),
+    ("L3 written", "storage_written_tokens"),
     ("returning off device", "returning_off_device_tokens"),
     ("host hits", "host_hit_tokens"),
     ("loaded back", "loaded_back_tokens"),

@@ -9,8 +9,9 @@ wraps one step of the engine's tree or pool; nothing else changes, so every othe
   never appears.
 - `load-back-evicts-others` (sglang#35129): a load-back first evicts every unlocked device prefix, other
   sessions' included, instead of its shortfall.
-- `evict-whole-allocation` (sglang PR #40748): an allocation that finds too little room evicts the whole
-  allocation instead of the shortfall.
+- `evict-whole-allocation` (sglang PR #40748, #32016): an allocation that finds too little room evicts the
+  whole allocation instead of the shortfall. What it evicts on top is the free space found at the shortfall,
+  less than one allocation, so a pool kept full shows little of it (docs/faults.md#health-verdicts).
 - `prefetch-hang` (sglang#30760, #42465): once `--fault-hang-after` requests have arrived, every later
   request waits forever, as a rank stuck in a prefetch check: no token, no error.
 """

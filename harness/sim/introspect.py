@@ -58,6 +58,7 @@ def snapshot(eng: Engine, cfg: EngineConfig) -> Snapshot:
         cached_storage=st.cached_storage,
         storage_unfulfilled=dict(st.storage_unfulfilled) if eng.l3 is not None else None,
         prefetched_tokens=st.prefetched_tokens,
+        storage_backuped_tokens=st.storage_backuped_tokens,
         storage_backend=cfg.storage_backend or "",
         num_requests=st.num_requests,
         evicted_tokens=int(getattr(tree_stats, "evicted_tokens", 0) or 0),

@@ -80,6 +80,7 @@ class Snapshot:
     storage_backend: str = ""  # the --hicache-storage-backend name, SGLang's label on the L3 counters
     backup_tokens: int = 0  # device -> host copies (sglang:hicache_backup_tokens_total)
     dropped_tokens: int = 0  # device KV destroyed with no host copy (sglang:hicache_dropped_tokens_total)
+    storage_backuped_tokens: int = 0  # host -> L3 writes (sglang:backuped_tokens_total)
 
 
 def _fmt(v: float) -> str:
@@ -169,7 +170,7 @@ def render(s: Snapshot, ttft: Histogram, e2e: Histogram, model_name: str) -> str
 
 def storage_counters(counter: Callable[..., None], s: Snapshot, labels: dict[str, str]) -> None:
     """L3's counters as 0.5.23 names them (observability/metrics_collector.py StorageMetricsCollector):
-    every unfulfilled reason pre-seeded at 0, prefetched tokens, and the effective prefill tokens by mode."""
+    every unfulfilled reason pre-seeded at 0, prefetched and backed-up (written) tokens, and the effective prefill tokens by mode."""
     from harness.sim.storage import UNFULFILLED_REASONS
 
     unfulfilled = s.storage_unfulfilled or {}
@@ -185,6 +186,7 @@ def storage_counters(counter: Callable[..., None], s: Snapshot, labels: dict[str
         "Prompt tokens successfully transferred from L3 storage into host memory.",
         [(l3, s.prefetched_tokens)],
     )
+    counter("backuped_tokens", "Number of backuped tokens.", [(l3, s.storage_backuped_tokens)])
     counter(
         "prefill_effective_tokens",
         "Effective prefill tokens by mode: input, device_hit, host_hit, storage_hit.",

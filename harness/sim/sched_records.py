@@ -287,6 +287,7 @@ class EngineStats:
     storage_hit_tokens: int = 0  # returned by L3 lookups
     storage_unfulfilled: dict[str, int] = field(default_factory=dict)  # by reason
     storage_written_pages: int = 0
+    storage_backuped_tokens: int = 0  # host -> L3 writes acknowledged (sglang:backuped_tokens_total)
     last_cache_hit_rate: float = 0.0
     gen_throughput: float = 0.0
 

@@ -237,6 +237,10 @@ class FileStore:
         self.written_pages += len(new)
         return len(new)
 
+    def holds(self, keys: list[str]) -> bool:
+        """Every one of these pages is stored (a write the capacity refused is not)."""
+        return all(k in self._known for k in keys)
+
     def pages(self) -> int:
         """Pages every server on this directory stored."""
         self._refresh()

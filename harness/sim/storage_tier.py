@@ -149,8 +149,15 @@ class StorageTier:
         log.clear()
         for node in nodes:
             tokens = node_tokens(tree, node)
-            if tokens is not None:
-                self.stats.storage_written_pages += self.store.put(page_keys(tokens, self.page))
+            if tokens is None:
+                continue
+            keys = page_keys(tokens, self.page)
+            self.stats.storage_written_pages += self.store.put(keys)
+            # SGLang counts each acknowledged backup op's own whole pages (the node's key, not its ancestors'),
+            # pages the backend already held included (cache_controller._page_backup: completed_tokens)
+            own = len(node.key) // self.page
+            if own and self.store.holds(keys[-own:]):
+                self.stats.storage_backuped_tokens += own * self.page
 
     def reset(self) -> None:
         self.store.clear_cache()

@@ -82,6 +82,7 @@ def seed_funnel(sc: SeedCapture) -> HicacheFunnel | None:
         "device_hit_tokens": device,
         "storage_prefetched_tokens": d.total("sglang:prefetched_tokens_total"),
         "storage_hit_tokens": by.get("storage"),
+        "storage_written_tokens": d.total(metrics.STORAGE_BACKUPED),
     }
     if f["dropped_tokens"] is None and backed is not None:
         f["dropped_tokens"] = 0.0  # labelled: appears only after its first increment

@@ -31,6 +31,9 @@ class HicacheFunnel(Record):
         None, description="L3 -> host prefetches (prefetched_tokens)"
     )
     storage_hit_tokens: Num | None = Field(None, description='matched in L3 (cache_source="storage")')
+    storage_written_tokens: Num | None = Field(
+        None, description="host -> L3 writes acknowledged (sglang:backuped_tokens_total)"
+    )
     returning_tokens: Num | None = Field(
         None,
         description="prompt tokens the harness had sent before (the prefix each prompt shares with an earlier one)",

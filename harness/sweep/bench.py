@@ -171,7 +171,7 @@ def _run_with_retries(
             _wait_exit(server, 1.0)  # a crash shows as refused connections a moment before the exit
         if not server.alive():
             failure = flush_killed(server, rec, log_at) or server.death()
-            mark_failed(pdir, failure)
+            mark_failed(pdir, failure, server_died=True, exit_code=server.returncode)
             status = "failed"
             more = tries < sw.retries
             sw.log(

@@ -34,6 +34,7 @@ COUNTERS: dict[str, str] = {
     "sglang:hicache_backup_tokens_total": "backup_tokens",
     "sglang:hicache_dropped_tokens_total": "dropped_tokens",
     "sglang:prefetched_tokens_total": "prefetched_tokens",
+    "sglang:backuped_tokens_total": "storage_written_tokens",
     "sglang:num_retracted_requests_total": "retracted",
     "vllm:prompt_tokens_total": "prompt_tokens",
     "vllm:generation_tokens_total": "generation_tokens",

@@ -100,7 +100,7 @@ EXTRACT = r"""
     rows: [...t.querySelectorAll('tbody tr')].map(r => ({
       point: r.dataset.point, cells: [...r.children].map(text)})),
   }));
-  const charts = [...document.querySelectorAll('figure.chart')].map(f => {
+  const charts = [...document.querySelectorAll('figure.chart[data-kind]')].map(f => {  // drawn charts; not a static image
     const plot = f.querySelector('.plot');
     const canvas = f.querySelector('canvas');
     let painted = 0, w = 0, h = 0;

@@ -2,7 +2,10 @@
 
 Speaks OpenAI chat/completions and SGLang /generate with known delays, usage and cached tokens
 (longest common word prefix with an earlier prompt), plus fault modes triggered by a marker in
-the prompt: FAULT_500, FAULT_MALFORMED, FAULT_DROP, FAULT_HANG, FAULT_ERROR_EVENT.
+the prompt: FAULT_500, FAULT_MALFORMED, FAULT_DROP, FAULT_HANG, FAULT_ERROR_EVENT. `--metrics-script FILE`
+serves scripted /metrics pages instead of its own two counters (an independent server for the health
+verdicts): JSON {"pages": [{"after_requests": N, "metrics": {"name{labels}": value, ...}}, ...]}; the page
+shown is the last whose after_requests <= the requests received so far; `*_total` names are typed counters.
 Run: python tests/helpers/fakeserver.py --port 0 [--ttft-ms 20 --itl-ms 5]  -> prints "PORT <n>".
 """
 
@@ -36,6 +39,7 @@ class Config:
     cache: bool = True
     timings: bool = False  # llama.cpp-style `timings` in the final chunk
     say_on_request: str = ""  # a line printed to stdout (the server's log) at every request
+    metrics_pages: list = field(default_factory=list)  # --metrics-script: [(after_requests, {name: value})]
 
 
 @dataclass
@@ -102,6 +106,10 @@ class FakeServer:
         if self.cfg.no_metrics:
             raise web.HTTPNotFound()
         s = self.st
+        if self.cfg.metrics_pages:
+            return web.Response(
+                text=scripted_page(self.cfg.metrics_pages, s.requests), content_type="text/plain"
+            )
         text = (
             f"# TYPE sglang:num_requests_total counter\nsglang:num_requests_total {s.requests}\n"
             f"# TYPE sglang:cached_tokens_total counter\nsglang:cached_tokens_total {s.cached_total}\n"
@@ -340,6 +348,29 @@ class FakeServer:
         return resp
 
 
+def read_metrics_script(path: str) -> list:
+    """[(after_requests, {name: value})] in order, from a --metrics-script file."""
+    with open(path, encoding="utf-8") as f:
+        pages = json.load(f)["pages"]
+    return sorted(((int(p["after_requests"]), dict(p["metrics"])) for p in pages), key=lambda p: p[0])
+
+
+def scripted_page(pages: list, requests: int) -> str:
+    """The Prometheus text of the last page due after `requests` requests (the first before any)."""
+    metrics = pages[0][1]
+    for after, m in pages:
+        if after <= requests:
+            metrics = m
+    out, typed = [], set()
+    for name, value in metrics.items():
+        base = name.split("{", 1)[0]
+        if base not in typed:
+            typed.add(base)
+            out.append(f"# TYPE {base} {'counter' if base.endswith('_total') else 'gauge'}")
+        out.append(f"{name} {float(value)!r}")
+    return "\n".join(out) + "\n"
+
+
 def _sse(obj: dict) -> bytes:
     return b"data: " + _dumps(obj).encode() + b"\n\n"
 
@@ -360,6 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument("--timings", action="store_true")
     ap.add_argument("--say-on-request", default="", help="print this line at every request")
+    ap.add_argument("--metrics-script", default=None, help="JSON pages of /metrics (see the docstring)")
     a = ap.parse_args(argv)
     cfg = Config(
         ttft_ms=a.ttft_ms,
@@ -374,6 +406,7 @@ def main(argv: list[str] | None = None) -> None:
         cache=not a.no_cache,
         timings=a.timings,
         say_on_request=a.say_on_request,
+        metrics_pages=read_metrics_script(a.metrics_script) if a.metrics_script else [],
     )
     asyncio.run(_serve_forever(FakeServer(cfg), a.host, a.port))
 

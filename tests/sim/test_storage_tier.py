@@ -13,7 +13,7 @@ import pytest
 
 from harness.engines.counters import cache_figures
 from harness.errors import HarnessError
-from harness.metrics import counter_deltas, parse_prometheus
+from harness.metrics import STORAGE_BACKUPED, counter_deltas, parse_prometheus
 from harness.sim.engine import Engine, EngineConfig, SimRequest
 from harness.sim.introspect import snapshot
 from harness.sim.metrics import Histogram, render
@@ -63,6 +63,8 @@ def test_a_second_server_on_the_same_directory_hits_storage(tmp_path: Path):
     first, eng1 = serve(config(tmp_path / "l3"), [a, b])
     assert all(r.cached_storage == 0 for r in first)  # nothing stored before it
     assert eng1.stats.storage_written_pages >= 1200 + 900 - 2  # backed up, then written through
+    # sglang:backuped_tokens_total: each backup op's own pages; here every one of them was new
+    assert eng1.stats.storage_backuped_tokens == eng1.stats.storage_written_pages
     second, eng2 = serve(config(tmp_path / "l3"), [a + ids(50, 3), b])
     assert [r.cached_storage for r in second] == [
         1200,
@@ -97,6 +99,8 @@ def test_the_tier_split_adds_up_per_request_and_in_the_counters(tmp_path: Path):
     assert cf["cached_by_source"]["storage"] == sum(r.cached_storage for r in done)
     assert 'sglang:storage_prefetch_unfulfilled_tokens_total{engine_type="unified"' in text
     assert 'mode="storage_hit"' in text and "sglang:prefetched_tokens_total" in text
+    written = counter_deltas(zero, scrape).total(STORAGE_BACKUPED)
+    assert written == eng.stats.storage_backuped_tokens and written >= 3 * 2000  # the churn was written
 
 
 def test_best_effort_admitted_at_once_takes_nothing(tmp_path: Path):

@@ -88,4 +88,9 @@ def test_l3_points_start_cold_and_a_flush_that_kills_fails_with_its_line(tmp_pat
     assert first["status"] == "failed"
     assert "the cache flush killed the server" in first["failure"]
     assert "RuntimeError: Failed to stop HiCache storage threads cleanly." in first["failure"]
+    # crashed is read from point.json's typed fields, whatever the failure's wording
+    assert first["server_died"] is True and isinstance(first["server_exit_code"], int), first
+    dies = [p for p in summary["points"] if p["server"] == "dies"]
+    crashed = [h for p in dies for h in p.get("health") or [] if h["verdict"] == "crashed"]
+    assert crashed and crashed[0]["figures"]["exit_code"] == first["server_exit_code"], dies
     assert r.returncode == 1

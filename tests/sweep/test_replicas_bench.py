@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.telemetry.timeline import read_timeline
 from tests.helpers.cli import harness, run_bench
 from tests.helpers.procs import marked_pids, no_survivors
 from tests.helpers.specs import SIM_FAST, bench_spec, shared_prefix
@@ -137,3 +138,23 @@ def test_a_shared_l3_directory_gives_each_sim_the_pages_the_other_wrote(tmp_path
     shared, own = by_server["shared"], by_server["own"]
     assert {n: w["storage_hits_cross_replica"] for n, w in shared["workers"].items()} == {"w0": 1, "w1": 1}
     assert own["storage_hits_cross_replica"] == 0 and shared["hit_rate_usage"] > own["hit_rate_usage"]
+
+
+def test_the_timeline_scrapes_every_worker_and_the_gateway(tmp_path: Path, mark: str) -> None:
+    server = {"name": "rr", "launch": "sim", "replicas": 2, "router": {"policy": "round_robin"},
+              "args": [*SIM_FAST, *POOL]}  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="tl", workload=WORKLOAD, sweep={}, concurrency=2, seeds=[0],
+                      servers=[server])  # fmt: skip
+    r = run_bench(tmp_path, "--spec", str(spec), "--metrics-interval-s", "0.05")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert no_survivors(mark)
+    (path,) = (tmp_path / "capture" / "n" / "tl" / "rr").rglob("metrics.jsonl")
+    header, samples = read_timeline(path)
+    assert set(header["sources"]) == {"w0", "w1", "gateway"}, header
+    by_source: dict[str, list[dict]] = {}
+    for s in samples:
+        assert "error" not in s, s
+        by_source.setdefault(s["source"], []).append(s)
+    assert set(by_source) == {"w0", "w1", "gateway"} and all(len(v) >= 2 for v in by_source.values())
+    # round robin: each worker's own counters took half the requests
+    assert [by_source[w][-1]["values"]["requests"] for w in ("w0", "w1")] == [12, 12], by_source["w0"][-1]
