@@ -16,7 +16,8 @@ from typing import Any
 
 from harness.advise.advice import Advice
 from harness.advise.confirm import Launch, config_args, run_live_point
-from harness.advise.live_spec import live_spec
+from harness.advise.confirm_info import ConfirmInfo
+from harness.advise.live_spec import live_block, live_spec
 from harness.advise.replicas import ReplicaAdvice, Row
 from harness.errors import HarnessError
 from harness.whatif.grid import Config
@@ -42,7 +43,8 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="advise-replicas-") as tmp:
         root = keep if keep is not None else Path(tmp)
-        live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
+        block = live_block(launch.server_kind, a.unit_tokens, launch.block_tokens)
+        live = live_spec(path, root, block.tokens, a.unit_tokens)
         servers = []
         for i, r in enumerate(rows, 1):
             cfg = dataclasses.replace(base, pool=r.pool, host_ratio=r.host_ratio, storage="")
@@ -70,3 +72,23 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
                 }
             )
     return out
+
+
+def confirm_fleets(
+    path: Path, a: Advice, launch: Launch, keep: Path | None, info: ConfirmInfo
+) -> list[dict[str, Any]]:
+    """confirm_replicas under what is left of --confirm-time-limit; stopped (the limit, Ctrl-C, SIGTERM), the
+    fleets are left out and the confirm is partial, the single servers measured before it kept."""
+    from harness.advise.confirm_stop import TimeLimit, stop_of
+
+    left = None if info.time_limit_s is None else max(info.time_limit_s - info.elapsed_s, 0.001)
+    limit = TimeLimit(left, info.time_limit_s)
+    try:
+        with limit:
+            return confirm_replicas(path, a, launch, keep)
+    except KeyboardInterrupt as e:
+        info.stop = stop_of(e, limit)
+        info.notes.append("The replicas fleets were stopped before they finished: none is reported.")
+        return []
+    finally:
+        info.elapsed_s += limit.elapsed()
