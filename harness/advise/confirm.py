@@ -303,6 +303,11 @@ def confirm(
         info = ConfirmInfo(
             launch.server_kind, _estimate(cands, sent, block, launch), block, scale, launch.time_limit_s
         )
+        if scale is not None and sum(c.config.pool == scale.floor for c in cands) > 1:
+            info.notes.append(
+                f"{sum(c.config.pool == scale.floor for c in cands)} of {len(cands)} scaled pools are the slice's "
+                f"floor ({scale.floor:,} blocks): the slice cannot tell those pools apart; a longer slice can."
+            )
         if not launch.quiet:
             n = f", {len(sent.requests):,} requests each" if sent is not None else ""
             limit = (
