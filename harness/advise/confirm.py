@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.advise.advice import Advice
 from harness.advise.better import ranked
 from harness.advise.confirm_info import ConfirmInfo
@@ -242,14 +244,6 @@ def plan_live(live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, cap
     return LiveRun(spec, plan, opts, dirs)
 
 
-def run_live_point(
-    live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, capture: Path
-) -> list[Path | None]:
-    """Each server profile up in turn for the live spec's one point; the point folder of each, None where
-    its run did not end ok."""
-    return plan_live(live, servers, launch, capture).run()
-
-
 def vllm_predictions(cands: list[Candidate], trace: Any, profile: Any, live_unit: int) -> list[float] | None:
     """The candidates replayed again at vLLM's block (SGLang's tree at page size VLLM_BLOCK): vLLM hits only
     whole blocks of the prompt's first n-1 tokens, so the page-1 prediction reads high by up to a block a
@@ -326,8 +320,13 @@ def confirm(
         except KeyboardInterrupt as e:
             info.stop = stop_of(e, limit_t)
         info.elapsed_s = limit_t.elapsed()
-        measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
-    return _rows(cands, measured, info, launch, sent, profile, live.unit_tokens, sliced_from), info
+        with signals.held() as got:  # a stop now still gets what was measured written (exit 130)
+            measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
+            whole = sent if sent is not None else trace  # vLLM's block prediction: a spec's or capture's too
+            rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
+    if got and info.stop is None:
+        info.stop = stop_of(KeyboardInterrupt(f"signal {signal.Signals(got[0]).name}"), TimeLimit(None))
+    return rows, info
 
 
 def _rows(
@@ -335,17 +334,19 @@ def _rows(
     measured: list[Any],
     info: ConfirmInfo,
     launch: Launch,
-    sent: Any,
+    traces: tuple[Any, Any],
     profile: Any,
     live_unit: int,
     sliced_from: list[int],
 ) -> list[dict[str, Any]]:
+    """Each candidate's row; vLLM's predicted at its block, a stopped one's over the requests it finished."""
     from harness.advise.confirm_rows import predicted_over, row
 
     at_block = None
     page = 1
-    if launch.server_kind == "vllm" and sent is not None:
-        at_block = vllm_predictions(cands, sent, profile, live_unit)
+    sent, whole = traces  # the trace as sent in order (None: a spec or capture), and the input replayed
+    if launch.server_kind == "vllm" and whole is not None:
+        at_block = vllm_predictions(cands, whole, profile, live_unit)
         page = VLLM_BLOCK // live_unit if at_block is not None else 1
     out = []
     for i, (c, m) in enumerate(zip(cands, measured, strict=True)):

@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
 
                 fleet_keep = keep / "replicas" if keep else None
                 a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm)
-                failed += sum(c["measured_hit_rate"] is None for c in a.replicas.confirmed)
+                failed += sum(c["status"] == "failed" for c in a.replicas.confirmed)
             if a.confirm.partial:
                 stopped = a.confirm.stop.exit_code
         if out is not None:
