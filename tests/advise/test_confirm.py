@@ -209,3 +209,53 @@ def test_confirm_on_a_mooncake_trace_replays_it_as_a_trace_workload(tmp_path, ca
     args = argvs["servers"]["candidate-1"]["args"]
     assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 16)
     capsys.readouterr()
+
+
+def test_sglang_on_a_gpu_is_sent_the_traces_full_size_blocks_and_says_why(tmp_path, monkeypatch, capsys):
+    """No GPU here: the launch is intercepted where bench would start SGLang, after the live spec and the
+    candidates' flags are made."""
+    import harness.advise.confirm as confirm_mod
+    import harness.servers.process as process
+
+    seen: dict = {}
+
+    def fake_plan(live, servers, launch, capture):
+        seen.update(live=live, servers=servers)
+        return confirm_mod.LiveRun(None, None, None, [capture / "never" for _ in servers])
+
+    monkeypatch.setattr(confirm_mod, "plan_live", fake_plan)
+    monkeypatch.setattr(confirm_mod.LiveRun, "run", lambda self, log=None: [None for _ in self.dirs])
+    monkeypatch.setattr(process, "install_signal_handlers", lambda: None)
+    trace = _mooncake(tmp_path / "conv.jsonl")
+    model = tmp_path / "model"
+    model.mkdir()
+    out = tmp_path / "out"
+    argv = ["advise", str(trace), "--card", "h100", "--pool", "20", "--host-memory", "0", "--workers", "1"]
+    argv += [
+        "--confirm",
+        "1",
+        "--server-kind",
+        "sglang",
+        "--server-model",
+        str(model),
+        "-o",
+        str(out),
+        "--quiet",
+    ]
+    assert main(argv) == 1  # the candidate never ran: failed, not 0%
+    live = seen["live"]
+    assert live.unit_tokens == 512 and live.spec.workload.block_tokens == 512
+    assert live.spec.workload.path == trace.resolve()  # full size: the trace as it is, answers and all
+    (server,) = seen["servers"]
+    d = json.loads((out / "advise.json").read_text())
+    args = server["args"]
+    assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 512)
+    assert d["confirm"]["block"] == {
+        "block_tokens": 512,
+        "trace_block_tokens": 512,
+        "reason": "the trace's own block: SGLang on a GPU holds full-size prompts",
+        "answers_scaled": False,
+    }
+    assert d["confirmed"][0]["status"] == "failed" and d["confirmed"][0]["measured_hit_rate"] is None
+    assert "Live blocks: 512 tokens a hash id (the trace's own block" in (out / "advise.md").read_text()
+    capsys.readouterr()
