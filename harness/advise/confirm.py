@@ -8,7 +8,9 @@ kind (`sim`, `sglang`, `sglang-cpu`: SGLang's own server on this CPU, `vllm`) ex
 seed and stops it. The traffic is the input's own: a spec as written; a capture point its manifest's spec
 at the point's sweep values and seed; a Mooncake trace a `workload: {kind: trace}` spec over the file
 (harness.advise.live_spec). Measured = the cached tokens the server reported over the prompt tokens, from
-the point's requests.jsonl.
+the point's requests.jsonl. `--confirm-time-limit`, Ctrl-C or SIGTERM stop it early as a partial confirm
+(harness.advise.confirm_stop, confirm_rows); while it runs, an estimate and a bar per candidate go to
+stderr (confirm_progress).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from harness.advise.advice import Advice
 from harness.advise.better import ranked
 from harness.advise.confirm_info import ConfirmInfo
 from harness.advise.confirm_progress import Estimate, estimate
+from harness.advise.confirm_stop import EXIT_TIME_LIMIT, TimeLimit, stop_of
 from harness.advise.grid import Candidate, policy_config_tokens
 from harness.advise.live_spec import SHRUNK_BLOCK, LiveBlock, LiveSpec, live_block, live_spec
 from harness.errors import HarnessError
@@ -269,7 +272,6 @@ def confirm(
     finished candidate."""
     from harness.advise.confirm_progress import display
     from harness.advise.confirm_rows import read_point
-    from harness.advise.confirm_stop import TimeLimit, stop_of
 
     cands = top(a, launch.k, launch.server_kind)
     if not cands:
@@ -324,6 +326,12 @@ def confirm(
             measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
             whole = sent if sent is not None else trace  # vLLM's block prediction: a spec's or capture's too
             rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
+    if (
+        info.stop is not None
+        and info.stop.exit_code == EXIT_TIME_LIMIT
+        and all(r["status"] == "ok" for r in rows)
+    ):
+        info.stop = None  # the limit fell as the last candidate finished: nothing was cut
     if got and info.stop is None:
         info.stop = stop_of(KeyboardInterrupt(f"signal {signal.Signals(got[0]).name}"), TimeLimit(None))
     return rows, info
