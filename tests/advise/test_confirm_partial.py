@@ -213,9 +213,10 @@ def test_a_time_limit_stops_the_confirm_keeps_what_it_measured_and_exits_124(tmp
     assert all(not Path(f"/proc/{pid}").exists() for pid in _server_pids(r.stderr))
 
 
-@pytest.mark.slow  # starts two sim servers; ~25 s
+@pytest.mark.slow  # starts two sim servers; ~12 s each
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_ctrl_c_keeps_the_finished_candidate_and_the_part_of_the_running_one_and_exits_130(
-    tmp_path: Path,
+    tmp_path: Path, sig: str
 ) -> None:
     import signal
     import subprocess
@@ -240,14 +241,15 @@ def test_ctrl_c_keeps_the_finished_candidate_and_the_part_of_the_running_one_and
             if (second / "requests.jsonl").is_file() and _ok_rows(second) >= 5:
                 break
             time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         stdout, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr
-    assert "--confirm: partial: stopped by SIGINT (Ctrl-C) (exit 130)" in stderr
-    first, running = _outputs_say_partial(out, "stopped by SIGINT (Ctrl-C)", 130)
+    reason = "stopped by SIGINT (Ctrl-C)" if sig == "SIGINT" else "stopped by SIGTERM"
+    assert f"--confirm: partial: {reason} (exit 130)" in stderr
+    first, running = _outputs_say_partial(out, reason, 130)
     assert first["status"] == "ok" and first["measured_hit_rate"] is not None
     assert running["status"] == "partial" and running["requests_done"] == _ok_rows(second) >= 5
     assert "## Confirmed live" in stdout
