@@ -38,3 +38,23 @@ def test_a_slice_of_anything_but_a_trace_is_refused(tmp_path: Path) -> None:
     spec.write_text("name: x\n")
     with pytest.raises(HarnessError, match="--confirm-requests"):
         slice_file(spec, 10, tmp_path)
+
+
+def test_a_scaled_candidate_keeps_its_unit_so_tlrus_lengths_stay_in_tokens(tmp_path: Path) -> None:
+    from harness.advise.confirm_slice import scaled_candidates, slice_scale
+    from harness.advise.grid import run
+    from harness.sim.timing import resolve_profile
+    from harness.whatif.grid import Config
+
+    whole = read_mooncake(MOONCAKE)
+    part = read_mooncake(slice_file(MOONCAKE, 200, tmp_path))
+    profile = resolve_profile("h100")
+    tlru = Config("tlru", 808, policy_config=(("next_prompt_estimate", 13), ("threshold", 54)))
+    (c,) = scaled_candidates(run(part, [tlru], profile, None, 1), whole, part, profile, 16)
+    assert c.unit_tokens == 512 and c.to_dict()["policy_config"] == {
+        "next_prompt_estimate": 13 * 512,
+        "threshold": 54 * 512,
+    }
+    s = slice_scale(whole, part, 16)
+    assert (s.requests, s.of_requests) == (200, len(whole.requests))
+    assert c.config.pool == max(math.ceil(808 * s.reused_slice / s.reused_trace), s.floor)
