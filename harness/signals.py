@@ -102,13 +102,13 @@ def _ignore_stops() -> None:
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """Hold a stop signal until the block ends, then raise it: for the short bookkeeping that must not be
-    cut in half (a point's counters and point.json after its load). A second signal stops at once."""
-    if not _main_thread():
-        yield
-        return
+def held() -> Iterator[list[int]]:
+    """Hold stop signals for the block and hand them to the caller, who decides what a stop then means (a
+    partial result written before exiting 130). A second signal stops at once."""
     got: list[int] = []
+    if not _main_thread():
+        yield got
+        return
 
     def hold(signum: int, frame: Any) -> None:
         if got:
@@ -117,10 +117,18 @@ def deferred() -> Iterator[None]:
 
     old = {s: signal.signal(s, hold) for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
     try:
-        yield
+        yield got
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold a stop signal until the block ends, then raise it: for the short bookkeeping that must not be
+    cut in half (a point's counters and point.json after its load). A second signal stops at once."""
+    with held() as got:
+        yield
     if got:
         interrupt(got[0])
 

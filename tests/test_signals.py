@@ -155,3 +155,16 @@ def test_deferred_holds_a_stop_until_the_block_ends_and_a_second_stops_at_once()
         os.kill(os.getpid(), signal.SIGINT)
         done.append("not reached")
     assert done == ["the block ran to its end"]
+
+
+def test_held_hands_a_stop_to_the_caller_instead_of_raising_it():
+    """advise --confirm's bookkeeping after its candidates: a stop there is kept, the outputs written."""
+    signals.install()
+    with signals.held() as got:
+        os.kill(os.getpid(), signal.SIGTERM)
+        after = "the block ran to its end"
+    assert got == [signal.SIGTERM] and after
+    assert signal.getsignal(signal.SIGTERM) is signals.interrupt  # the handler is put back
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"), signals.held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # a second stops at once

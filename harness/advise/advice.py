@@ -60,6 +60,7 @@ class Advice:
     recommendation: Recommendation
     seconds: dict[str, float] = field(default_factory=dict)
     confirmed: list[dict] = field(default_factory=list)
+    confirm: Any = None  # harness.advise.confirm_info.ConfirmInfo: how the confirm ran, partial or whole
     notes: list[str] = field(default_factory=list)
     replicas: Any = None  # harness.advise.replicas.ReplicaAdvice with --replicas
     load: Any = None  # harness.advise.load.Load: the load of the at-load figures

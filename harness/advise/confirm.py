@@ -8,23 +8,32 @@ kind (`sim`, `sglang`, `sglang-cpu`: SGLang's own server on this CPU, or another
 seed and stops it. The traffic is the input's own: a spec as written; a capture point its manifest's spec
 at the point's sweep values and seed; a Mooncake trace a `workload: {kind: trace}` spec over the file
 (harness.advise.live_spec). Measured = the cached tokens the server reported over the prompt tokens, from
-the point's requests.jsonl.
+the point's requests.jsonl. `--confirm-time-limit`, Ctrl-C or SIGTERM stop it early as a partial confirm
+(harness.advise.confirm_stop, confirm_rows); while it runs, an estimate and a bar per candidate go to
+stderr (confirm_progress).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import signals
 from harness.advise.advice import Advice
 from harness.advise.better import ranked
-from harness.advise.grid import Candidate
-from harness.advise.live_spec import LiveSpec, live_spec
+from harness.advise.confirm_info import ConfirmInfo
+from harness.advise.confirm_progress import Estimate, estimate
+from harness.advise.confirm_stop import EXIT_TIME_LIMIT, TimeLimit, stop_of
+from harness.advise.grid import Candidate, policy_config_tokens
+from harness.advise.live_spec import SHRUNK_BLOCK, LiveBlock, LiveSpec, live_block, live_spec
 from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
 from harness.whatif.grid import Config
@@ -42,8 +51,10 @@ class Launch:
     sglang_python: str | None = None
     model: str | None = None  # what the engine loads; the sim models it (None: the spec's model name)
     card: str = "l4"
-    block_tokens: int = 16  # Mooncake traces: tokens per hash id sent live
+    block_tokens: int | None = None  # Mooncake traces: tokens per hash id sent live (None: live_block's)
     requests: int | None = None  # --confirm-requests: a slice of the trace (harness.advise.confirm_slice)
+    time_limit_s: float | None = None  # --confirm-time-limit: then a partial confirm (confirm_stop)
+    quiet: bool = False  # no estimate line, no bars (--quiet)
 
 
 def check_confirm(inputs: list[Path], launch: Launch) -> None:
@@ -58,8 +69,11 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
         for p in inputs:
             if p.is_dir() or p.suffix not in (".jsonl", ".json"):
                 raise HarnessError(f"--confirm-requests: {p}: a slice is taken of a Mooncake trace only")
-    if launch.block_tokens <= 0:
+    if launch.block_tokens is not None and launch.block_tokens <= 0:
         raise HarnessError(f"--live-block-tokens: {launch.block_tokens} must be positive")
+    t = launch.time_limit_s
+    if t is not None and not (math.isfinite(t) and t > 0):
+        raise HarnessError(f"--confirm-time-limit: {t:g} must be a positive number of seconds")
     if launch.k and CONFIRM_TARGETS[launch.server_kind].loads_model and not launch.model:
         raise HarnessError(
             f"--server-model: --server-kind {launch.server_kind} loads a model: name its folder "
@@ -68,7 +82,7 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
     if launch.k:
         for p in inputs:
             if p.is_dir():  # a capture: its manifest's spec, and the files that spec names
-                live_spec(p, p, launch.block_tokens, 1)
+                live_spec(p, p, SHRUNK_BLOCK, 1)
     m = launch.model
     if (
         m
@@ -100,14 +114,16 @@ def server_args(c: Candidate, unit_tokens: int, server_kind: str) -> list[str]:
 
 
 def config_args(cfg: Config, unit_tokens: int, server_kind: str) -> list[str]:
-    """A what-if configuration as server flags (see server_args)."""
+    """A what-if configuration as server flags (see server_args); its pool and tlru's lengths in the tokens
+    sent live."""
     tokens = cfg.pool * unit_tokens
+    policy_config = policy_config_tokens(cfg, unit_tokens)  # tlru's lengths in live tokens
     target = CONFIRM_TARGETS.get(server_kind)
     if target is not None and target.pool_args is not None:
         return target.pool_args(tokens)
     args = ["--enable-cache-report", "--max-total-tokens", str(tokens), "--radix-eviction-policy", cfg.policy]
-    if cfg.policy_config:
-        args += ["--radix-eviction-policy-config", json.dumps(dict(cfg.policy_config))]
+    if policy_config:
+        args += ["--radix-eviction-policy-config", json.dumps(policy_config)]
     if cfg.host_ratio > 0:
         args += ["--enable-hierarchical-cache", "--hicache-ratio", f"{cfg.host_ratio:g}"]
         args += ["--hicache-write-policy", cfg.write_policy]
@@ -135,14 +151,13 @@ def _options(launch: Launch, capture: Path) -> Any:
         retries=0,
         time_scale=TIME_SCALE,
         card_profile=launch.card,
-        quiet=not sys.stderr.isatty(),  # a terminal sees each candidate's bar (requests done of total)
+        quiet=launch.quiet,  # the bars join advise's own display on stderr (harness.advise.confirm_progress)
         argv=["harness", "advise", "--confirm", str(launch.k)],
     )
 
 
-def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work: Path) -> list[float | None]:
-    """Every candidate's server up in turn for the live point; the measured hit rate of each (None: its
-    run did not end ok)."""
+def candidate_servers(live: LiveSpec, cands: list[Candidate], launch: Launch) -> list[dict[str, Any]]:
+    """Each candidate as a server profile for the live spec (single servers)."""
     target = CONFIRM_TARGETS[launch.server_kind]
     launch_as = target.launch
     servers = []
@@ -157,20 +172,37 @@ def run_candidates(live: LiveSpec, cands: list[Candidate], launch: Launch, work:
         if target.env is not None:
             server["env"] = target.env(c.config.pool, live.unit_tokens)
         servers.append(server)
-    out: list[float | None] = []
-    for pdir in run_live_point(live, servers, launch, work / "cap"):
-        out.append(measured_hit_rate(pdir) if pdir is not None else None)
-    return out
+    return servers
 
 
-def run_live_point(
-    live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, capture: Path
-) -> list[Path | None]:
-    """Each server profile up in turn for the live spec's one point (single servers or `replicas:` fleets);
-    the point folder of each, None where its run did not end ok."""
+@dataclass
+class LiveRun:
+    """A planned live point on each server profile: run() runs them; `dirs` is where each point lands."""
+
+    spec: Any
+    plan: Any
+    opts: Any
+    dirs: list[Path]
+
+    def run(self, log: Callable[[str], None] = lambda _msg: None) -> list[Path | None]:
+        """Every server in turn; the point folder of each, None where its run did not end ok."""
+        from harness.capture.redact import spec_redactor
+        from harness.sweep.bench import run_plans
+
+        outcome = run_plans([self.plan], self.opts, spec_redactor([self.spec]), log)
+        if outcome.server_failures:
+            raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
+        out: list[Path | None] = []
+        for sp, pdir in zip(self.plan.servers, self.dirs, strict=True):
+            ok = outcome.statuses.get(f"{self.spec.name}/{sp.profile.name}/{sp.points[0].name}") == "ok"
+            out.append(pdir if ok else None)
+        return out
+
+
+def plan_live(live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, capture: Path) -> LiveRun:
+    """The live spec's one point on each server profile (single servers or `replicas:` fleets), planned
+    as bench plans it; the point folders are known before anything starts."""
     from harness.capture import point_dir
-    from harness.capture.redact import spec_redactor
-    from harness.sweep.bench import run_plans
     from harness.sweep.plan import plan_experiment
 
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
@@ -180,26 +212,11 @@ def run_live_point(
         sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
         if launch.server_kind == "sim" and launch.model:
             sp.model = launch.model
-    outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
-    if outcome.server_failures:
-        raise HarnessError(f"--confirm: {outcome.server_failures[0]}")
-    out: list[Path | None] = []
-    for sp in plan.servers:
-        item = sp.points[0]
-        ok = outcome.statuses.get(f"{spec.name}/{sp.profile.name}/{item.name}") == "ok"
-        out.append(point_dir(opts.capture, opts.node, spec.name, sp.profile.name, item.name) if ok else None)
-    return out
-
-
-def measured_hit_rate(pdir: Path) -> float:
-    """Cached over prompt tokens of the requests the server answered (warm-up left out)."""
-    from harness.capture import REQUESTS, read_jsonl
-
-    rows, _bad = read_jsonl(pdir / REQUESTS)
-    rows = [r for r in rows if not r.get("warmup")]
-    prompt = sum(r.get("prompt_tokens") or 0 for r in rows)
-    cached = sum(r.get("cached_tokens") or 0 for r in rows)
-    return cached / prompt if prompt else 0.0
+    dirs = [
+        point_dir(opts.capture, opts.node, spec.name, sp.profile.name, sp.points[0].name)
+        for sp in plan.servers
+    ]
+    return LiveRun(spec, plan, opts, dirs)
 
 
 def block_predictions(
@@ -221,68 +238,124 @@ def block_predictions(
 
 def confirm(
     path: Path, a: Advice, launch: Launch, keep: Path | None = None, trace: Any = None, profile: Any = None
-) -> list[dict]:
-    """`keep`: the folder for the servers' logs and the captures (kept, as a run's are); else a temporary
-    one. `trace`, `profile`: the advice's input and physics, to predict an engine at its block size."""
+) -> tuple[list[dict[str, Any]], ConfirmInfo]:
+    """The confirmed rows and how the confirm ran. `keep`: the folder for the servers' logs and the captures
+    (kept, as a run's are); else a temporary one. `trace`, `profile`: the advice's input and physics, to
+    scale a slice's pools, predict vLLM at its block and a stopped candidate over the requests it finished.
+    A time limit, Ctrl-C or SIGTERM ends it early as a partial confirm (ConfirmInfo.stop), never losing a
+    finished candidate."""
+    from harness.advise.confirm_progress import display
+    from harness.advise.confirm_rows import read_point
+
     cands = top(a, launch.k, launch.server_kind)
     if not cands:
         only = "; ".join(t.only for t in CONFIRM_TARGETS.values() if t.only)
         raise HarnessError(f"--confirm: no candidate runs on {launch.server_kind} ({only})")
+    is_trace = trace is not None and trace.kind == "blocks"
+    block = live_block(launch.server_kind, a.unit_tokens, launch.block_tokens) if is_trace else None
+    bt = block.tokens if block is not None else SHRUNK_BLOCK
     sliced_from: list[int] = []
+    sent = trace if is_trace else None  # the input as sent, in advice units: partial predictions
+    scale = None
     with tempfile.TemporaryDirectory(prefix="advise-confirm-") as tmp:
         root = keep if keep is not None else Path(tmp)
         if launch.requests is not None and trace is not None:
-            from harness.advise.confirm_slice import scaled_candidates, slice_file
+            from harness.advise.confirm_slice import scaled_candidates, slice_file, slice_scale
             from harness.whatif.inputs import read_mooncake
 
             path = slice_file(path, launch.requests, root)
-            part = read_mooncake(path, a.unit_tokens)
+            sent = read_mooncake(path, a.unit_tokens)
             sliced_from = [c.config.pool for c in cands]
-            cands = scaled_candidates(cands, trace, part, profile, launch.block_tokens)
-        live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
-        n = (
-            sum(1 for line in path.open() if line.strip())
-            if path.is_file() and path.suffix == ".jsonl"
-            else None
+            scale = slice_scale(trace, sent, bt)
+            cands = scaled_candidates(cands, trace, sent, profile, bt)
+        live = live_spec(path, root, bt, a.unit_tokens)
+        info = ConfirmInfo(
+            launch.server_kind, _estimate(cands, sent, block, launch), block, scale, launch.time_limit_s
         )
-        print(
-            f"harness advise --confirm: {len(cands)} candidate(s) on {launch.server_kind}"
-            + (f", {n:,} requests each" if n else "")
-            + " (one server up at a time)"
-            + _estimate(cands, n, launch.server_kind),
-            file=sys.stderr,
-        )
-        measured = run_candidates(live, cands, launch, root)
-    predicted = [c.hit_rate for c in cands]
+        if scale is not None and sum(c.config.pool == scale.floor for c in cands) > 1:
+            info.notes.append(
+                f"{sum(c.config.pool == scale.floor for c in cands)} of {len(cands)} scaled pools are the slice's "
+                f"floor ({scale.floor:,} blocks): the slice cannot tell those pools apart; a longer slice can."
+            )
+        if not launch.quiet:
+            n = f", {len(sent.requests):,} requests each" if sent is not None else ""
+            limit = (
+                f"; stops at --confirm-time-limit {launch.time_limit_s:g} s" if launch.time_limit_s else ""
+            )
+            print(
+                f"harness advise --confirm: {len(cands)} candidate(s) on {launch.server_kind}{n}, one server up "
+                f"at a time: {info.estimate.line()}{limit}",
+                file=sys.stderr,
+            )
+        run = plan_live(live, candidate_servers(live, cands, launch), launch, root / "cap")
+        limit_t = TimeLimit(launch.time_limit_s)
+        try:
+            with display(launch.quiet) as shown, limit_t:
+                run.run(shown.log if shown is not None else lambda _msg: None)
+        except KeyboardInterrupt as e:
+            info.stop = stop_of(e, limit_t)
+        info.elapsed_s = limit_t.elapsed()
+        with signals.held() as got:  # a stop now still gets what was measured written (exit 130)
+            measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
+            whole = sent if sent is not None else trace  # vLLM's block prediction: a spec's or capture's too
+            rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
+    if (
+        info.stop is not None
+        and info.stop.exit_code == EXIT_TIME_LIMIT
+        and all(r["status"] == "ok" for r in rows)
+    ):
+        info.stop = None  # the limit fell as the last candidate finished: nothing was cut
+    if got and info.stop is None:
+        info.stop = stop_of(KeyboardInterrupt(f"signal {signal.Signals(got[0]).name}"), TimeLimit(None))
+    return rows, info
+
+
+def _rows(
+    cands: list[Candidate],
+    measured: list[Any],
+    info: ConfirmInfo,
+    launch: Launch,
+    traces: tuple[Any, Any],
+    profile: Any,
+    live_unit: int,
+    sliced_from: list[int],
+) -> list[dict[str, Any]]:
+    """Each candidate's row; an engine with its own KV block predicted at it, a stopped one's over the requests it finished."""
+    from harness.advise.confirm_rows import predicted_over, row
+
     at_block = None
+    page = 1
+    sent, whole = traces  # the trace as sent in order (None: a spec or capture), and the input replayed
     block = CONFIRM_TARGETS[launch.server_kind].block
-    if block is not None and trace is not None:
-        at_block = block_predictions(cands, trace, profile, live.unit_tokens, block)
+    if block is not None and whole is not None:
+        at_block = block_predictions(cands, whole, profile, live_unit, block)
+        page = block // live_unit if at_block is not None else 1
     out = []
     for i, (c, m) in enumerate(zip(cands, measured, strict=True)):
-        p = at_block[i] if at_block is not None else predicted[i]
-        row = {
-            "config": c.label(),
-            "server_kind": launch.server_kind,
-            "predicted_hit_rate": round(p, 6),
-            "measured_hit_rate": None if m is None else round(m, 6),
-            "difference_points": None if m is None else round((m - p) * 100, 3),
-        }
+        p = at_block[i] if at_block is not None else c.hit_rate
+        part = None
+        if info.partial and m is not None and m.status != "ok":
+            part = predicted_over(c, sent, m.indices, profile, page)
+        r = row(c, launch.server_kind, p, m, info.partial, part)
         if sliced_from:
-            row |= {
+            r |= {
                 "slice_requests": launch.requests,
                 "pool": c.config.pool,
                 "pool_scaled_from": sliced_from[i],
             }
         if at_block is not None:  # the page-1 figure of the candidates table, beside the block one
-            row |= {"predicted_block_tokens": block, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
-        out.append(row)
+            r |= {"predicted_block_tokens": block, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
+        out.append(r)
     return out
 
 
-def _estimate(cands: list[Candidate], n: int | None, server_kind: str) -> str:
-    """On the sim: the modelled service time of the requests at its time scale, plus a start a server."""
-    if not n or server_kind != "sim":
-        return ""
-    secs = sum(n / c.modelled.throughput_rps * TIME_SCALE + 5.0 for c in cands if c.modelled.throughput_rps)
-    return f"; about {secs / 60:.1f} min on the sim" if secs else ""
+def _estimate(cands: list[Candidate], sent: Any, block: LiveBlock | None, launch: Launch) -> Estimate:
+    """The estimate from the traffic as sent live: requests, answer tokens (shrunk with the blocks), and
+    one candidate's modelled service time."""
+    if sent is None:
+        return estimate(launch.server_kind, len(cands), None, 0, 0.0)
+    shrink = block.tokens / block.trace_block if block is not None and block.shrunk else 1.0
+    answers = sum(max(1, math.ceil(r.output_tokens * shrink)) for r in sent.requests)
+    rps = cands[0].modelled.throughput_rps
+    modelled = len(sent.requests) / rps if rps else 0.0
+    return estimate(launch.server_kind, len(cands), len(sent.requests), answers, modelled)

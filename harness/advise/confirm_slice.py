@@ -4,7 +4,8 @@ The slice is the trace's first N requests (written as a Mooncake file beside the
 reuses less than the whole trace, so each candidate's pool is scaled by the slice's working set over the
 whole trace's (the distinct key elements that two or more requests share): the scaled pool holds the
 same share of what the slice reuses as the full pool holds of what the trace reuses. The scaled pool is
-not below the slice's longest request (prompt and the answer sent live) plus one, nor above the candidate's own pool. The prediction is the candidate replayed on the slice
+not below the slice's longest request (prompt and the answer sent live, both in the key's unit) plus one,
+nor above the candidate's own pool. The prediction is the candidate replayed on the slice
 at the scaled pool, so predicted and measured are the same traffic on the same pool.
 """
 
@@ -15,6 +16,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from harness.advise.confirm_info import SliceScale
 from harness.advise.grid import Candidate
 from harness.advise.physics import model
 from harness.errors import HarnessError
@@ -48,16 +50,38 @@ def slice_file(path: Path, n: int, work: Path) -> Path:
     return out
 
 
-def scale_pool(pool: int, whole: Trace, part: Trace, live_unit: int = 1) -> int:
-    """The pool that keeps the slice's working set in the ratio the trace's has to `pool`; `live_unit`:
-    tokens sent live per key element (a request's answer takes its tokens over that of the pool)."""
-    w, p = reused_units(whole), reused_units(part)
+def pool_floor(part: Trace, live_unit: int = 1) -> int:
+    """The slice's longest request in key elements, prompt and answer as sent live, plus one: a smaller
+    pool cannot hold it. `live_unit`: tokens sent live per key element; the answer is sent shrunk as the
+    prompt is (harness.advise.live_spec.shrunk_answers), so its tokens are scaled the same way."""
+    shrink = live_unit / part.unit if part.kind == "blocks" and live_unit < part.unit else 1.0
     longest = max(
-        (len(r.key) + max(len(r.output_key), math.ceil(r.output_tokens / live_unit)) for r in part.requests),
+        (
+            len(r.key)
+            + max(len(r.output_key), math.ceil(max(1, math.ceil(r.output_tokens * shrink)) / live_unit))
+            for r in part.requests
+        ),
         default=0,
     )
-    scaled = math.ceil(pool * p / w) if w else pool
-    return min(pool, max(scaled, longest + 1))
+    return longest + 1
+
+
+def slice_scale(whole: Trace, part: Trace, live_unit: int = 1) -> SliceScale:
+    """How the slice scales each pool, as the outputs state it."""
+    return SliceScale(
+        len(part.requests),
+        len(whole.requests),
+        reused_units(part),
+        reused_units(whole),
+        pool_floor(part, live_unit),
+    )
+
+
+def scale_pool(pool: int, whole: Trace, part: Trace, live_unit: int = 1) -> int:
+    """The pool (key elements) that keeps the slice's working set in the ratio the trace's has to `pool`."""
+    s = slice_scale(whole, part, live_unit)
+    scaled = math.ceil(pool * s.reused_slice / s.reused_trace) if s.reused_trace else pool
+    return min(pool, max(scaled, s.floor))
 
 
 def scaled_candidates(
@@ -68,5 +92,5 @@ def scaled_candidates(
     for c in cands:
         cfg = dataclasses.replace(c.config, pool=scale_pool(c.config.pool, whole, part, live_unit))
         res = replay(part, cfg, card=profile)
-        out.append(Candidate(cfg, res, model(part, res, profile)))
+        out.append(Candidate(cfg, res, model(part, res, profile), c.unit_tokens))
     return out

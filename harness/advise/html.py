@@ -134,6 +134,8 @@ def render(a: Advice) -> str:
             ["configuration", "server", "predicted", "measured", "difference"],
             [confirmed_row(c) for c in a.confirmed],
         )
+        if a.confirm is not None:
+            confirmed += "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in a.confirm.sentences()) + "</ul>"
     replicas = ""
     if a.replicas is not None:
         from harness.advise.replicas import chart_svg, confirmed_table

@@ -35,6 +35,7 @@ def to_dict(a: Advice) -> dict:
         "slower_than_recompute": slower_than_recompute(a.breakeven),
         "recommendation": _with_launch(a),
         "confirmed": a.confirmed,
+        **({"confirm": a.confirm.to_dict()} if a.confirm is not None else {}),
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "modelled": {
             "load": None if a.load is None else a.load.to_dict(),

@@ -2,20 +2,58 @@
 
 A spec is sent as written (its first point, seed 0: what `harness.whatif.inputs.read_spec` predicted); a
 capture point as its manifest's spec at the point's sweep values and the seed it ran with (what
-`harness.whatif.captured.read_capture` rebuilt); a Mooncake trace as a `workload: {kind: trace}` spec over
-the same file, one request at a time in file order, each hash id sent as `block_tokens` tokens.
+`harness.whatif.captured.read_capture` rebuilt); a Mooncake trace as a `workload: {kind: trace}` spec, one
+request at a time in file order, each hash id sent as `block_tokens` tokens (live_block: the trace's own
+block on SGLang on a GPU, 16 where a CPU server or the sim takes it). A trace shrunk that way is sent with
+its answers shrunk alike (a copy of the file, `output_length` scaled), so an answer keeps its share of the
+pool.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, Point, load_spec
 
 TIMEOUTS = {"connect": 10, "first_token": 300, "total": 600}
+SHRUNK_BLOCK = 16  # tokens a hash id where the server's pool is a CPU's (or the sim's)
+FULL_SIZE_KINDS = ("sglang",)  # SGLang on a GPU: the trace's own block
+
+
+@dataclass(frozen=True)
+class LiveBlock:
+    """Tokens a hash id is sent as, and why that many (the outputs say both)."""
+
+    tokens: int
+    trace_block: int  # the trace's own block (--block-size, 512 for Mooncake)
+    reason: str
+
+    @property
+    def shrunk(self) -> bool:
+        return self.tokens < self.trace_block
+
+
+def live_block(server_kind: str, trace_block: int, asked: int | None) -> LiveBlock:
+    """The trace's block on SGLang on a GPU; 16 on the sim, SGLang on CPU and vLLM's CPU build, whose pools
+    live in host memory (and whose CPU time grows with every id sent); `--live-block-tokens` wins."""
+    if asked is not None:
+        return LiveBlock(asked, trace_block, "--live-block-tokens")
+    if server_kind in FULL_SIZE_KINDS:
+        return LiveBlock(
+            trace_block, trace_block, "the trace's own block: SGLang on a GPU holds full-size prompts"
+        )
+    why = (
+        "the sim: every id is sent, hashed and generated on this CPU"
+        if server_kind == "sim"
+        else (f"{server_kind}: a CPU server's KV pool is host memory, sized for short prompts")
+    )
+    return LiveBlock(SHRUNK_BLOCK, trace_block, f"shrunk from {trace_block}: {why}")
 
 
 @dataclass(frozen=True)
@@ -35,11 +73,13 @@ def live_spec(path: Path, work: Path, block_tokens: int, advice_unit: int) -> Li
     return _trace(path, work, block_tokens, advice_unit)
 
 
-def trace_spec_dict(path: Path, block_tokens: int) -> dict:
-    """A trace workload spec over `path`: token ids (exact on SGLang and the sim), sent in file order."""
+def trace_spec_dict(path: Path, block_tokens: int, stem: str | None = None) -> dict:
+    """A trace workload spec over `path`: token ids (exact on SGLang and the sim), sent in file order;
+    `stem`: the name of the trace it was made from (a shrunk copy keeps the original's)."""
+    stem = stem or path.stem
     return {
-        "name": f"advise-{path.stem}",
-        "description": f"harness advise --confirm: {path.name} replayed live",
+        "name": f"advise-{stem}",
+        "description": f"harness advise --confirm: {stem} replayed live",
         "api": "sglang-generate",
         "model": "default",
         "tokenizer": "server",
@@ -56,10 +96,29 @@ def trace_spec_dict(path: Path, block_tokens: int) -> dict:
     }
 
 
+def shrunk_answers(path: Path, work: Path, block_tokens: int, trace_block: int) -> Path:
+    """A copy of the trace whose `output_length` is scaled as its prompts are (block_tokens / trace_block,
+    at least 1 token): unscaled, a shrunk prompt's answer of the trace's own length fills the pool."""
+    out = work / f"{path.stem}-answers-{block_tokens}of{trace_block}.jsonl"
+    with path.open() as src, out.open("w") as dst:
+        for no, line in enumerate(src, 1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            n = obj.get("output_length")
+            if isinstance(n, int) and not isinstance(n, bool):
+                obj["output_length"] = max(1, math.ceil(n * block_tokens / trace_block))
+            elif n is not None:
+                raise HarnessError(f"{path}:{no}: output_length: expected an integer, got {n!r:.40}")
+            dst.write(json.dumps(obj) + "\n")
+    return out
+
+
 def _trace(path: Path, work: Path, block_tokens: int, advice_unit: int) -> LiveSpec:
     work.mkdir(parents=True, exist_ok=True)
+    sent = shrunk_answers(path, work, block_tokens, advice_unit) if block_tokens < advice_unit else path
     out = work / "live-spec.yaml"
-    out.write_text(yaml.safe_dump(trace_spec_dict(path, block_tokens), sort_keys=False))
+    out.write_text(yaml.safe_dump(trace_spec_dict(sent, block_tokens, path.stem), sort_keys=False))
     spec = load_spec(out)
     return LiveSpec(spec, spec.points()[0], 0, block_tokens)
 

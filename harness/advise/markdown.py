@@ -42,13 +42,19 @@ def candidates_rows(a: Advice, top: int = SHOWN) -> list[list[str]]:
 
 
 def confirmed_row(c: dict) -> list[str]:
-    """One --confirm result: a run that did not end ok shows as such, not as 0%."""
+    """One --confirm result: a run that did not end ok shows as such, not as 0%; a stopped one as the part
+    it finished."""
     m = c["measured_hit_rate"]
+    status = c.get("status")
+    missing = "not run" if status == "not run" else "run failed"
+    measured = missing if m is None else _pct(m)
+    if status == "partial":
+        measured += f" (partial: {c['requests_done']:,} of {c.get('requests_total') or '?'} requests)"
     return [
         c["config"],
         c.get("server_kind", "sim"),
         _pct(c["predicted_hit_rate"]),
-        "run failed" if m is None else _pct(m),
+        measured,
         "-" if m is None else f"{(m - c['predicted_hit_rate']) * 100:+.2f} pt",
     ]
 
@@ -165,6 +171,8 @@ def render(a: Advice) -> str:
             "|---|---|---|---|---|",
         ]
         out += [f"| {' | '.join(confirmed_row(c))} |" for c in a.confirmed]
+        if a.confirm is not None:
+            out += ["", *[f"- {line}" for line in a.confirm.sentences()]]
     if a.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in a.notes]
     return "\n".join(out) + "\n"

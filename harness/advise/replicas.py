@@ -365,7 +365,8 @@ def confirmed_table(ra: ReplicaAdvice) -> tuple[list[str], list[list[str]]]:
     rows = []
     for c in ra.confirmed:
         if c.get("measured_hit_rate") is None:
-            rows.append([c["fleet"], "all", "-", _p(c["predicted_hit_rate"]), "-", "did not run ok"])
+            missing = "not run (stopped)" if c.get("status") == "not run" else "did not run ok"
+            rows.append([c["fleet"], "all", "-", _p(c["predicted_hit_rate"]), "-", missing])
             continue
         rows.append([c["fleet"], "all", str(sum(w["requests"] for w in c["workers"])), _p(c["predicted_hit_rate"]),
                      _p(c["followed_hit_rate"]), _p(c["measured_hit_rate"])])  # fmt: skip

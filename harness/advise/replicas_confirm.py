@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.advise.advice import Advice
-from harness.advise.confirm import Launch, config_args, run_live_point
-from harness.advise.live_spec import live_spec
+from harness.advise.confirm import Launch, config_args, plan_live
+from harness.advise.confirm_info import ConfirmInfo
+from harness.advise.live_spec import live_block, live_spec
 from harness.advise.replicas import ReplicaAdvice, Row
 from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
@@ -28,8 +30,18 @@ def fleets(ra: ReplicaAdvice, k: int) -> list[Row]:
     return [ra.chosen[n] for n in sorted(ra.chosen)][:k]
 
 
-def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = None) -> list[dict[str, Any]]:
-    """Launch each chosen fleet for the input's first point and compare; `keep` holds captures and logs."""
+def confirm_replicas(
+    path: Path,
+    a: Advice,
+    launch: Launch,
+    keep: Path | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+    on_stop: Callable[[KeyboardInterrupt], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Launch each chosen fleet for the input's first point and compare; `keep` holds captures and logs.
+    `on_stop`: a stop (time limit, Ctrl-C) is handed to it and the fleets that finished are still reported;
+    without it the stop goes on up."""
+    from harness.advise.confirm_rows import read_point
     from harness.summarize.routing_check import check_point
 
     ra = a.replicas
@@ -46,25 +58,37 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="advise-replicas-") as tmp:
         root = keep if keep is not None else Path(tmp)
-        live = live_spec(path, root, launch.block_tokens, a.unit_tokens)
+        block = live_block(launch.server_kind, a.unit_tokens, launch.block_tokens)
+        live = live_spec(path, root, block.tokens, a.unit_tokens)
         servers = []
         for i, r in enumerate(rows, 1):
             cfg = dataclasses.replace(base, pool=r.pool, host_ratio=r.host_ratio, storage="")
             args = config_args(cfg, live.unit_tokens, launch.server_kind)
             servers.append({"name": f"fleet-{i}", "launch": launch_as, "args": args, "replicas": r.replicas,
                             "router": {"policy": r.policy}})  # fmt: skip
-        points = run_live_point(live, servers, launch, root / "cap-replicas")
+        run = plan_live(live, servers, launch, root / "cap-replicas")
+        stopped = False
+        try:
+            points = run.run(log)
+        except KeyboardInterrupt as e:
+            if on_stop is None:
+                raise
+            on_stop(e)
+            stopped = True
+            points = [d if d.is_dir() and read_point(d).status == "ok" else None for d in run.dirs]
         for r, pdir in zip(rows, points, strict=True):
             entry: dict[str, Any] = {"fleet": r.label(), "server_kind": launch.server_kind,
                                      "predicted_hit_rate": round(r.hit_rate, 6)}  # fmt: skip
             if pdir is None:
-                out.append(entry | {"measured_hit_rate": None, "workers": []})
+                status = "not run" if stopped else "failed"  # a fleet stopped part way is not reported
+                out.append(entry | {"status": status, "measured_hit_rate": None, "workers": []})
                 continue
             c = check_point(pdir)
             d = c.to_dict()
             out.append(
                 entry
                 | {
+                    "status": "ok",
                     "measured_hit_rate": round(c.measured_hit_rate, 6),
                     "followed_hit_rate": round(c.followed_hit_rate, 6),
                     "drawn_hit_rate": round(c.predicted_mean, 6),
@@ -74,3 +98,29 @@ def confirm_replicas(path: Path, a: Advice, launch: Launch, keep: Path | None = 
                 }
             )
     return out
+
+
+def confirm_fleets(
+    path: Path, a: Advice, launch: Launch, keep: Path | None, info: ConfirmInfo
+) -> list[dict[str, Any]]:
+    """confirm_replicas under what is left of --confirm-time-limit; stopped (the limit, Ctrl-C, SIGTERM), the
+    confirm is partial: the fleets that finished are reported, the running one is not (its workers' figures
+    need the whole point), and the single servers measured before stay."""
+    from harness.advise.confirm_progress import display
+    from harness.advise.confirm_stop import TimeLimit, stop_of
+
+    left = None if info.time_limit_s is None else max(info.time_limit_s - info.elapsed_s, 0.001)
+    limit = TimeLimit(left, info.time_limit_s)
+
+    def stopped(e: KeyboardInterrupt) -> None:
+        info.stop = stop_of(e, limit)
+        info.notes.append(
+            "The replicas fleets were stopped: those that finished are reported, the running one is not."
+        )
+
+    try:
+        with display(launch.quiet) as shown, limit:  # the fleets' bars on stderr, as the candidates'
+            log = shown.log if shown is not None else lambda _msg: None
+            return confirm_replicas(path, a, launch, keep, log, stopped)
+    finally:
+        info.elapsed_s += limit.elapsed()

@@ -82,14 +82,23 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--live-block-tokens",
         type=int,
-        default=16,
-        help="--confirm on a Mooncake trace: tokens sent per hash id (default 16)",
+        default=None,
+        help="--confirm on a Mooncake trace: tokens sent per hash id (default: the trace's --block-size on "
+        "--server-kind sglang, 16 on the sim and the CPU servers)",
     )
     p.add_argument(
         "--confirm-requests",
         type=int,
         default=None,
         help="--confirm on a trace's first N requests, each pool scaled to the slice (docs/advise.md)",
+    )
+    p.add_argument(
+        "--confirm-time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop --confirm after S seconds: what finished is kept as a partial confirm, exit 124 "
+        "(Ctrl-C / SIGTERM: the same, exit 130)",
     )
     p.add_argument(
         "--replicas",
@@ -171,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         card=args.card,
         block_tokens=args.live_block_tokens,
         requests=args.confirm_requests,
+        time_limit_s=args.confirm_time_limit,
+        quiet=args.quiet,
     )
     opts = Options(
         card=args.card,
@@ -197,7 +208,12 @@ def run(args: argparse.Namespace) -> int:
     traces = read(args.inputs, opts)
     many = len(args.inputs) > 1
     failed = 0
+    stopped = (
+        0  # a partial confirm's exit code (124 time limit, 130 a signal): the inputs after it are not run
+    )
     for path, trace in zip(args.inputs, traces, strict=True):
+        if stopped:
+            break
         a = advise(path, opts, profile, trace)
         if replicas:
             from harness.advise.replicas import advise_replicas
@@ -219,17 +235,23 @@ def run(args: argparse.Namespace) -> int:
             out.mkdir(parents=True, exist_ok=True)
         if args.confirm:
             keep = out / "confirm" if out is not None else None
-            a.confirmed = confirm(path, a, launch, keep, trace, profile)
-            failed += sum(c["measured_hit_rate"] is None for c in a.confirmed)
-            if a.replicas is not None and a.replicas.chosen:
-                from harness.advise.replicas_confirm import confirm_replicas
+            a.confirmed, a.confirm = confirm(path, a, launch, keep, trace, profile)
+            failed += sum(c["status"] == "failed" for c in a.confirmed)
+            if not a.confirm.partial and a.replicas is not None and a.replicas.chosen:
+                from harness.advise.replicas_confirm import confirm_fleets
 
-                a.replicas.confirmed = confirm_replicas(path, a, launch, keep / "replicas" if keep else None)
-                failed += sum(c["measured_hit_rate"] is None for c in a.replicas.confirmed)
+                fleet_keep = keep / "replicas" if keep else None
+                a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm)
+                failed += sum(c["status"] == "failed" for c in a.replicas.confirmed)
+            if a.confirm.partial:
+                stopped = a.confirm.stop.exit_code
         if out is not None:
-            write_json(a, out / "advise.json")
-            write_markdown(a, out / "advise.md")
-            write_html(a, out / "advise.html")
+            from harness import signals
+
+            with signals.deferred():  # a stop signal now waits for the three files, then stops
+                write_json(a, out / "advise.json")
+                write_markdown(a, out / "advise.md")
+                write_html(a, out / "advise.html")
         if args.json:
             print(json.dumps(to_dict(a), indent=2))
         elif args.quiet:
@@ -240,4 +262,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"--confirm: {failed} candidate run(s) did not end ok (see the confirm/ folder)", file=sys.stderr
         )
+    if stopped:
+        print(f"--confirm: partial: {a.confirm.stop.reason} (exit {stopped})", file=sys.stderr)
+        return stopped
     return 1 if failed else 0

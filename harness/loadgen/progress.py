@@ -19,6 +19,11 @@ def join_outer(get: Callable[[], Any] | None) -> None:
     _outer = get
 
 
+def joined() -> bool:
+    """Whether point bars join a display someone above registered (harness.advise.confirm_progress)."""
+    return _outer is not None
+
+
 class Progress:
     def __init__(self, label: str, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -104,6 +104,7 @@ def run_point(
     failure: str | None = None
     res = tel = None
     stall: dict[str, Any] | None = None
+    stopped = KeyboardInterrupt()
     try:
         with (
             telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel,
@@ -142,9 +143,9 @@ def run_point(
                 res.stall.reason(),
                 stall_record(res.stall, server.own_pid, pdir),
             )
-    except KeyboardInterrupt:
-        # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up
-        status, failure, res = "interrupted", "interrupted by the user (Ctrl-C)", None
+    except KeyboardInterrupt as e:
+        # point.json says "interrupted" (so resume re-runs it), then the interrupt goes on up, naming its signal
+        status, failure, res, stopped = "interrupted", "interrupted by the user (Ctrl-C)", None, e
     with signals.deferred():  # the point's counters and point.json, never cut in half by a stop signal
         if res is not None:
             if server.settle_s > 0:  # the server's periodic stats line that covers the point's end
@@ -182,7 +183,7 @@ def run_point(
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":
-        raise KeyboardInterrupt
+        raise stopped
     return rec
 
 

@@ -85,9 +85,10 @@ def point_done() -> None:
 
 @contextlib.contextmanager
 def sweep_progress(total: int, quiet: bool) -> Iterator[SweepProgress | None]:
-    """Show the overall bar while the sweep runs (not when quiet, not for an empty sweep)."""
+    """Show the overall bar while the sweep runs (not when quiet, not for an empty sweep, not when the
+    caller's own display hosts the point bars: advise --confirm's, on stderr)."""
     global _CURRENT
-    if quiet or total <= 0 or _CURRENT is not None:
+    if quiet or total <= 0 or _CURRENT is not None or point_bars.joined():
         yield None
         return
     sp = SweepProgress(total)

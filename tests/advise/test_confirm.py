@@ -41,6 +41,14 @@ def test_a_candidate_is_sglangs_flags_and_vllm_gets_its_pool_in_blocks():
         "file",
     ]
     assert server_args(_cand(pool=40), 16, "sim")[1:3] == ["--max-total-tokens", "640"]  # 40 blocks x 16
+    # tlru's lengths are in the advice's unit (blocks): launched in the tokens sent live, as the pool is
+    tlru = server_args(
+        _cand("tlru", 40, policy_config=(("next_prompt_estimate", 13), ("threshold", 54))), 16, "sim"
+    )
+    assert json.loads(tlru[tlru.index("--radix-eviction-policy-config") + 1]) == {
+        "next_prompt_estimate": 13 * 16,
+        "threshold": 54 * 16,
+    }
     assert server_args(_cand(pool=1000), 1, "vllm") == [  # 32-token blocks: vLLM's CPU build refuses 16
         "--num-gpu-blocks-override",
         "33",  # 32 for the pool and vLLM's null block
@@ -79,8 +87,11 @@ def test_confirm_turns_sigterm_into_an_unwind_before_it_launches_anything(tmp_pa
     monkeypatch.setattr(process, "install_signal_handlers", lambda: calls.append("handlers"))
 
     def fake_confirm(*a, **kw):  # where the servers would start
+        from harness.advise.confirm_info import ConfirmInfo
+        from harness.advise.confirm_progress import Estimate
+
         calls.append("confirm")
-        return []
+        return [], ConfirmInfo("sim", Estimate(None, "test"))
 
     monkeypatch.setattr(confirm_mod, "confirm", fake_confirm)
     wl = shared_prefix(
@@ -177,16 +188,74 @@ def test_confirm_on_a_mooncake_trace_replays_it_as_a_trace_workload(tmp_path, ca
     trace = _mooncake(tmp_path / "conv.jsonl")
     out = tmp_path / "out"
     argv = ["advise", str(trace), "--card", "l4", "--pool", "20", "--host-memory", "64", "--workers", "1"]
-    rc = main([*argv, "--confirm", "1", "--live-block-tokens", "16", "-o", str(out), "--quiet"])
+    rc = main([*argv, "--confirm", "1", "-o", str(out), "--quiet"])  # the sim: 16 tokens a block
     assert rc == 0
     d = json.loads((out / "advise.json").read_text())
     (c,) = d["confirmed"]
     assert c["measured_hit_rate"] > 0.3
     assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
     live = (out / "confirm" / "live-spec.yaml").read_text()
-    assert "kind: trace" in live and "block_tokens: 16" in live and str(trace.resolve()) in live
+    # the trace shrunk to 16 tokens a block is sent with its answers shrunk alike: a copy of the file
+    assert "kind: trace" in live and "block_tokens: 16" in live and "conv-answers-16of512.jsonl" in live
+    assert d["confirm"]["block"] == {
+        "block_tokens": 16,
+        "trace_block_tokens": 512,
+        "reason": "shrunk from 512: the sim: every id is sent, hashed and generated on this CPU",
+        "answers_scaled": True,
+    }
+    assert d["confirm"]["partial"] is False and c["status"] == "ok"
     # the pool in blocks is sent as tokens: 20 blocks x 16 tokens
     argvs = json.loads((out / "confirm" / "cap" / "advise" / "advise-conv" / "manifest.json").read_text())
     args = argvs["servers"]["candidate-1"]["args"]
     assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 16)
+    capsys.readouterr()
+
+
+def test_sglang_on_a_gpu_is_sent_the_traces_full_size_blocks_and_says_why(tmp_path, monkeypatch, capsys):
+    """No GPU here: the launch is intercepted where bench would start SGLang, after the live spec and the
+    candidates' flags are made."""
+    import harness.advise.confirm as confirm_mod
+    import harness.servers.process as process
+
+    seen: dict = {}
+
+    def fake_plan(live, servers, launch, capture):
+        seen.update(live=live, servers=servers)
+        return confirm_mod.LiveRun(None, None, None, [capture / "never" for _ in servers])
+
+    monkeypatch.setattr(confirm_mod, "plan_live", fake_plan)
+    monkeypatch.setattr(confirm_mod.LiveRun, "run", lambda self, log=None: [None for _ in self.dirs])
+    monkeypatch.setattr(process, "install_signal_handlers", lambda: None)
+    trace = _mooncake(tmp_path / "conv.jsonl")
+    model = tmp_path / "model"
+    model.mkdir()
+    out = tmp_path / "out"
+    argv = ["advise", str(trace), "--card", "h100", "--pool", "20", "--host-memory", "0", "--workers", "1"]
+    argv += [
+        "--confirm",
+        "1",
+        "--server-kind",
+        "sglang",
+        "--server-model",
+        str(model),
+        "-o",
+        str(out),
+        "--quiet",
+    ]
+    assert main(argv) == 1  # the candidate never ran: failed, not 0%
+    live = seen["live"]
+    assert live.unit_tokens == 512 and live.spec.workload.block_tokens == 512
+    assert live.spec.workload.path == trace.resolve()  # full size: the trace as it is, answers and all
+    (server,) = seen["servers"]
+    d = json.loads((out / "advise.json").read_text())
+    args = server["args"]
+    assert args[args.index("--max-total-tokens") + 1] == str(d["recommendation"]["pool"] * 512)
+    assert d["confirm"]["block"] == {
+        "block_tokens": 512,
+        "trace_block_tokens": 512,
+        "reason": "the trace's own block: SGLang on a GPU holds full-size prompts",
+        "answers_scaled": False,
+    }
+    assert d["confirmed"][0]["status"] == "failed" and d["confirmed"][0]["measured_hit_rate"] is None
+    assert "Live blocks: 512 tokens a hash id (the trace's own block" in (out / "advise.md").read_text()
     capsys.readouterr()

@@ -13,21 +13,39 @@ from harness.cli import main
 
 def test_a_mooncake_trace_becomes_a_trace_workload_spec_over_the_same_file(tmp_path):
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"hash_ids": [1, 2], "input_length": 1024, "output_length": 3, "timestamp": 5}\n')
+    trace.write_text('{"hash_ids": [1, 2], "input_length": 1024, "output_length": 300, "timestamp": 5}\n')
+    live = live_spec(trace, tmp_path / "work", 512, 512)  # full-size blocks: the file as it is
+    assert live.spec.workload.path == trace.resolve() and live.spec.name == "advise-t"
     live = live_spec(trace, tmp_path / "work", 32, 512)
     wl = live.spec.workload
+    # shrunk 32/512: the answers alike (300 -> 19 tokens), in a copy; the spec keeps the trace's name
     assert (wl.kind, wl.path, wl.format, wl.block_tokens, wl.timestamps) == (
         "trace",
-        trace.resolve(),
+        (tmp_path / "work" / "t-answers-32of512.jsonl").resolve(),
         "mooncake",
         32,
         "ignore",
     )
+    assert json.loads(wl.path.read_text())["output_length"] == 19 and live.spec.name == "advise-t"
     assert (
         live.spec.concurrency == 1 and live.spec.api == "sglang-generate" and live.spec.tokenizer == "server"
     )
     assert live.unit_tokens == 32 and live.seed == 0
     assert (tmp_path / "work" / "live-spec.yaml").is_file()
+
+
+def test_the_live_block_is_the_traces_own_on_a_gpu_and_16_on_cpu_servers() -> None:
+    from harness.advise.live_spec import live_block
+
+    gpu = live_block("sglang", 512, None)
+    assert (gpu.tokens, gpu.shrunk) == (512, False) and "GPU" in gpu.reason
+    for kind in ("sim", "sglang-cpu", "vllm"):
+        b = live_block(kind, 512, None)
+        assert (
+            (b.tokens, b.shrunk) == (16, True) and b.reason.startswith("shrunk from 512") and kind in b.reason
+        )
+    asked = live_block("sglang", 512, 64)
+    assert (asked.tokens, asked.reason) == (64, "--live-block-tokens")
 
 
 def test_a_capture_whose_spec_names_a_missing_trace_is_one_line_before_any_work(

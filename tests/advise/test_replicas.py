@@ -102,7 +102,7 @@ def test_confirm_launches_the_chosen_fleet_behind_smg(tmp_path: Path) -> None:
     ra = json.loads((out / "advise.json").read_text())["replicas"]
     (fleet,) = ra["confirmed"]
     assert fleet["fleet"].startswith("2 x pool") and fleet["measured_hit_rate"] is not None, fleet
-    assert fleet["off_model"] == 0 and len(fleet["workers"]) == 2, fleet
+    assert fleet["off_model"] == 0 and len(fleet["workers"]) == 2 and fleet["status"] == "ok", fleet
     for w in fleet["workers"]:  # each worker's cache, replayed with the requests smg sent it
         assert w["requests"] > 0 and abs(w["diff_points"]) <= 0.5, fleet
     info = json.loads(next((out / "confirm" / "replicas").rglob("replicas.json")).read_text())

@@ -100,6 +100,11 @@ def test_writes_markdown_html_and_json_with_the_issue_keys(tmp_path, capsys):
             "--server-model: /nope/m: no such",
         ),
         (["T", "--confirm", "1", "--live-block-tokens", "0"], "--live-block-tokens: 0 must be positive"),
+        (["T", "--confirm", "1", "--confirm-time-limit", "0"], "--confirm-time-limit: 0 must be a positive"),
+        (
+            ["T", "--confirm", "1", "--confirm-time-limit", "nan"],
+            "--confirm-time-limit: nan must be a positive",
+        ),
         (["BAD"], "bad.jsonl:2: hash_ids: expected a list of integers, got 'x'"),
     ],
 )

@@ -37,7 +37,8 @@ _Generated from the parsers in `harness/` by `tests/helpers/commands_doc.py`: ed
 `.venv/bin/python -m tests.helpers.commands_doc` (tests fail while this page and the parsers differ)._
 
 Every command has `--help`; `harness --version`. Exit codes: 0 ok, 1 something flagged or failed,
-2 bad input (one line naming the file, key and value, never a traceback).
+2 bad input (one line naming the file, key and value, never a traceback), 124 a time limit reached with
+what finished kept (`advise --confirm-time-limit`), 130 stopped by Ctrl-C or SIGTERM (records kept).
 
 """
 
