@@ -41,7 +41,7 @@ class SliceScale:
         return (
             f"Slice: the trace's first {self.requests:,} of {self.of_requests:,} requests; each pool scaled "
             f"by the slice's reused blocks over the trace's ({self.reused_slice:,} / {self.reused_trace:,} = "
-            f"{self.ratio:.3f}), not below {self.floor:,} blocks (the longest request sent live + 1) nor above "
+            f"{self.ratio:.3g}), not below {self.floor:,} blocks (the longest request sent live + 1) nor above "
             "the candidate's own pool."
         )
 
@@ -94,7 +94,8 @@ class ConfirmInfo:
                 f"{self.stop.exit_code})."
             )
         est = self.estimate.line()
-        out.append(f"Took {fmt_duration(self.elapsed_s)}; estimated {est}.")
+        said = f"estimated {est}" if self.estimate.seconds is not None else est
+        out.append(f"Took {fmt_duration(self.elapsed_s)}; {said}.")
         if self.block is not None:
             b = self.block
             answers = f"; answers scaled by {b.tokens}/{b.trace_block} as well" if b.shrunk else ""
