@@ -125,7 +125,7 @@ EXTRACT = r"""
     title: document.title,
     drawn: document.documentElement.getAttribute('data-charts-drawn'),
     tables, charts, badges, facts,
-    evidence: [...document.querySelectorAll('pre.evidence[data-point]')].map(p => ({point: p.dataset.point, text: p.textContent})),
+    evidence: [...document.querySelectorAll('pre.evidence[data-point]')].map(p => ({point: p.dataset.point, experiment: p.closest('section') ? p.closest('section').dataset.experiment : null, text: p.textContent})),
     scrollWidth: document.documentElement.scrollWidth,
     bodyText: document.body.innerText.length,
   };

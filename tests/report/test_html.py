@@ -285,10 +285,12 @@ def check_page(res: PageResult, summary: dict[str, Any]) -> None:
     titles = " ".join(b["title"] or "" for b in dom["badges"])
     assert dom["badges"] and all(r in titles for r in reasons)
     # the server's own prefill lines, verbatim
-    shown = {e["point"]: e["text"] for e in dom["evidence"]}
+    # keyed by experiment too: two experiments may name a server and a point alike (gpu-only, default)
+    shown = {(e["experiment"], e["point"]): e["text"] for e in dom["evidence"]}
     for p in summary["points"]:
         if p.get("evidence"):
-            assert shown[f"{p['server']}|{p['point_key']}"] == "\n".join(p["evidence"])
+            key = (p["experiment"], f"{p['server']}|{p['point_key']}")
+            assert shown[key] == "\n".join(p["evidence"]), key
     assert res.pdf.startswith(b"%PDF") and len(res.pdf) > 20_000  # printable
     assert res.screenshot.startswith(b"\x89PNG")
 
