@@ -241,7 +241,7 @@ def confirm(
 ) -> tuple[list[dict[str, Any]], ConfirmInfo]:
     """The confirmed rows and how the confirm ran. `keep`: the folder for the servers' logs and the captures
     (kept, as a run's are); else a temporary one. `trace`, `profile`: the advice's input and physics, to
-    scale a slice's pools, predict vLLM at its block and a stopped candidate over the requests it finished.
+    scale a slice's pools, predict an engine with its own KV block at it and a stopped candidate over the requests it finished.
     A time limit, Ctrl-C or SIGTERM ends it early as a partial confirm (ConfirmInfo.stop), never losing a
     finished candidate."""
     from harness.advise.confirm_progress import display
@@ -297,7 +297,7 @@ def confirm(
         info.elapsed_s = limit_t.elapsed()
         with signals.held() as got:  # a stop now still gets what was measured written (exit 130)
             measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
-            whole = sent if sent is not None else trace  # vLLM's block prediction: a spec's or capture's too
+            whole = sent if sent is not None else trace  # an engine's block prediction: a spec's or capture's too
             rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
     if (
         info.stop is not None

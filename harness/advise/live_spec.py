@@ -40,7 +40,7 @@ class LiveBlock:
 
 
 def live_block(server_kind: str, trace_block: int, asked: int | None) -> LiveBlock:
-    """The trace's block on SGLang on a GPU; 16 on the sim, SGLang on CPU and vLLM's CPU build, whose pools
+    """The trace's block on SGLang on a GPU; 16 on the sim and the CPU servers (SGLang's, other engines'), whose pools
     live in host memory (and whose CPU time grows with every id sent); `--live-block-tokens` wins."""
     if asked is not None:
         return LiveBlock(asked, trace_block, "--live-block-tokens")
