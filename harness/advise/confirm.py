@@ -297,7 +297,9 @@ def confirm(
         info.elapsed_s = limit_t.elapsed()
         with signals.held() as got:  # a stop now still gets what was measured written (exit 130)
             measured = [read_point(d) if d.is_dir() else None for d in run.dirs]
-            whole = sent if sent is not None else trace  # an engine's block prediction: a spec's or capture's too
+            whole = (
+                sent if sent is not None else trace
+            )  # an engine's block prediction: a spec's or capture's too
             rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
     if (
         info.stop is not None
