@@ -157,7 +157,11 @@ def worker_clocks(workers: dict[str, dict[str, Any]], sc: SeedCapture, gpus: dic
 
 
 def _prefill_work(w: dict[str, Any]) -> float | None:
-    """Tokens the worker prefilled (computed, not cached): its log's #new-token, else counters, else usage."""
+    """Tokens the worker prefilled (computed, not cached): its log's #new-token, else counters, else usage;
+    none for a worker the router sent nothing (cache_aware may keep one prefix on one worker): its share is 0
+    and the skew counts it, rather than going unknown at its worst."""
+    if w.get("requests") == 0:
+        return 0.0
     if is_num(w.get("log_new_tokens")) and w.get("hit_rate_log") is not None:
         return float(w["log_new_tokens"])
     for p, c in (("counter_prompt_tokens", "counter_cached_tokens"), ("prompt_tokens", "cached_tokens")):

@@ -79,6 +79,10 @@ def test_two_sims_behind_smg_every_worker_measured_and_the_sources_agree(tmp_pat
             assert set(workers) == {"w0", "w1"}
             assert sum(w["requests"] for w in workers.values()) == 24
             for w in workers.values():  # each worker's own counters match the requests routed to it
+                if w["requests"] == 0:  # cache_aware may keep the one shared prefix on one worker
+                    assert name == "cache_aware" and not w["counter_prompt_tokens"], (name, w)
+                    assert w["prefill_share"] == 0, w
+                    continue
                 assert w["counter_prompt_tokens"] == w["prompt_tokens"] > 0
                 assert abs(w["hit_rate_usage"] - w["hit_rate_counters"]) < 0.005
             assert abs(sum(w["prefill_share"] for w in workers.values()) - 1) < 1e-6
