@@ -175,8 +175,10 @@ class Timeline:
         timeout = httpx.Timeout(max(2.0, 4 * self.interval_s))
         with httpx.Client(timeout=timeout, headers=self.headers) as client:
             nxt = time.monotonic()
-            while not self.stop_event.is_set():
-                self._tick(client)
+            # the first tick is the point's start, however short the point: a stop that comes before this
+            # thread first runs (a loaded host) still leaves a start and an end line per source
+            self._tick(client)
+            while True:
                 nxt += self.interval_s
                 wait = nxt - time.monotonic()
                 if wait < 0:  # a slow scrape: skip the missed ticks rather than burst
@@ -184,6 +186,7 @@ class Timeline:
                     wait = 0.0
                 if self.stop_event.wait(wait):
                     break
+                self._tick(client)
             self._tick(client)  # the last line covers the point's end
 
     def start(self) -> None:
