@@ -45,6 +45,17 @@ SLOW = ["--card-profile", "tiny-test", "--time-scale", "1.0"]  # long enough to 
 NODE, EXP = "n", "faults"
 
 
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM by its own pid, SIGKILL after 10 s: a server this report started never outlives it."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
 @dataclass
 class Row:
     """One scenario's line of the report."""
@@ -91,13 +102,7 @@ class Sim:
         raise TimeoutError(f"serve-sim not {what} within {timeout:g} s")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        _stop(self.proc)
 
     def counts(self) -> tuple[int, int]:
         """Generation requests the server took in, and those it finished sending (its own counters)."""
@@ -131,13 +136,7 @@ class ScriptedServer:
         self.url = f"http://127.0.0.1:{int(line.split()[1])}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        _stop(self.proc)
 
 
 def harness(
