@@ -125,21 +125,25 @@ def replay_at_load(
     router: str = "round_robin",
 ) -> list[AtLoad]:
     """Each shown candidate (role, candidate) through the scheduler at `load`, once per distinct config."""
+    from harness.whatif.replay import ideal_hits
+
     loaded = at_load(trace, load)
     out: list[AtLoad] = []
     done: dict[Any, AtLoad] = {}
+    ideal: dict[int, list[int]] = {}  # page size -> the ideal hits (the same keys at any load)
     for role, cand in shown:
         key = (cand.config, replicas, router)
         if key in done:
             out.append(dataclasses.replace(done[key], role=role))
             continue
+        page = cand.config.page_size
+        if page not in ideal:
+            ideal[page] = ideal_hits(loaded, page)
         if replicas > 1:
-            f = replay_fleet(loaded, cand.config, replicas, RouterConfig(router), profile)
+            f = replay_fleet(loaded, cand.config, replicas, RouterConfig(router), profile, ideal=ideal[page])
             res, ts, span = f.aggregate, f.ttft_s, f.makespan_s
         else:
-            from harness.whatif.replay import ideal_hits
-
-            got = engine(loaded, cand.config, ideal_hits(loaded, cand.config.page_size), profile)
+            got = engine(loaded, cand.config, ideal[page], profile)
             res, ts, span = got.result, got.ttft_s, got.makespan_s
         row = AtLoad(
             role,

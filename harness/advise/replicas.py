@@ -26,9 +26,11 @@ from harness.advise.recommend import MIN_GAIN
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
 from harness.spec.router_policies import ADVISED_POLICIES
-from harness.whatif.fleet import replay_fleet
+from harness.whatif.fleet import FleetResult
 from harness.whatif.grid import Config
+from harness.whatif.replay import ideal_hits
 from harness.whatif.routing import RouterConfig
+from harness.whatif.routing_grid import Case, run_cases
 from harness.whatif.trace import Trace
 
 L3_BACKEND = "file"
@@ -104,20 +106,59 @@ class ReplicaAdvice:
         }
 
 
+class _Rows:
+    """The fleet rows the steps read, each replayed once: a row asked again (the L3 step's own host tier
+    is the routing step's chosen row) is the same row, and the seeds of one replica draw nothing, so they
+    are one replay. A step's rows replay together across a process pool (harness.whatif.routing_grid)."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        profile: CardProfile,
+        slo_ms: float | None,
+        seeds: int,
+        workers: int | None,
+    ) -> None:
+        self.trace, self.profile, self.slo_ms, self.seeds, self.workers = (
+            trace,
+            profile,
+            slo_ms,
+            seeds,
+            workers,
+        )
+        self.ideal: list[int] | None = None
+        self.done: dict[tuple[Config, int, str, bool], Row] = {}
+
+    def seeds_of(self, n: int, policy: str) -> range:
+        return range(1 if policy == "round_robin" else self.seeds)
+
+    def rows(self, asked: list[tuple[Config, int, str, bool]]) -> list[Row]:
+        """Each (configuration, replicas, policy, shared L3) as its row, the ones not replayed yet first."""
+        todo = [k for k in dict.fromkeys(asked) if k not in self.done]
+        cases = [
+            Case(cfg, n, RouterConfig(pol, seed=s), shared)
+            for cfg, n, pol, shared in todo
+            for s in self.seeds_of(n, pol)[: 1 if n == 1 else None]
+        ]
+        if cases:
+            if self.ideal is None:
+                self.ideal = ideal_hits(self.trace, 1)
+            results = iter(run_cases(self.trace, cases, self.profile, self.workers, self.ideal))
+            for k in todo:
+                cfg, n, pol, shared = k
+                got = [next(results) for _ in self.seeds_of(n, pol)[: 1 if n == 1 else None]]
+                runs = got * len(self.seeds_of(n, pol)) if n == 1 else got  # one worker: every seed alike
+                self.done[k] = _row(runs, cfg, n, pol, shared, self.slo_ms)
+        return [self.done[k] for k in asked]
+
+    def row(self, cfg: Config, n: int, policy: str, shared: bool) -> Row:
+        return self.rows([(cfg, n, policy, shared)])[0]
+
+
 def _row(
-    trace: Trace,
-    cfg: Config,
-    n: int,
-    policy: str,
-    shared: bool,
-    profile: CardProfile,
-    slo_ms: float | None,
-    seeds: int,
+    runs: list[FleetResult], cfg: Config, n: int, policy: str, shared: bool, slo_ms: float | None
 ) -> Row:
-    runs = [
-        replay_fleet(trace, cfg, n, RouterConfig(policy, seed=s), profile, shared_l3=shared)
-        for s in range(1 if policy == "round_robin" else seeds)
-    ]
+    """One fleet configuration's row: each figure the mean over its seeds' replays."""
 
     def avg(xs: list[float]) -> float:
         return statistics.fmean(xs) if xs else 0.0
@@ -158,6 +199,7 @@ def advise_replicas(
     slo_ms: float | None = None,
     seeds: int = 5,
     node: Node | None = None,
+    workers: int | None = None,
 ) -> ReplicaAdvice:
     """The three steps for each replica count (2 or more) on the configuration advise chose; with `node`, no
     step gives a replica's host tier more than its share of the node's host memory."""
@@ -165,10 +207,12 @@ def advise_replicas(
         raise HarnessError(f"--replicas: {','.join(map(str, replicas))}: each must be within 1..64")
     base = dataclasses.replace(chosen, storage="")
     out = ReplicaAdvice(list(replicas))
+    rows = _Rows(trace, profile, slo_ms, seeds, workers)
     for n in sorted(set(replicas)):
         if n < 2:
             continue
-        by_policy = {p: _row(trace, base, n, p, False, profile, slo_ms, seeds) for p in ADVISED_POLICIES}
+        asked = [(base, n, p, False) for p in ADVISED_POLICIES]
+        by_policy = dict(zip(ADVISED_POLICIES, rows.rows(asked), strict=True))
         out.rows += by_policy.values()
         rr = by_policy["round_robin"]
         paying = [r for r in by_policy.values() if r is not rr and _pays(rr, r)]
@@ -199,12 +243,12 @@ def advise_replicas(
                 f"({r.ttft_ms['mean']:.0f} vs {rr.ttft_ms['mean']:.0f} ms)"
             )
         fleet = Fleet(n, base, pick.policy)
-        l3 = _l3_step(trace, base, n, pick.policy, profile, slo_ms, seeds, out, _share(node, n))
+        l3 = _l3_step(rows, base, n, pick.policy, out, _share(node, n))
         out.steps.append(l3)
         if l3.taken:
             fleet = Fleet(n, l3.rows[-1].config or base, pick.policy, True)
         if n % 2 == 0:
-            big = _bigger_step(trace, base, n, pick, profile, slo_ms, seeds, out, _share(node, n // 2))
+            big = _bigger_step(rows, base, n, pick, out, _share(node, n // 2))
             out.steps.append(big)
             if big.taken and not fleet.shared_l3:
                 fleet = Fleet(n // 2, big.rows[-1].config or base, pick.policy)
@@ -224,19 +268,16 @@ def _host_gb(cfg: Config, trace: Trace, profile: CardProfile) -> float:
 
 
 def _l3_step(
-    trace: Trace,
+    rows: _Rows,
     base: Config,
     n: int,
     policy: str,
-    profile: CardProfile,
-    slo_ms: float | None,
-    seeds: int,
     out: ReplicaAdvice,
     share_gb: float | None = None,
 ) -> ReplicaStep:
     """Each replica's own host tier, its own L3, one L3 shared by all."""
     host = base if base.host_ratio > 0 else dataclasses.replace(base, host_ratio=2.0)
-    need = _host_gb(host, trace, profile)
+    need = _host_gb(host, rows.trace, rows.profile)
     if share_gb is not None and need > share_gb * 1.000001:
         return ReplicaStep(
             f"{n} replicas: no shared L3 (its host tier does not fit)",
@@ -246,9 +287,9 @@ def _l3_step(
             "l3",
         )
     l3 = dataclasses.replace(host, storage=L3_BACKEND)
-    own_host = _row(trace, host, n, policy, False, profile, slo_ms, seeds)
-    own_l3 = _row(trace, l3, n, policy, False, profile, slo_ms, seeds)
-    shared = _row(trace, l3, n, policy, True, profile, slo_ms, seeds)
+    own_host, own_l3, shared = rows.rows(
+        [(host, n, policy, False), (l3, n, policy, False), (l3, n, policy, True)]
+    )
     out.rows += [own_host, own_l3, shared]
     why = (
         f"own host tier {_p(own_host.hit_rate)}, own L3 {_p(own_l3.hit_rate)}, shared L3 {_p(shared.hit_rate)} "
@@ -268,19 +309,16 @@ def _l3_step(
 
 
 def _bigger_step(
-    trace: Trace,
+    rows: _Rows,
     base: Config,
     n: int,
     current: Row,
-    profile: CardProfile,
-    slo_ms: float | None,
-    seeds: int,
     out: ReplicaAdvice,
     share_gb: float | None = None,
 ) -> ReplicaStep:
     """n replicas at the pool against n/2 at twice the pool: the same memory."""
     bigger = dataclasses.replace(base, pool=base.pool * 2)
-    need = _host_gb(bigger, trace, profile)
+    need = _host_gb(bigger, rows.trace, rows.profile)
     if share_gb is not None and need > share_gb * 1.000001:
         return ReplicaStep(
             f"keep {n} replicas ({n // 2} with twice the pool would not fit the host memory)",
@@ -289,7 +327,7 @@ def _bigger_step(
             (current,),
             "pool",
         )
-    half = _row(trace, bigger, n // 2, current.policy, False, profile, slo_ms, seeds)
+    half = rows.row(bigger, n // 2, current.policy, False)
     out.rows.append(half)
     why = (
         f"{n} x pool {base.pool:,}: {_p(current.hit_rate)}, TTFT mean {current.ttft_ms['mean']:.0f} ms; "

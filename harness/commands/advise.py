@@ -220,7 +220,13 @@ def run(args: argparse.Namespace) -> int:
 
             slo_ms = opts.slo.ttft_ms if opts.slo is not None else None
             a.replicas = advise_replicas(
-                trace, a.recommendation.chosen.config, replicas, profile, slo_ms, node=a.node
+                trace,
+                a.recommendation.chosen.config,
+                replicas,
+                profile,
+                slo_ms,
+                node=a.node,
+                workers=opts.workers,
             )
             a.fill_fleet_launch()
         from harness.advise.load import load_of, shown_at_load

@@ -123,6 +123,8 @@ class CharTree:
 
     def evict(self, max_size: int) -> None:
         """evict_tenant_by_size: each tenant's least recently used leaves go until it holds max_size chars."""
+        if all(c <= max_size for c in self.chars.values()):
+            return  # no tenant over the size: the walk below would remove nothing
         seq = itertools.count()
         heap: list[tuple[int, int, int, _Node]] = []
         stack = [self.root]

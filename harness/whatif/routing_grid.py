@@ -67,10 +67,15 @@ def _run(case: Case) -> FleetResult:
 
 
 def run_cases(
-    trace: Trace, cases: list[Case], card: str | CardProfile | None = None, workers: int | None = None
+    trace: Trace,
+    cases: list[Case],
+    card: str | CardProfile | None = None,
+    workers: int | None = None,
+    ideal: list[int] | None = None,
 ) -> list[FleetResult]:
+    """Every case, in order; `ideal`: the trace's ideal_hits at page 1 when the caller has them."""
     global _WORK
-    _WORK = (trace, ideal_hits(trace, 1), card)
+    _WORK = (trace, ideal if ideal is not None else ideal_hits(trace, 1), card)
     workers = min(workers or os.cpu_count() or 1, len(cases))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [_run(c) for c in cases]

@@ -68,6 +68,29 @@ def test_one_hot_prefix_cache_aware_keeps_hits_but_loses_on_ttft(tmp_path: Path)
     assert not ra.steps[0].action.endswith("cache_aware")
 
 
+def test_each_fleet_is_replayed_once_and_a_pool_gives_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.advise.replicas as replicas_mod
+
+    trace = _spec(tmp_path, "once", 2, groups=3, prompts_per_group=3, system_prompt_tokens=200)
+    cases: list = []
+    real = replicas_mod.run_cases
+
+    def counting(trace, asked, *args, **kwargs):
+        cases.extend(asked)
+        return real(trace, asked, *args, **kwargs)
+
+    monkeypatch.setattr(replicas_mod, "run_cases", counting)
+    profile = profile_for(Options(card="l4"))
+    one = advise_replicas(trace, Config("lru", 1200, 2.0), [2], profile, seeds=3, workers=1)
+    keys = [(c.config, c.replicas, c.router.policy, c.router.seed, c.shared_l3) for c in cases]
+    assert len(keys) == len(set(keys))  # the L3 step's own host tier is the routing step's row
+    assert sum(1 for k in keys if k[1] == 1) == 1  # one replica draws nothing: one replay for its seeds
+    two = advise_replicas(trace, Config("lru", 1200, 2.0), [2], profile, seeds=3, workers=2)
+    assert [r.to_dict() for r in two.rows] == [r.to_dict() for r in one.rows]
+
+
 def test_bad_replica_counts_are_refused() -> None:
     with pytest.raises(HarnessError, match="--replicas: 0,2"):
         advise_replicas(Trace("t", []), Config("lru", 10), [0, 2], profile_for(Options(card="l4")))
