@@ -166,17 +166,34 @@ def prefetch_outcome(
     return PrefetchOutcome(got, 0.0, hit_tokens - got, "storage_transfer" if got < hit_tokens else None)
 
 
-def page_keys(tokens: list[int] | tuple[int, ...], page_size: int = 1) -> list[str]:
-    """SHA-256 chain over whole pages: key_i = sha256(key_{i-1} bytes + page i's ids as 4-byte LE ints)."""
+PageMemo = dict[tuple[bytes, tuple[int, ...]], tuple[bytes, str]]  # (previous key, page ids) -> key, hex
+PAGE_MEMO_MAX = 1 << 18  # a memo past this many pages starts again empty (~100 MB at most)
+
+
+def page_keys(
+    tokens: list[int] | tuple[int, ...], page_size: int = 1, memo: PageMemo | None = None
+) -> list[str]:
+    """SHA-256 chain over whole pages: key_i = sha256(key_{i-1} bytes + page i's ids as 4-byte LE ints).
+
+    memo: pages already hashed (the caller's, e.g. one server's): a prefix hashed again costs lookups."""
     page = max(1, page_size)
     keys: list[str] = []
     prior = b""
     for i in range(0, len(tokens) // page * page, page):
-        h = hashlib.sha256(prior)
-        for t in tokens[i : i + page]:
-            h.update(int(t).to_bytes(4, "little", signed=False))
-        prior = h.digest()
-        keys.append(prior.hex())
+        ids = tuple(tokens[i : i + page])
+        got = memo.get((prior, ids)) if memo is not None else None
+        if got is None:
+            h = hashlib.sha256(prior)
+            for t in ids:
+                h.update(int(t).to_bytes(4, "little", signed=False))
+            digest = h.digest()
+            got = (digest, digest.hex())
+            if memo is not None:
+                if len(memo) >= PAGE_MEMO_MAX:
+                    memo.clear()
+                memo[(prior, ids)] = got
+        prior = got[0]
+        keys.append(got[1])
     return keys
 
 

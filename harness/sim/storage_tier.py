@@ -15,6 +15,7 @@ from harness.sim.storage import (
     PREFETCH_POLICIES,
     STORAGE_DIR_ENV,
     FileStore,
+    PageMemo,
     PrefetchOutcome,
     page_keys,
     prefetch_outcome,
@@ -57,6 +58,7 @@ class StorageTier:
         self.kv_bytes = config.kv_bytes_per_token
         self.stats = stats
         self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
+        self.memo: PageMemo = {}  # this server's pages already hashed (page_keys)
         model = config.profile.model.replace("/", "-")
         capacity = int(self.backend.capacity_gb * 1e9 // (self.kv_bytes * self.page))
         try:
@@ -70,7 +72,7 @@ class StorageTier:
 
     def lookup(self, req: SimRequest) -> None:
         """At receipt: how far L3 holds the prompt (whole pages, never the last token)."""
-        keys = page_keys(req.input_ids[: len(req.input_ids) - 1], self.page)
+        keys = page_keys(req.input_ids[: len(req.input_ids) - 1], self.page, self.memo)
         req.storage_end = self.store.hit_pages(keys) * self.page
 
     def _since(self, req: SimRequest, now: float) -> float:
@@ -151,7 +153,7 @@ class StorageTier:
             tokens = node_tokens(tree, node)
             if tokens is None:
                 continue
-            keys = page_keys(tokens, self.page)
+            keys = page_keys(tokens, self.page, self.memo)
             self.stats.storage_written_pages += self.store.put(keys)
             # SGLang counts each acknowledged backup op's own whole pages (the node's key, not its ancestors'),
             # pages the backend already held included (cache_controller._page_backup: completed_tokens)

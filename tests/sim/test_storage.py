@@ -30,6 +30,18 @@ def test_page_keys_chain_over_the_prefix():
     assert len(set(page_keys([5] * 8, 1))) == 8  # equal pages at different depths differ
 
 
+def test_page_keys_with_a_memo_are_the_same_keys():
+    memo: dict = {}
+    for tokens, page in [
+        (list(range(100)), 16),
+        (list(range(100)) + [7, 8, 9], 16),
+        ([5] * 8, 1),
+        ([5] * 9, 1),
+    ]:
+        assert page_keys(tokens, page, memo) == page_keys(tokens, page)
+    assert len(memo) == 6 + 9  # pages of 16 shared by the first two; single ids down one chain of 5s
+
+
 def test_timeout_is_the_codes_base_plus_per_ki_token_term():
     assert prefetch_timeout_s(0) == 1.0
     assert prefetch_timeout_s(1024) == pytest.approx(1.25)
