@@ -13,7 +13,10 @@ capture's own concurrency.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,8 @@ from harness.advise.grid import Candidate
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
 from harness.whatif.fleet import replay_fleet
+from harness.whatif.grid import Config
+from harness.whatif.result import Result
 from harness.whatif.routing import RouterConfig
 from harness.whatif.serve import engine
 from harness.whatif.trace import Trace
@@ -116,6 +121,20 @@ def _ttft(ts: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(ok) * 1000.0, "p50": float(q[0]), "p99": float(q[1])}
 
 
+_WORK: tuple[Trace, dict[int, list[int]], CardProfile, int, str] | None = None
+
+
+def _replay_one(cfg: Config) -> tuple[Result, list[float], float]:
+    """One distinct configuration at the load: its aggregate, each request's TTFT, the makespan."""
+    assert _WORK is not None, "replay_at_load() sets the work before the pool forks"
+    loaded, ideal, profile, replicas, router = _WORK
+    if replicas > 1:
+        f = replay_fleet(loaded, cfg, replicas, RouterConfig(router), profile, ideal=ideal[cfg.page_size])
+        return f.aggregate, f.ttft_s, f.makespan_s
+    got = engine(loaded, cfg, ideal[cfg.page_size], profile)
+    return got.result, got.ttft_s, got.makespan_s
+
+
 def replay_at_load(
     trace: Trace,
     shown: list[tuple[str, Candidate]],
@@ -123,28 +142,32 @@ def replay_at_load(
     profile: CardProfile,
     replicas: int = 1,
     router: str = "round_robin",
+    workers: int | None = None,
 ) -> list[AtLoad]:
-    """Each shown candidate (role, candidate) through the scheduler at `load`, once per distinct config."""
+    """Each shown candidate (role, candidate) through the scheduler at `load`, once per distinct config;
+    the distinct ones across a process pool as harness.whatif.replay.sweep runs them (fork)."""
+    global _WORK
     from harness.whatif.replay import ideal_hits
 
     loaded = at_load(trace, load)
+    configs = list(dict.fromkeys(cand.config for _, cand in shown))
+    ideal = {p: ideal_hits(loaded, p) for p in sorted({c.page_size for c in configs})}  # any load: same keys
+    _WORK = (loaded, ideal, profile, replicas, router)
+    n = min(workers or os.cpu_count() or 1, len(configs))
+    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        got = [_replay_one(c) for c in configs]
+    else:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+            got = list(ex.map(_replay_one, configs))
+    _WORK = None
+    by_config = dict(zip(configs, got, strict=True))
     out: list[AtLoad] = []
-    done: dict[Any, AtLoad] = {}
-    ideal: dict[int, list[int]] = {}  # page size -> the ideal hits (the same keys at any load)
+    first: dict[Config, AtLoad] = {}
     for role, cand in shown:
-        key = (cand.config, replicas, router)
-        if key in done:
-            out.append(dataclasses.replace(done[key], role=role))
+        if cand.config in first:  # the row of the first candidate with this configuration, as shown again
+            out.append(dataclasses.replace(first[cand.config], role=role))
             continue
-        page = cand.config.page_size
-        if page not in ideal:
-            ideal[page] = ideal_hits(loaded, page)
-        if replicas > 1:
-            f = replay_fleet(loaded, cand.config, replicas, RouterConfig(router), profile, ideal=ideal[page])
-            res, ts, span = f.aggregate, f.ttft_s, f.makespan_s
-        else:
-            got = engine(loaded, cand.config, ideal[page], profile)
-            res, ts, span = got.result, got.ttft_s, got.makespan_s
+        res, ts, span = by_config[cand.config]
         row = AtLoad(
             role,
             cand.label(),
@@ -157,7 +180,7 @@ def replay_at_load(
             span,
             res.seconds,
         )
-        done[key] = row
+        first[cand.config] = row
         out.append(row)
     return out
 
@@ -203,7 +226,9 @@ def markdown(rows: list[AtLoad], load: Load) -> list[str]:
     return out
 
 
-def shown_at_load(a: Any, trace: Trace, load: Load, profile: CardProfile) -> list[AtLoad]:
+def shown_at_load(
+    a: Any, trace: Trace, load: Load, profile: CardProfile, workers: int | None = None
+) -> list[AtLoad]:
     """The recommendation, today's configuration, the better candidate and the top of the table, at
     `load`; with --replicas, on the first replica count's workers behind the policy its step chose."""
     from harness.advise.better import ranked
@@ -220,4 +245,4 @@ def shown_at_load(a: Any, trace: Trace, load: Load, profile: CardProfile) -> lis
     if ra is not None and ra.chosen:
         n = min(ra.chosen)
         router = ra.chosen[n].policy
-    return replay_at_load(trace, shown, load, profile, n, router)
+    return replay_at_load(trace, shown, load, profile, n, router, workers)

@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
 
         a.load = load_of(trace, args.speedup, args.concurrency, args.rate)
         t_load = time.perf_counter()
-        a.at_load = shown_at_load(a, trace, a.load, profile)
+        a.at_load = shown_at_load(a, trace, a.load, profile, opts.workers)
         a.seconds["at_load"] = time.perf_counter() - t_load
         out = None
         if args.output is not None:
