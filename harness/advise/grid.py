@@ -21,7 +21,7 @@ from harness.advise.physics import Modelled, Slo, model
 from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
-from harness.whatif.replay import Result, sweep
+from harness.whatif.replay import Result, sweep_then
 from harness.whatif.trace import Trace
 
 HOST_RATIOS = (2.0, 4.0)
@@ -145,8 +145,5 @@ def storage_configs(
 def run(
     trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
 ) -> list[Candidate]:
-    results = sweep(trace, configs, profile, workers)
-    return [
-        Candidate(c, r, model(trace, r, profile, slo), trace.unit)
-        for c, r in zip(configs, results, strict=True)
-    ]
+    got = sweep_then(trace, configs, lambda _, r: model(trace, r, profile, slo), profile, workers)
+    return [Candidate(c, r, m, trace.unit) for c, (r, m) in zip(configs, got, strict=True)]

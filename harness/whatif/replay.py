@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.sim.timing import CardProfile
 from harness.whatif import serve
@@ -38,9 +39,12 @@ __all__ = [
     "replay_engine",
     "replay_sequential",
     "sweep",
+    "sweep_then",
     "tier_seconds",
     "tier_tokens",
 ]
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the engine is imported when a replay needs it (see replay_engine)
     from harness.sim.engine import EngineConfig
@@ -106,27 +110,49 @@ def replay_engine(
     return serve.engine(trace, cfg, ideal, card, econf).result
 
 
-_WORK: tuple[Trace, list[int], str | CardProfile | None] | None = None
+_WORK: tuple[Trace, list[int], str | CardProfile | None, Callable[[Config, Result], Any] | None] | None = None
 
 
-def _run_one(cfg: Config) -> Result:
+def _run_one(cfg: Config) -> Any:
     assert _WORK is not None, "sweep() sets the work before the pool forks"
-    trace, ideal, card = _WORK
-    return replay(trace, cfg, ideal if cfg.page_size == 1 else None, card)
+    trace, ideal, card, then = _WORK
+    res = replay(trace, cfg, ideal if cfg.page_size == 1 else None, card)
+    return res if then is None else (res, then(cfg, res))
+
+
+def _pool(
+    trace: Trace,
+    configs: list[Config],
+    card: str | CardProfile | None,
+    workers: int | None,
+    then: Callable[[Config, Result], Any] | None,
+) -> list[Any]:
+    global _WORK
+    ideal = ideal_hits(trace, 1)
+    _WORK = (trace, ideal, card, then)
+    workers = min(workers or os.cpu_count() or 1, len(configs))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_run_one(c) for c in configs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        return list(ex.map(_run_one, configs))
 
 
 def sweep(
     trace: Trace, configs: list[Config], card: str | CardProfile | None = None, workers: int | None = None
 ) -> list[Result]:
     """Every configuration, across a process pool (fork: the trace is shared, not pickled per task)."""
-    global _WORK
-    ideal = ideal_hits(trace, 1)
-    _WORK = (trace, ideal, card)
-    workers = min(workers or os.cpu_count() or 1, len(configs))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_run_one(c) for c in configs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
-        return list(ex.map(_run_one, configs))
+    return _pool(trace, configs, card, workers, None)
+
+
+def sweep_then(
+    trace: Trace,
+    configs: list[Config],
+    then: Callable[[Config, Result], T],
+    card: str | CardProfile | None = None,
+    workers: int | None = None,
+) -> list[tuple[Result, T]]:
+    """sweep, and `then` on each result in the process that replayed it (its cost shared by the pool)."""
+    return _pool(trace, configs, card, workers, then)
 
 
 def diagnose(trace: Trace, ideal: list[int], threshold: float = 0.2) -> list[str]:
