@@ -7,9 +7,12 @@
 2. The whole advise on the same trace (curve, working set, the exact grid): seconds and grid points.
 3. With --million: a 1,000,000-request synthetic block trace's curve in a child process: seconds and
    the child's peak RSS.
+4. With --command: `harness advise` as a user runs it (issue 45's targets: the 12k trace under 60 s, a
+   1M-request trace under 10 min, on 2 cores): wall seconds on the conversation trace with and without
+   `--replicas 2`, and on the trace copied to --large requests (bench_trace.py's synthetic_trace).
 
     .venv/bin/python benchmarks/bench_advise.py [--pools 300,1000,2000,5000,20000,50000,100000] [--pool 20000]
-        [--workers 2] [--million]
+        [--workers 2] [--million] [--command [--large 100000]]
 """
 
 from __future__ import annotations
@@ -80,6 +83,35 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+COMMAND = ["--card", "h100", "--model", "llama-3.1-8b-instruct", "--host-memory", "256", "--json"]
+
+
+def command(large: int, workers: int) -> None:
+    """`harness advise` in a child process, wall seconds each (the load average says how shared the cores were)."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_trace import synthetic_trace
+
+    def timed(trace: Path, *extra: str) -> float:
+        argv = [sys.executable, "-m", "harness", "advise", str(trace), *COMMAND, "--workers", str(workers)]
+        t0 = time.perf_counter()
+        subprocess.run([*argv, *extra], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    for extra in ((), ("--replicas", "2")):
+        s = timed(TRACE, *extra)
+        print(f"advise {' '.join(extra) or '(one replica)'} on the 12,031-request trace: {s:.1f} s wall "
+              f"(load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+    if large:
+        with tempfile.TemporaryDirectory() as d:
+            big = Path(d) / f"trace-{large}.jsonl"
+            synthetic_trace(big, large)
+            s = timed(big)
+            print(f"advise on a {large:,}-request trace: {s:.1f} s wall, {s / large * 1e6:.0f} us a request "
+                  f"(load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pools", default="300,1000,2000,5000,10000,20000,50000,100000")
@@ -87,7 +119,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--million", action="store_true", help="also the 1,000,000-request trace (minutes)")
     ap.add_argument("--child-million", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--command", action="store_true", help="only `harness advise` end to end (issue 45)")
+    ap.add_argument("--large", type=int, default=0, help="with --command: also a trace of this many requests")
     a = ap.parse_args()
+    if a.command:
+        command(a.large, a.workers)
+        return
     if a.child_million:
         million()
         return
