@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.spec.servers import ServerProfile, fill_placeholders
+from harness.telemetry.timeline import Watch
 
 Argv = list[str]
 
@@ -34,6 +35,7 @@ class Adapter:
     flush_path: str | None = None  # POST/GET here empties the prefix cache between points
     metrics_path: str | None = "/metrics"
     metric_names: dict[str, str] = field(default_factory=dict)
+    timeline: Watch = field(default_factory=Watch)  # its /metrics samples the per-point timeline keeps
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
     gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
