@@ -37,6 +37,7 @@ class Adapter:
     metric_names: dict[str, str] = field(default_factory=dict)
     timeline: Watch = field(default_factory=Watch)  # its /metrics samples the per-point timeline keeps
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
+    reset_off_env: dict[str, str] = field(default_factory=dict)  # turns flush_path off (a warm re-run)
     gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0

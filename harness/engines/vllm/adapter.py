@@ -62,6 +62,7 @@ VLLM = register(
         metric_names=VLLM_NAMES,
         timeline=VLLM_TIMELINE,
         env={"VLLM_SERVER_DEV_MODE": "1"},
+        reset_off_env={"VLLM_SERVER_DEV_MODE": "0"},  # no reset endpoint: what a warm re-run needs
         settle_s=_vllm_settle,
     )
 )
