@@ -39,6 +39,17 @@ def adapter_for(profile: ServerProfile) -> Adapter:
     return ad
 
 
+def named(*names: object) -> tuple[Adapter, ...]:
+    """The adapters of those names that are engines' (a profile's or a manifest's `launch` and `engine`;
+    `command`, `attach` and anything else are skipped)."""
+    return tuple(ADAPTERS[n] for n in names if isinstance(n, str) and n in ADAPTERS)
+
+
+def no_gpu(profile: ServerProfile) -> str | None:
+    """Why the profile's server never uses a GPU, where its launch or its engine says so (the sim), else None."""
+    return next((a.no_gpu for a in named(profile.launch, profile.engine_name) if a.no_gpu), None)
+
+
 def launch_argv(profile: ServerProfile, launch: Launch) -> Argv:
     """The exact argument list a profile runs with (never a shell string)."""
     return adapter_for(profile).argv(profile, launch)
@@ -54,4 +65,6 @@ __all__ = [
     "Launch",
     "adapter_for",
     "launch_argv",
+    "named",
+    "no_gpu",
 ]

@@ -39,6 +39,8 @@ class Adapter:
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
     reset_off_env: dict[str, str] = field(default_factory=dict)  # turns flush_path off (a warm re-run)
     gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
+    # why it never uses a GPU (telemetry's null reason: the sim's); None: its env and args say
+    no_gpu: str | None = None
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 

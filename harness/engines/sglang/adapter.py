@@ -9,6 +9,7 @@ from dataclasses import replace
 from harness.engines.registry import Adapter, Argv, Launch, register, runtime
 from harness.metrics import SGLANG_NAMES
 from harness.spec.servers import ServerProfile
+from harness.telemetry.gpus import SIM_REASON
 from harness.telemetry.timeline import Watch
 
 SGLANG_READY_LINE = "The server is fired up and ready to roll!"
@@ -79,5 +80,5 @@ SGLANG = register(
     )
 )
 SIM = register(
-    replace(SGLANG, name="sim", argv=_sim_argv)
-)  # SGLang's surface, launched as `harness serve-sim`
+    replace(SGLANG, name="sim", argv=_sim_argv, no_gpu=SIM_REASON)
+)  # SGLang's surface, launched as `harness serve-sim`; it models its card on this CPU

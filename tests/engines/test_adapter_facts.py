@@ -1,0 +1,25 @@
+"""What the rest of the harness asks an engine's adapter instead of its name (issue 46): whether it uses a GPU."""
+
+from __future__ import annotations
+
+from harness.engines import ADAPTERS, named, no_gpu
+from harness.spec.servers import ServerProfile
+from harness.telemetry.gpus import SIM_REASON
+
+
+def test_only_the_sim_never_uses_a_gpu() -> None:
+    assert {n: a.no_gpu for n, a in ADAPTERS.items() if a.no_gpu} == {"sim": SIM_REASON}
+
+
+def test_a_profile_runs_the_sim_by_its_launch_or_its_engine() -> None:
+    assert no_gpu(ServerProfile("s", "sim")) == SIM_REASON
+    assert no_gpu(ServerProfile("c", "command", command=("serve-sim",), engine="sim")) == SIM_REASON
+    assert no_gpu(ServerProfile("a", "attach", url="http://h:1", engine="sim")) == SIM_REASON
+    assert no_gpu(ServerProfile("g", "sglang")) is None
+    assert no_gpu(ServerProfile("v", "vllm")) is None
+    assert no_gpu(ServerProfile("c", "command", command=("x",))) is None
+
+
+def test_named_skips_what_is_no_engine() -> None:
+    assert named("sim", "command", None, ["sim"], "attach") == (ADAPTERS["sim"],)
+    assert named() == ()
