@@ -41,6 +41,7 @@ class Adapter:
     gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
     # why it never uses a GPU (telemetry's null reason: the sim's); None: its env and args say
     no_gpu: str | None = None
+    time_scaled: bool = False  # paced by bench's --time-scale: its wall clock runs X times a modelled card's
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 

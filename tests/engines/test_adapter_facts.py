@@ -1,4 +1,5 @@
-"""What the rest of the harness asks an engine's adapter instead of its name (issue 46): whether it uses a GPU."""
+"""What the rest of the harness asks an engine's adapter instead of its name (issue 46): whether it uses a GPU,
+whether bench's --time-scale paces it."""
 
 from __future__ import annotations
 
@@ -23,3 +24,7 @@ def test_a_profile_runs_the_sim_by_its_launch_or_its_engine() -> None:
 def test_named_skips_what_is_no_engine() -> None:
     assert named("sim", "command", None, ["sim"], "attach") == (ADAPTERS["sim"],)
     assert named() == ()
+
+
+def test_only_the_sim_is_paced_by_the_time_scale() -> None:
+    assert [n for n, a in ADAPTERS.items() if a.time_scaled] == ["sim"]

@@ -80,5 +80,5 @@ SGLANG = register(
     )
 )
 SIM = register(
-    replace(SGLANG, name="sim", argv=_sim_argv, no_gpu=SIM_REASON)
+    replace(SGLANG, name="sim", argv=_sim_argv, no_gpu=SIM_REASON, time_scaled=True)
 )  # SGLang's surface, launched as `harness serve-sim`; it models its card on this CPU
