@@ -27,6 +27,16 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Marks:
+    """How a recorded server is known as this engine's where its name was not recorded (the report's labels):
+    any of these server_info keys, launch flags, or words inside a launch argument."""
+
+    info_keys: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Adapter:
     name: str
     argv: Callable[[ServerProfile, Launch], Argv]
@@ -42,6 +52,8 @@ class Adapter:
     # why it never uses a GPU (telemetry's null reason: the sim's); None: its env and args say
     no_gpu: str | None = None
     time_scaled: bool = False  # paced by bench's --time-scale: its wall clock runs X times a modelled card's
+    marks: Marks = field(default_factory=Marks)  # how a recorded server is known as this engine's
+    default_policy: str | None = None  # the eviction policy it runs when its launch line names none
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 

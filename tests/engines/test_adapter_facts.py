@@ -28,3 +28,12 @@ def test_named_skips_what_is_no_engine() -> None:
 
 def test_only_the_sim_is_paced_by_the_time_scale() -> None:
     assert [n for n, a in ADAPTERS.items() if a.time_scaled] == ["sim"]
+
+
+def test_sglang_and_the_sim_are_known_by_their_marks_and_default_to_lru() -> None:
+    assert {n: a.default_policy for n, a in ADAPTERS.items() if a.default_policy} == {
+        "sglang": "lru",
+        "sim": "lru",
+    }
+    assert ADAPTERS["sim"].marks == ADAPTERS["sglang"].marks
+    assert "sglang" in ADAPTERS["sglang"].marks.words

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import replace
 
-from harness.engines.registry import Adapter, Argv, Launch, register, runtime
+from harness.engines.registry import Adapter, Argv, Launch, Marks, register, runtime
 from harness.metrics import SGLANG_NAMES
 from harness.spec.servers import ServerProfile
 from harness.telemetry.gpus import SIM_REASON
@@ -43,6 +43,24 @@ SGLANG_TIMELINE = Watch(
     split={"sglang:cached_tokens_total": ("cache_source", "cached_", ("device", "host", "storage"))},
 )
 
+# a recorded server is SGLang's (or the sim's, which answers like it) by its server_info keys, its flags, or
+# `sglang` in its launch line (`-m sglang.launch_server`): the report's default policy (harness.report.common)
+SGLANG_MARKS = Marks(
+    info_keys=(
+        "radix_eviction_policy",
+        "disable_radix_cache",
+        "chunked_prefill_size",
+        "max_total_num_tokens",
+    ),
+    flags=(
+        "--max-total-tokens",
+        "--enable-hierarchical-cache",
+        "--disable-radix-cache",
+        "--mem-fraction-static",
+    ),
+    words=("sglang",),
+)
+
 
 def _sglang_argv(p: ServerProfile, ln: Launch) -> Argv:
     if not ln.model:
@@ -77,6 +95,8 @@ SGLANG = register(
         metric_names=SGLANG_METRICS,
         timeline=SGLANG_TIMELINE,
         gateway_flush=True,
+        marks=SGLANG_MARKS,
+        default_policy="lru",  # --radix-eviction-policy's default
     )
 )
 SIM = register(
