@@ -23,6 +23,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.engines import TIMELINE_WATCH  # noqa: E402
 from harness.spec import load_spec  # noqa: E402
 from harness.sweep.bench import run_points  # noqa: E402
 from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline, watched_values  # noqa: E402
@@ -48,7 +49,7 @@ def main() -> int:
             spec = load_spec(specs.write_spec(t, "tl", wl, concurrency=8, seeds=[0]))
             page = httpx.get(sim.url + "/metrics").text
             n = 2000
-            parse_us = timeit.timeit(lambda: watched_values(page), number=n) / n * 1e6
+            parse_us = timeit.timeit(lambda: watched_values(page, TIMELINE_WATCH), number=n) / n * 1e6
             cpu: dict[float, list[float]] = {0.0: [], 0.5: [], 0.1: []}
             wall: dict[float, list[float]] = {k: [] for k in cpu}
             ticks: dict[float, list[int]] = {k: [] for k in cpu}

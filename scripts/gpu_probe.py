@@ -88,7 +88,7 @@ def main() -> int:
         print(f"no GPU: {why}. Nothing to probe; wrote the status to {out}/probe.json and {out}/{TELEMETRY}.")
         return 0
 
-    gpus, _ = sampling_plan("command", None)
+    gpus, _ = sampling_plan(None, None)
     with open_sampler(out, gpus=gpus, interval_s=args.interval_s) as s:
         probe["telemetry_status"] = s.status
         print(

@@ -86,7 +86,7 @@ def check_confirm(inputs: list[Path], launch: Launch) -> None:
     m = launch.model
     if (
         m
-        and launch.server_kind != "sim"
+        and CONFIRM_TARGETS[launch.server_kind].loads_model  # the sim only models the model it is named
         and m.startswith(("/", ".", "~"))
         and not Path(m).expanduser().exists()
     ):
@@ -136,7 +136,8 @@ def _options(launch: Launch, capture: Path) -> Any:
     from harness.sweep.plan import BenchOptions
 
     python = launch.sglang_python
-    if launch.server_kind == "sglang-cpu":
+    target = CONFIRM_TARGETS.get(launch.server_kind)
+    if target is not None and target.cpu_venv:
         from harness.servers.kind import sglang_cpu_python
 
         python = sglang_cpu_python(python)
@@ -208,10 +209,11 @@ def plan_live(live: LiveSpec, servers: list[dict[str, Any]], launch: Launch, cap
     spec = dataclasses.replace(live.spec, servers_raw=servers, matrix_raw=None, seeds=[live.seed])
     opts = _options(launch, capture)
     plan = plan_experiment(spec, opts)
+    target = CONFIRM_TARGETS.get(launch.server_kind)
     for sp in plan.servers:
         sp.points = [p for p in sp.points if p.point.sweep == live.point.sweep][:1]
-        if launch.server_kind == "sim" and launch.model:
-            sp.model = launch.model
+        if target is not None and not target.loads_model and launch.model:
+            sp.model = launch.model  # the plan names the spec's model to a kind that loads none (the sim)
     dirs = [
         point_dir(opts.capture, opts.node, spec.name, sp.profile.name, sp.points[0].name)
         for sp in plan.servers

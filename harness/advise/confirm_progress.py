@@ -12,15 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from harness.engines.confirm import CONFIRM_TARGETS
 from harness.sweep.progress import fmt_duration
-
-# the sim's wall time per request and per answer token at time scale 0.02, fitted on this project's 2-core
-# machine (a 600-request slice of the conversation trace, answers shrunk to 16/512: 2.3 ms + 1.05 ms a
-# token, plus ~1 ms between requests), and a server's start with its plan and first flush
-SIM_REQUEST_S = 0.0035
-SIM_TOKEN_S = 0.00105
-SIM_START_S = 2.0
-GPU_START_S = 90.0  # SGLang on a GPU: weights loaded, CUDA graphs captured
 
 
 @dataclass(frozen=True)
@@ -43,16 +36,19 @@ class Estimate:
 def estimate(
     server_kind: str, candidates: int, requests: int | None, answer_tokens: int, modelled_s: float
 ) -> Estimate:
-    """The sim: a measured wall time a request and an answer token plus a start per server; SGLang on a
-    GPU: the card's modelled service time (`modelled_s`, one candidate) plus a start; CPU servers: none."""
+    """The kind's pace (harness.engines.confirm) a candidate: the sim's measured wall time a request and an
+    answer token plus a start; SGLang on a GPU's start plus the card's modelled service time (`modelled_s`,
+    one candidate); CPU servers have none."""
     if not requests:
         return Estimate(None, "the number of requests is known only for a trace")
-    if server_kind == "sim":
-        per = SIM_START_S + requests * SIM_REQUEST_S + answer_tokens * SIM_TOKEN_S
-        return Estimate(candidates * per, "the sim's measured time a request and an answer token")
-    if server_kind == "sglang":
-        return Estimate(candidates * (GPU_START_S + modelled_s), "the card's modelled service time")
-    return Estimate(None, f"{server_kind}: a CPU server's speed is not modelled")
+    target = CONFIRM_TARGETS.get(server_kind)
+    pace = target.pace if target is not None else None
+    if pace is None:
+        return Estimate(None, f"{server_kind}: a CPU server's speed is not modelled")
+    per = pace.start_s + requests * pace.request_s + answer_tokens * pace.token_s
+    if pace.modelled:
+        per += modelled_s
+    return Estimate(candidates * per, pace.basis)
 
 
 class Display:

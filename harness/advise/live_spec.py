@@ -18,12 +18,12 @@ from pathlib import Path
 
 import yaml
 
+from harness.engines.confirm import CONFIRM_TARGETS, ConfirmTarget
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, Point, load_spec
 
 TIMEOUTS = {"connect": 10, "first_token": 300, "total": 600}
-SHRUNK_BLOCK = 16  # tokens a hash id where the server's pool is a CPU's (or the sim's)
-FULL_SIZE_KINDS = ("sglang",)  # SGLang on a GPU: the trace's own block
+SHRUNK_BLOCK = 16  # tokens a hash id where the server's pool is a CPU's (or the sim's): ConfirmTarget.shrunk
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,10 @@ def live_block(server_kind: str, trace_block: int, asked: int | None) -> LiveBlo
     live in host memory (and whose CPU time grows with every id sent); `--live-block-tokens` wins."""
     if asked is not None:
         return LiveBlock(asked, trace_block, "--live-block-tokens")
-    if server_kind in FULL_SIZE_KINDS:
-        return LiveBlock(
-            trace_block, trace_block, "the trace's own block: SGLang on a GPU holds full-size prompts"
-        )
-    why = (
-        "the sim: every id is sent, hashed and generated on this CPU"
-        if server_kind == "sim"
-        else (f"{server_kind}: a CPU server's KV pool is host memory, sized for short prompts")
-    )
+    target = CONFIRM_TARGETS.get(server_kind) or ConfirmTarget(server_kind)  # harness.engines.confirm
+    if not target.shrunk:
+        return LiveBlock(trace_block, trace_block, f"the trace's own block: {target.why_block}")
+    why = f"{target.title or target.kind}: {target.why_block}"
     return LiveBlock(SHRUNK_BLOCK, trace_block, f"shrunk from {trace_block}: {why}")
 
 

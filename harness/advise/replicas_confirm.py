@@ -54,7 +54,7 @@ def confirm_replicas(
         )
     rows = fleets(ra, launch.k)
     base: Config = a.recommendation.chosen.config
-    launch_as = "sglang"
+    launch_as = CONFIRM_TARGETS[launch.server_kind].launch  # `launch: sglang`, as every kind with smg fleets
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="advise-replicas-") as tmp:
         root = keep if keep is not None else Path(tmp)

@@ -7,9 +7,12 @@ from pathlib import Path
 
 from harness.engines.sglang import log as sglang
 from harness.engines.vllm import log as vllm
+from harness.serverlog.records import KINDS as SHARED_KINDS
 from harness.serverlog.records import LogRecord, ParsedLog
 
 DIALECTS = "SGLang or vLLM"  # the engines whose log lines are read, as messages name them
+# every kind of record, in the order counts are written: the shared ones, then each dialect's own
+KINDS: tuple[str, ...] = (*SHARED_KINDS, *vllm.KINDS, *sglang.KINDS)
 
 
 def parse_line(line: str, lineno: int = 0) -> LogRecord | None:
@@ -29,7 +32,7 @@ def _parse_line(line: str, lineno: int) -> LogRecord | None:
 
 
 def parse_lines(lines: Iterable[str], path: str | None = None) -> ParsedLog:
-    log = ParsedLog(path, [])
+    log = ParsedLog(path, [], kinds=KINDS)
     for i, line in enumerate(lines, 1):
         log.lines += 1
         if "\ufffd" in line:

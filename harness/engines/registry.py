@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.spec.servers import ServerProfile, fill_placeholders
+from harness.telemetry.timeline import Watch
 
 Argv = list[str]
 
@@ -26,6 +27,16 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Marks:
+    """How a recorded server is known as this engine's where its name was not recorded (the report's labels):
+    any of these server_info keys, launch flags, or words inside a launch argument."""
+
+    info_keys: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Adapter:
     name: str
     argv: Callable[[ServerProfile, Launch], Argv]
@@ -34,8 +45,15 @@ class Adapter:
     flush_path: str | None = None  # POST/GET here empties the prefix cache between points
     metrics_path: str | None = "/metrics"
     metric_names: dict[str, str] = field(default_factory=dict)
+    timeline: Watch = field(default_factory=Watch)  # its /metrics samples the per-point timeline keeps
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
+    reset_off_env: dict[str, str] = field(default_factory=dict)  # turns flush_path off (a warm re-run)
     gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
+    # why it never uses a GPU (telemetry's null reason: the sim's); None: its env and args say
+    no_gpu: str | None = None
+    time_scaled: bool = False  # paced by bench's --time-scale: its wall clock runs X times a modelled card's
+    marks: Marks = field(default_factory=Marks)  # how a recorded server is known as this engine's
+    default_policy: str | None = None  # the eviction policy it runs when its launch line names none
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
 

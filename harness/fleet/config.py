@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from harness.errors import SpecError
+from harness.servers.kind import SGLANG_FLAG_KINDS
 from harness.sweep.suites import SUITES, suite_files
 
 TOP_KEYS = {
@@ -38,7 +39,7 @@ NODE_KEYS = {
     "servers",
     "bench_args",
 }
-SERVER_KINDS = ("auto", "sglang", "sglang-cpu", "sim")
+SERVER_KINDS = SGLANG_FLAG_KINDS  # a group's `server_kind:`: one its suites' `launch: sglang` profiles run on
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # `harness bench` flags the fleet sets itself for every unit
 _FLEET_FLAGS = {

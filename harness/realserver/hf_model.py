@@ -1,8 +1,10 @@
-"""A tiny random-weight Llama in HuggingFace format for vLLM: the same shape and tokenizer as the GGUF one.
+"""A tiny random-weight Llama in HuggingFace format for every server that loads one (the real-server
+suites, `transformers serve`): the same shape and tokenizer as the GGUF one.
 
 The tokenizer is trained here (harness.realserver.model.make_tokenizer, the standard library's sources);
-the weights are written by the vLLM venv's own torch + transformers (hf_weights.py), since the harness
-never imports torch. No download. Marked complete by `model.json` only after every file is written.
+the weights are written by the server venv's own torch + transformers (hf_weights.py, run by `python`),
+since the harness never imports torch. No download. Marked complete by `model.json` only after every
+file is written.
 """
 
 from __future__ import annotations

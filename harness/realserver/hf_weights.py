@@ -1,7 +1,7 @@
 """Write random, seeded Llama weights as a HuggingFace folder (config.json + model.safetensors).
 
-Runs inside a venv with torch and transformers (vLLM's, SGLang's, a GPU image's; the harness's own venv
-never imports them): `python hf_weights.py FOLDER '{"shape": {...}, "eos_id": 2, "pad_id": 0}'`, with
+Runs inside a server's venv with torch and transformers (a real-server suite's, a GPU image's; the
+harness's own venv never imports them): `python hf_weights.py FOLDER '{"shape": {...}, "eos_id": 2, "pad_id": 0}'`, with
 optional `"dtype": "bfloat16"` and `"device": "cuda"`: a 1-3 B model is initialised on the GPU in bf16
 in seconds, where the CPU would take minutes. Imports nothing from the harness on purpose.
 """

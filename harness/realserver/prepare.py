@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import PrepareError
 from harness.paths import cache_root
 from harness.realserver import LLAMA_CPP_VERSION
 
@@ -44,15 +44,6 @@ _OFFLINE_RE = re.compile(
     r"Connection refused|Max retries exceeded",
     re.I,
 )
-
-
-class PrepareError(HarnessError):
-    """A preparation step that failed: which step, and why."""
-
-    def __init__(self, step: str, why: str, output: str = "", unobtainable: bool = False) -> None:
-        self.step, self.why, self.output = step, why, output
-        self.unobtainable = unobtainable  # no network, or no compiler and no root: nothing to fix in the code
-        super().__init__(f"prepare step '{step}' failed: {why}")
 
 
 @dataclass

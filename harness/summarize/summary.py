@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness import __version__, capture, serverlog, verdicts
+from harness.engines import named
 from harness.engines.facts import server_cache_facts
 from harness.errors import HarnessError
 from harness.spec import ExperimentSpec, SharedPrefixWorkload, Workload, captured_spec, point_of
@@ -122,7 +123,8 @@ def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: di
     """A sim server's --time-scale (its wall clock runs X times the modelled card's); None for real servers.
 
     From server_info.json (serve-sim echoes its arguments), else the server's args, else the bench's
-    `bench.time_scale` when the manifest says this server was launched as the sim.
+    `bench.time_scale` when the manifest says this server ran an engine bench paces (its launch or its
+    engine's adapter is `time_scaled`: the sim).
     """
 
     def num(v: Any) -> float | None:
@@ -143,7 +145,11 @@ def _time_scale(info: Any, args: Any, man_servers: Any, sname: str, manifest: di
                 return num(a.split("=", 1)[1])
     man = man_servers.get(sname) if isinstance(man_servers, dict) else None
     bench = manifest.get("bench")
-    if isinstance(man, dict) and "sim" in (man.get("launch"), man.get("engine")) and isinstance(bench, dict):
+    if (
+        isinstance(man, dict)
+        and any(a.time_scaled for a in named(man.get("launch"), man.get("engine")))
+        and isinstance(bench, dict)
+    ):
         return num(bench.get("time_scale"))
     return None
 

@@ -26,6 +26,7 @@ from harness.capture.manifest import (
 from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
 from harness.capture.redact import Redactor, spec_redactor
+from harness.engines import no_gpu
 from harness.errors import HarnessError
 from harness.servers.attached import Attached
 from harness.servers.process import ServerError
@@ -225,13 +226,10 @@ def _wait_exit(proc: Server, within_s: float) -> None:
 def _telemetry_factory(
     profile: ServerProfile, split: list[str | None] | None = None, interval_s: float = 0.2
 ) -> Telemetry:
-    # a command that runs the sim (engine: sim) has no GPU either; a replicas profile samples its workers' GPUs
-    # a command's own argument list counts too (`transformers serve … --device cpu` has no GPU to watch)
-    gpus, reason = sampling_plan(
-        "sim" if profile.engine_name == "sim" else profile.launch,
-        profile.env,
-        [*profile.args, *profile.command],
-    )
+    # an engine that never uses a GPU (the sim, launched or as a command's engine) has none to sample; a
+    # replicas profile samples its workers' GPUs; a command's own argument list counts too (`transformers
+    # serve … --device cpu` has no GPU to watch)
+    gpus, reason = sampling_plan(no_gpu(profile), profile.env, [*profile.args, *profile.command])
     if split and any(split):
         gpus = [g for part in split if part for g in part.split(",")]
     return lambda pdir: open_sampler(pdir, gpus, interval_s=interval_s, null_reason=reason)

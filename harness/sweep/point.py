@@ -18,6 +18,7 @@ from harness.capture import POINT, REQUESTS, point_dir, point_name
 from harness.capture.files import write_json_atomic
 from harness.capture.points import count_requests, move_aside
 from harness.capture.records import PointRecord
+from harness.engines import TIMELINE_WATCH
 from harness.loadgen.loop import run as run_loop
 from harness.loadgen.run import RunIds, run_schedule
 from harness.loadgen.split import run_split
@@ -108,7 +109,9 @@ def run_point(
     try:
         with (
             telemetry(pdir) if telemetry else contextlib.nullcontext(None) as tel,
-            metrics_timeline(pdir, server.metrics_sources(), metrics_interval_s, headers),
+            metrics_timeline(
+                pdir, server.metrics_sources(), metrics_interval_s, headers, watch=TIMELINE_WATCH
+            ),
         ):
             if spec.workers > 1:  # N processes, each its part of the same schedule (harness.loadgen.split)
                 res = run_split(

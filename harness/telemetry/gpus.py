@@ -60,12 +60,13 @@ def visible_selectors(env: Mapping[str, str] | None = None) -> list[str] | None:
 
 
 def sampling_plan(
-    launch: str, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+    no_gpu: str | None, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
 ) -> tuple[list[str] | None, str | None]:
-    """(gpus, null_reason) to pass to `open_sampler` for a server profile's `launch` kind, env and args
-    (a server started with `--device cpu`, e.g. SGLang on CPU, has no GPU whose clocks could confound it)."""
-    if launch == "sim":
-        return [], SIM_REASON
+    """(gpus, null_reason) to pass to `open_sampler` for a server profile's env and args (a server started
+    with `--device cpu`, e.g. SGLang on CPU, has no GPU whose clocks could confound it). `no_gpu`: why its
+    engine never uses a GPU, whatever those say (its adapter's `no_gpu`: the sim's SIM_REASON), else None."""
+    if no_gpu is not None:
+        return [], no_gpu
     if _device(args) == "cpu":
         return [], CPU_REASON
     selectors = visible_selectors(env)

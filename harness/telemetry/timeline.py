@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,45 +25,51 @@ from harness.capture.files import METRICS
 METRICS_TIMELINE = METRICS  # one name, kept by the capture (moved aside on a re-run with the records)
 DEFAULT_INTERVAL_S = 0.5
 
-# sample name -> (field, is_counter); SGLang's and vLLM's names for the same thing share a field
-COUNTERS: dict[str, str] = {
-    "sglang:prompt_tokens_total": "prompt_tokens",
-    "sglang:generation_tokens_total": "generation_tokens",
-    "sglang:num_requests_total": "requests",
-    "sglang:evicted_tokens_total": "evicted_tokens",
-    "sglang:load_back_tokens_total": "load_back_tokens",
-    "sglang:hicache_backup_tokens_total": "backup_tokens",
-    "sglang:hicache_dropped_tokens_total": "dropped_tokens",
-    "sglang:prefetched_tokens_total": "prefetched_tokens",
-    "sglang:backuped_tokens_total": "storage_written_tokens",
-    "sglang:num_retracted_requests_total": "retracted",
-    "vllm:prompt_tokens_total": "prompt_tokens",
-    "vllm:generation_tokens_total": "generation_tokens",
-    "vllm:request_success_total": "requests",
-    "vllm:num_preemptions_total": "preemptions",
-}
-CACHED = "sglang:cached_tokens_total"  # split by cache_source into cached_device / cached_host / ...
-GAUGES: dict[str, str] = {
-    "sglang:num_running_reqs": "running",
-    "sglang:num_queue_reqs": "queued",
-    "sglang:token_usage": "token_usage",
-    "sglang:kv_used_tokens": "kv_used_tokens",
-    "sglang:kv_evictable_tokens": "kv_evictable_tokens",
-    "sglang:kv_available_tokens": "kv_available_tokens",
-    "sglang:max_total_num_tokens": "pool_tokens",
-    "sglang:hicache_host_used_tokens": "host_used_tokens",
-    "sglang:hicache_host_total_tokens": "host_total_tokens",
-    "vllm:num_requests_running": "running",
-    "vllm:num_requests_waiting": "queued",
-    "vllm:kv_cache_usage_perc": "token_usage",
-}
-COUNTER_FIELDS = frozenset(COUNTERS.values()) | {"cached_device", "cached_host", "cached_storage"}
+
+@dataclass(frozen=True)
+class Watch:
+    """Which samples of a /metrics page a timeline keeps, and under which field. Each engine's adapter
+    declares its own names (`Adapter.timeline`); harness.engines merges them into TIMELINE_WATCH, which
+    the sweep hands in (telemetry sits below engines and names none). Engines' names for the same thing
+    share a field, so a chart reads one field whatever ran."""
+
+    counters: Mapping[str, str] = field(default_factory=dict)  # sample name -> field; a rate per tick
+    gauges: Mapping[str, str] = field(default_factory=dict)  # sample name -> field
+    # a counter split by one label into a field per value: name -> (label, field prefix, values with a rate)
+    split: Mapping[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)
+
+    @cached_property
+    def fields(self) -> dict[str, str]:
+        return {**self.counters, **self.gauges}
+
+    @cached_property
+    def counter_fields(self) -> frozenset[str]:
+        """The fields a rate is written for."""
+        split = {prefix + v for _label, prefix, values in self.split.values() for v in values}
+        return frozenset(self.counters.values()) | split
+
+    def merged(self, other: Watch) -> Watch:
+        """Both tables in one; a sample name two engines map to different fields is an error."""
+        for mine, theirs in (
+            (self.counters, other.counters),
+            (self.gauges, other.gauges),
+            (self.split, other.split),
+        ):
+            clash = sorted(n for n in mine.keys() & theirs.keys() if mine[n] != theirs[n])
+            if clash:
+                raise ValueError(f"timeline: {', '.join(clash)} watched as two different fields")
+        return Watch(
+            {**self.counters, **other.counters},
+            {**self.gauges, **other.gauges},
+            {**self.split, **other.split},
+        )
 
 
-def watched_values(text: str) -> dict[str, float]:
+def watched_values(text: str, watch: Watch) -> dict[str, float]:
     """The watched series of one /metrics text, summed per field; a tensor-parallel rank other than 0
     is skipped (its counters repeat rank 0's)."""
     out: dict[str, float] = {}
+    fields, split = watch.fields, watch.split
     for line in text.splitlines():
         if not line or line[0] == "#":
             continue
@@ -72,8 +79,9 @@ def watched_values(text: str) -> dict[str, float]:
         if end <= 0:
             continue
         name = line[:end]
-        fld = COUNTERS.get(name) or GAUGES.get(name)
-        if fld is None and name != CACHED:
+        fld = fields.get(name)
+        by = split.get(name) if fld is None else None
+        if fld is None and by is None:
             continue
         rest = line
         if brace == end:
@@ -81,12 +89,13 @@ def watched_values(text: str) -> dict[str, float]:
             labels, rest = line[brace:close], line[close + 1 :]
             if 'tp_rank="' in labels and 'tp_rank="0"' not in labels:
                 continue
-            if name == CACHED:
-                i = labels.find('cache_source="')
+            if by is not None:
+                key = by[0] + '="'
+                i = labels.find(key)
                 if i < 0:
                     continue
-                src = labels[i + 14 : labels.find('"', i + 14)]
-                fld = f"cached_{src}"
+                i += len(key)
+                fld = by[1] + labels[i : labels.find('"', i)]
         else:
             rest = line[end:]
         parts = rest.split()
@@ -118,8 +127,11 @@ class Timeline:
         sources: Mapping[str, str],
         interval_s: float,
         headers: Mapping[str, str] | None = None,
+        *,
+        watch: Watch,
     ) -> None:
         self.out = out
+        self.watch = watch
         self.sources = [_Source(n, u.rstrip("/") + "/metrics") for n, u in sources.items()]
         self.interval_s = interval_s
         self.headers = dict(headers or {})
@@ -145,7 +157,7 @@ class Timeline:
                     s.off = True
                 if r.status_code != 200:
                     raise httpx.HTTPError(f"HTTP {r.status_code}")
-                values = watched_values(r.text)
+                values = watched_values(r.text, self.watch)
             except httpx.HTTPError as e:
                 line["error"] = str(e)[:200] or type(e).__name__
                 self._write(line)
@@ -153,10 +165,11 @@ class Timeline:
             line["values"] = values
             if s.last_t is not None and t_mono > s.last_t:
                 dt = t_mono - s.last_t
+                counters = self.watch.counter_fields
                 line["rates"] = {
                     k: (v - s.last[k]) / dt
                     for k, v in values.items()
-                    if k in COUNTER_FIELDS and k in s.last and v >= s.last[k]
+                    if k in counters and k in s.last and v >= s.last[k]
                 }
             s.last, s.last_t = values, t_mono
             self._write(line)
@@ -211,14 +224,17 @@ def metrics_timeline(
     sources: Mapping[str, str],
     interval_s: float | None = DEFAULT_INTERVAL_S,
     headers: Mapping[str, str] | None = None,
+    *,
+    watch: Watch,
 ) -> Iterator[Timeline | None]:
-    """Scrape `sources` (name -> base URL) into `<point_dir>/metrics.jsonl` for the block; an interval of
-    None or 0 turns it off. A re-run point starts the file afresh (the capture moved the old aside)."""
+    """Scrape `sources` (name -> base URL) into `<point_dir>/metrics.jsonl` for the block, keeping what
+    `watch` names (harness.engines.TIMELINE_WATCH: every engine's); an interval of None or 0 turns it off.
+    A re-run point starts the file afresh (the capture moved the old aside)."""
     if not interval_s or not sources:
         yield None
         return
     with open(point_dir / METRICS_TIMELINE, "w", encoding="utf-8") as f:
-        tl = Timeline(f, sources, interval_s, headers)
+        tl = Timeline(f, sources, interval_s, headers, watch=watch)
         tl.start()
         try:
             yield tl

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from harness.advise.confirm_info import ConfirmInfo, SliceScale
-from harness.advise.confirm_progress import SIM_REQUEST_S, SIM_START_S, SIM_TOKEN_S, Estimate, estimate
+from harness.advise.confirm_progress import Estimate, estimate
 from harness.advise.confirm_rows import Measured, predicted_over, read_point, row
 from harness.advise.confirm_stop import EXIT_SIGNAL, EXIT_TIME_LIMIT, Stop, TimeLimit, stop_of
 from harness.advise.live_spec import live_block
+from harness.engines.confirm import GPU_PACE, SIM_PACE
 from harness.whatif.grid import Config
 from harness.whatif.inputs import read_mooncake
 from harness.whatif.replay import replay
@@ -34,10 +35,10 @@ def _cand(pool: int = 240):
 
 def test_the_estimate_is_the_sims_measured_costs_the_cards_physics_on_a_gpu_and_none_on_a_cpu() -> None:
     sim = estimate("sim", 2, 600, 7000, 300.0)
-    assert sim.seconds == pytest.approx(2 * (SIM_START_S + 600 * SIM_REQUEST_S + 7000 * SIM_TOKEN_S))
-    assert sim.line().startswith("about ") and "sim" in sim.basis
+    assert sim.seconds == pytest.approx(2 * (2.0 + 600 * 0.0035 + 7000 * 0.00105))
+    assert sim.line().startswith("about ") and sim.basis == SIM_PACE.basis and "sim" in sim.basis
     gpu = estimate("sglang", 1, 600, 7000, 300.0)
-    assert gpu.seconds is not None and gpu.seconds > 300.0 and "modelled" in gpu.basis
+    assert gpu.seconds == 90.0 + 300.0 and gpu.basis == GPU_PACE.basis and "modelled" in gpu.basis
     for kind in ("sglang-cpu", "vllm"):
         cpu = estimate(kind, 1, 600, 7000, 300.0)
         assert (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.advise.confirm import KINDS
-from harness.engines.confirm import CONFIRM_TARGETS
+from harness.engines.confirm import CONFIRM_TARGETS, GPU_PACE, SIM_PACE
 from harness.engines.vllm.confirm import VLLM_KV_ENV, vllm_env
 
 
@@ -22,6 +22,10 @@ def test_the_kinds_and_what_each_needs() -> None:
     }
     assert [t.only for t in CONFIRM_TARGETS.values() if t.only] == ["vLLM: lru device pools only"]
     assert CONFIRM_TARGETS["vllm"].block == 32
+    assert [k for k, t in CONFIRM_TARGETS.items() if t.cpu_venv] == ["sglang-cpu"]
+    assert [k for k, t in CONFIRM_TARGETS.items() if not t.shrunk] == ["sglang"]  # a GPU: full-size prompts
+    assert {k: t.pace for k, t in CONFIRM_TARGETS.items() if t.pace} == {"sim": SIM_PACE, "sglang": GPU_PACE}
+    assert {k: t.title for k, t in CONFIRM_TARGETS.items() if t.title} == {"sim": "the sim"}
 
 
 def test_vllm_kv_space_covers_the_pool_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:

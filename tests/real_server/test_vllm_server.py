@@ -27,8 +27,8 @@ def _log(msg: str) -> None:
 
 @pytest.fixture(scope="session")
 def vllm_run(tmp_path_factory):
-    from harness.realserver.prepare import PrepareError
-    from harness.realserver.vllm_env import ensure_vllm
+    from harness.engines.vllm.venv import ensure_vllm
+    from harness.errors import PrepareError
     from harness.realserver.vllm_suite import run_vllm
 
     try:

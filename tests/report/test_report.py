@@ -227,6 +227,14 @@ def test_a_real_server_without_a_policy_is_not_shown_as_lru() -> None:
     assert common.server_policy(llama) == "n/a"
     sglang = {"args": ["--max-total-tokens", "8192"], "server_info": {}}
     assert common.server_policy(sglang) == "lru"  # SGLang's default
+    assert (
+        common.server_policy({"args": ["-m", "sglang.launch_server"]}) == "lru"
+    )  # a word of its launch line
+    assert common.server_policy({"args": {"mem-fraction-static": 0.8}}) == "lru"  # args as an object
+    assert (
+        common.server_policy({"server_info": {"chunked_prefill_size": 512}}) == "lru"
+    )  # its server_info keys
+    assert common.server_policy({"args": ["--model", "m", "--max-model-len=4096"]}) == "n/a"  # vLLM's
     assert common.server_policy({"args": ["--radix-eviction-policy", "slru"]}) == "slru"
     assert common.server_policy({"server_info": {"radix_eviction_policy": "lfu"}}) == "lfu"
 

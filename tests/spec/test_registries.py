@@ -7,7 +7,7 @@ import pytest
 
 from harness.engines import ADAPTERS, RESET_PATHS
 from harness.errors import SpecError
-from harness.servers.kind import SERVER_KINDS, choose_kind
+from harness.servers.kind import SERVER_KINDS, SGLANG_FLAG_KINDS, choose_kind
 from harness.spec.engines import ENGINES, LAUNCH_KINDS, default_engine, default_ready_timeout_s
 from harness.spec.router_policies import ADVISED_POLICIES, ROUTER_POLICIES
 from harness.spec.servers import parse_servers
@@ -48,6 +48,12 @@ def test_every_engine_has_an_adapter_and_a_launch_runs_its_own() -> None:
     assert set(SERVER_KINDS) == {"auto", "sglang-cpu", *(e for e in ENGINES if ENGINES[e].launch)}
     assert choose_kind("sim") == ("sim", "asked for with --server-kind sim")
     assert choose_kind("vllm")[1].endswith("(SGLang flags in `launch: sglang` profiles are dropped)")
+    assert SGLANG_FLAG_KINDS == (
+        "auto",
+        "sglang",
+        "sglang-cpu",
+        "sim",
+    )  # a fleet group's (harness.fleet.config)
 
 
 @pytest.mark.parametrize("engine", ["sglang", "sim", "vllm"])

@@ -287,3 +287,16 @@ def test_cli_nodes_outputs_and_errors(tmp_path: Path, capsys) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["summarize", str(empty), "-o", str(tmp_path / "e")]) == 2
+
+
+def test_the_bench_time_scale_is_a_sim_servers_only() -> None:
+    """No --time-scale in server_info or args: the manifest's bench.time_scale, for a server whose launch or
+    engine bench paces (the sim), never a real server's."""
+    from harness.summarize.summary import _time_scale
+
+    manifest = {"bench": {"time_scale": 0.05}}
+    for man in ({"launch": "sim"}, {"launch": "command", "engine": "sim"}):
+        assert _time_scale(None, [], {"s": man}, "s", manifest) == 0.05
+    for man in ({"launch": "sglang"}, {"launch": "command"}, {"launch": ["sim"]}, "sim"):
+        assert _time_scale(None, [], {"s": man}, "s", manifest) is None
+    assert _time_scale(None, ["--time-scale", "0.5"], {"s": {"launch": "sglang"}}, "s", manifest) == 0.5

@@ -136,7 +136,7 @@ def test_two_gpus_selected_by_cuda_visible_devices(tmp_path: Path, install, monk
     c = fake_nvml.FakeGpu(uuid="GPU-cccc-3", pci_bus_id="00000000:41:00.0", script={"sm": [1700]})
     install([a, b, c])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    sel, why = gpus_mod.sampling_plan("sglang", {"CUDA_VISIBLE_DEVICES": "0,2"})
+    sel, why = gpus_mod.sampling_plan(None, {"CUDA_VISIBLE_DEVICES": "0,2"})
     assert sel == ["0", "2"] and why is None
     s, rows = _run(tmp_path, n_samples=6, gpus=sel)
     assert s.status == "ok: 2 GPUs"
@@ -189,8 +189,8 @@ def test_profile_env_overrides_inherited_cuda_visible_devices(monkeypatch) -> No
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert gpus_mod.visible_selectors(None) == ["3"]
     assert gpus_mod.visible_selectors({"CUDA_VISIBLE_DEVICES": "1"}) == ["1"]
-    assert gpus_mod.sampling_plan("sglang", {"CUDA_VISIBLE_DEVICES": ""}) == ([], gpus_mod.HIDDEN_REASON)
-    assert gpus_mod.sampling_plan("sim", None) == ([], gpus_mod.SIM_REASON)
+    assert gpus_mod.sampling_plan(None, {"CUDA_VISIBLE_DEVICES": ""}) == ([], gpus_mod.HIDDEN_REASON)
+    assert gpus_mod.sampling_plan(gpus_mod.SIM_REASON, None) == ([], gpus_mod.SIM_REASON)
 
 
 def _null_case(tmp_path: Path, **kw: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -475,7 +475,7 @@ def test_a_server_started_on_the_cpu_has_no_gpu_to_watch_and_is_not_flagged() ->
     from harness.telemetry.gpus import CPU_REASON, sampling_plan
     from harness.verdicts import expected_no_gpu
 
-    assert sampling_plan("sglang", {}, ["--max-total-tokens", "900", "--device", "cpu"]) == ([], CPU_REASON)
-    assert sampling_plan("command", {}, ["--device=cpu"]) == ([], CPU_REASON)
-    assert sampling_plan("sglang", {}, ["--device", "cuda"]) == (None, None)  # every GPU NVML sees
+    assert sampling_plan(None, {}, ["--max-total-tokens", "900", "--device", "cpu"]) == ([], CPU_REASON)
+    assert sampling_plan(None, {}, ["--device=cpu"]) == ([], CPU_REASON)
+    assert sampling_plan(None, {}, ["--device", "cuda"]) == (None, None)  # every GPU NVML sees
     assert expected_no_gpu(CPU_REASON)

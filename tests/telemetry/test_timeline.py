@@ -7,7 +7,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness.telemetry.timeline import METRICS_TIMELINE, metrics_timeline, read_timeline, watched_values
+import pytest
+
+from harness.engines import TIMELINE_WATCH
+from harness.telemetry.timeline import (
+    METRICS_TIMELINE,
+    Watch,
+    metrics_timeline,
+    read_timeline,
+    watched_values,
+)
 
 PAGE = """# TYPE sglang:evicted_tokens_total counter
 sglang:evicted_tokens_total{model_name="m",tp_rank="0"} {ev}
@@ -22,9 +31,28 @@ vllm:num_requests_waiting{model_name="m"} 2
 
 
 def test_watched_values_keep_rank_0_and_split_cached_tokens_by_tier():
-    v = watched_values(PAGE.replace("{ev}", "100"))
+    v = watched_values(PAGE.replace("{ev}", "100"), TIMELINE_WATCH)
     assert v == {"evicted_tokens": 100.0, "cached_host": 40.0, "cached_device": 60.0, "running": 3.0,
                  "host_used_tokens": 512.0, "queued": 2.0}  # fmt: skip
+
+
+def test_every_engine_declares_its_own_names_and_the_registry_merges_them():
+    from harness.engines import ADAPTERS
+
+    assert TIMELINE_WATCH.counters["sglang:evicted_tokens_total"] == "evicted_tokens"
+    assert TIMELINE_WATCH.gauges["vllm:num_requests_waiting"] == "queued"
+    for ad in ADAPTERS.values():  # each name under the engine's own prefix, SGLang's also the sim's
+        names = {*ad.timeline.counters, *ad.timeline.gauges, *ad.timeline.split}
+        assert all(n.startswith(ad.name.replace("sim", "sglang") + ":") for n in names), ad.name
+    assert TIMELINE_WATCH.counter_fields >= {"prompt_tokens", "preemptions", "cached_host", "cached_storage"}
+    assert "running" not in TIMELINE_WATCH.counter_fields  # a gauge: no rate
+
+
+def test_two_engines_naming_one_sample_as_two_fields_is_refused():
+    with pytest.raises(ValueError, match="x:a_total"):
+        Watch(counters={"x:a_total": "a"}).merged(Watch(counters={"x:a_total": "b"}))
+    same = Watch(counters={"x:a_total": "a"}).merged(Watch(gauges={"y:b": "b"}))
+    assert same.fields == {"x:a_total": "a", "y:b": "b"}
 
 
 def test_a_timeline_of_a_crafted_server_has_values_and_rates(tmp_path):
@@ -54,7 +82,7 @@ def test_a_timeline_of_a_crafted_server_has_values_and_rates(tmp_path):
             "w0": f"http://127.0.0.1:{on.server_port}",
             "gateway": f"http://127.0.0.1:{off.server_port}",
         }
-        with metrics_timeline(tmp_path, sources, 0.05):
+        with metrics_timeline(tmp_path, sources, 0.05, watch=TIMELINE_WATCH):
             time.sleep(0.6)
     finally:
         for s in (on, off):

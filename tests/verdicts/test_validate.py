@@ -362,6 +362,7 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     from harness.capture import experiment_dir
     from harness.capture.manifest import write_manifest
     from harness.capture.redact import spec_redactor
+    from harness.engines import ADAPTERS
     from harness.spec import parse_spec
     from harness.summarize.summary import summarize
     from harness.sweep.bench import run_points
@@ -389,7 +390,7 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
                 },
             }
         )
-        gpus, why = sampling_plan("sim")
+        gpus, why = sampling_plan(ADAPTERS["sim"].no_gpu)  # the sim adapter's reason
         write_manifest(
             experiment_dir(tmp_path / "capture", "test", spec.name), spec, "test", spec_redactor([spec])
         )

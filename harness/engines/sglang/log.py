@@ -8,6 +8,8 @@ from typing import Any
 
 from harness.serverlog.records import LogRecord, slug
 
+# its own kinds of record, serve-sim's lines (the shared ones: harness.serverlog.records.KINDS)
+KINDS = ("sim_request", "sim_overhead")
 _PREFIX = re.compile(
     r"^(?:(?P<proc>\([^()]*\))\s*)?"
     r"\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)(?P<tags>(?:\s+[A-Z_]+\d+)*)\]\s?"

@@ -6,7 +6,7 @@ import os
 import sys
 
 from harness.engines.registry import Adapter, Argv, Launch, register, runtime
-from harness.engines.vllm.counters import VLLM_NAMES
+from harness.engines.vllm.counters import VLLM_NAMES, VLLM_TIMELINE
 from harness.spec.servers import ServerProfile
 
 # vLLM's (VLLM_SERVER_DEV_MODE=1), also emptying a KV connector's tier (offloading, LMCache): a no-op
@@ -60,7 +60,9 @@ VLLM = register(
         info_paths=("/v1/models",),  # block size and pool: vllm:cache_config_info in /metrics
         flush_path=VLLM_RESET_PATH,  # only with VLLM_SERVER_DEV_MODE=1; 200 {"success": false} = refused
         metric_names=VLLM_NAMES,
+        timeline=VLLM_TIMELINE,
         env={"VLLM_SERVER_DEV_MODE": "1"},
+        reset_off_env={"VLLM_SERVER_DEV_MODE": "0"},  # no reset endpoint: what a warm re-run needs
         settle_s=_vllm_settle,
     )
 )

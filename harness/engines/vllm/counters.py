@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness import metrics
+from harness.telemetry.timeline import Watch
 
 # vLLM's (V1, seen on 0.32.0): prefix-cache queries and hits in tokens, prompt tokens by where they came
 # from, and cache_config_info, a gauge whose labels carry the block size and the pool.
@@ -30,6 +31,20 @@ VLLM_NAMES = {
     "external_cached_tokens": VLLM_EXTERNAL_HITS,
     "preemptions": VLLM_PREEMPTIONS,
 }
+# sample name -> the per-point timeline's field (harness.telemetry.timeline), the fields SGLang's names share
+VLLM_TIMELINE = Watch(
+    counters={
+        VLLM_PROMPT: "prompt_tokens",
+        VLLM_GENERATION: "generation_tokens",
+        VLLM_REQUESTS: "requests",
+        VLLM_PREEMPTIONS: "preemptions",
+    },
+    gauges={
+        "vllm:num_requests_running": "running",
+        "vllm:num_requests_waiting": "queued",
+        "vllm:kv_cache_usage_perc": "token_usage",
+    },
+)
 
 
 def vllm_figures(d: metrics.CounterDeltas) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from typing import Any
 
 from harness.serverlog.records import LogRecord, slug
 
+# its own kinds of record (the shared ones: harness.serverlog.records.KINDS)
+KINDS = ("vllm_engine", "vllm_stats")
 # vLLM's logger: `[(Proc pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:N] message` (V0 has `file.py:N]`).
 PREFIX = re.compile(
     r"^(?:\((?P<proc>[^()]*)\)\s+)?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from harness.realserver import vllm_env
-from harness.realserver.prepare import PrepareError
+from harness.engines.vllm import venv as vllm_venv
+from harness.errors import PrepareError
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _fake_python(cache) -> None:
-    py = vllm_env.python_path()
+    py = vllm_venv.python_path()
     py.parent.mkdir(parents=True)
     py.write_text("#!/bin/sh\n")
     os.chmod(py, 0o755)
@@ -26,23 +26,23 @@ def _fake_python(cache) -> None:
 
 def test_no_marker_means_not_built(cache) -> None:
     _fake_python(cache)  # an interrupted install leaves a python but no built.json
-    assert vllm_env.cached_env() is None
+    assert vllm_venv.cached_env() is None
 
 
 def test_marker_and_python_are_reused(cache) -> None:
     _fake_python(cache)
     info = {"version": "0.32.0", "vllm": "0.32.0", "torch": "2.13.0+cpu", "build_seconds": 224.0}
-    (vllm_env.venv_dir() / "built.json").write_text(json.dumps(info))
+    (vllm_venv.venv_dir() / "built.json").write_text(json.dumps(info))
     said: list[str] = []
-    env = vllm_env.ensure_vllm(log=said.append)
-    assert env.reused and env.python == vllm_env.python_path() and env.build_seconds == 224.0
+    env = vllm_venv.ensure_vllm(log=said.append)
+    assert env.reused and env.python == vllm_venv.python_path() and env.build_seconds == 224.0
     assert env.vllm_version == "0.32.0" and env.torch_version == "2.13.0+cpu"
-    assert said == [f"[vllm-env] reuse {vllm_env.venv_dir()} (vllm 0.32.0, installed in 224 s)"]
+    assert said == [f"[vllm-env] reuse {vllm_venv.venv_dir()} (vllm 0.32.0, installed in 224 s)"]
 
 
 def test_unreachable_index_is_unobtainable(cache, monkeypatch) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", "https://127.0.0.1:1/simple")
     with pytest.raises(PrepareError) as e:
-        vllm_env.ensure_vllm(log=None)
+        vllm_venv.ensure_vllm(log=None)
     assert e.value.unobtainable and "127.0.0.1" in str(e.value)
-    assert not vllm_env.python_path().exists()
+    assert not vllm_venv.python_path().exists()
