@@ -1,6 +1,7 @@
 """One real SGLang 0.5.23 server with HiCache (ratio 4 over a 1,200-token pool, direct io, layer-first on
 CPU): host hits in meta_info, the sglang:hicache_* counters in a point's deltas, the host pool in
-server_info, and `harness run` end to end with host hits and its three hit-rate sources agreeing.
+server_info, and one `harness run` end to end: host hits, its three hit-rate sources agreeing, a complete tier
+funnel from the scraped /metrics timeline and no health verdict.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
 from tests.helpers import specs
 from tests.helpers.cli import harness
 from tests.real_sglang.agreement import agree_at_c1, agree_within_spread
@@ -71,45 +74,62 @@ def test_server_info_carries_the_host_tier_the_prediction_rebuilds(server: Runni
     assert cfg.hicache and cfg.host_pool_tokens == 4801, cfg
 
 
-def test_harness_run_end_to_end_host_hits_and_three_sources(server: RunningSglang, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def working_set(server: RunningSglang, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One `harness run` of the working-set spec's groups=8 point (its log read, /metrics scraped every
+    0.2 s), summarized: the three-source and the tier-health tests read the same point."""
+    tmp = tmp_path_factory.mktemp("hicache-run")
     spec = (
         (REPO / "workloads" / "sglang-cpu" / "working-set.yaml")
         .read_text()
         .replace("seeds: [0, 1, 2]", "seeds: [0]")
     )
-    path = tmp_path / "ws.yaml"
+    path = tmp / "ws.yaml"
     path.write_text(spec)
-    capture, summaries = tmp_path / "capture", tmp_path / "summaries"
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness",
-        "run",
-        str(path),
-        "--server-url",
-        server.url,
-        "--server",
-        "hicache",
-        "--node",
-        "sg",
-        "--capture",
-        str(capture),
-        "--only",
-        "groups=8",
-        "--quiet",
-        "--server-log",
-        str(server.log),
-    ]
+    capture, summaries = tmp / "capture", tmp / "summaries"
+    cmd = [sys.executable, "-m", "harness", "run", str(path), "--server-url", server.url, "--server", "hicache",
+           "--node", "sg", "--capture", str(capture), "--only", "groups=8", "--quiet", "--server-log",
+           str(server.log), "--metrics-interval-s", "0.2"]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     r = harness("summarize", str(capture / "sg"), "-o", str(summaries), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (p,) = json.loads((summaries / "sg.json").read_text())["points"]
+    return {"point": p, "point_dir": capture / "sg" / "sglang-working-set" / "hicache" / "groups=8,seed=0",
+            "summary": summaries / "sg.json"}  # fmt: skip
+
+
+def test_harness_run_end_to_end_host_hits_and_three_sources(working_set: dict[str, Any]) -> None:
+    p = working_set["point"]
     m = p["median"]
     rates = [m["hit_rate_usage"], m["hit_rate_counters"], m["hit_rate_log"]]
     assert None not in rates and max(rates) - min(rates) <= 0.01, rates
     seed = next(iter(p["seeds"].values()))["figures"]
     assert seed["cached_host_tokens"] > 0 and seed["counter_cached_host_tokens"] == seed["cached_host_tokens"]
+
+
+def test_a_working_host_tier_has_a_complete_funnel_host_hits_and_no_verdict(
+    working_set: dict[str, Any],
+) -> None:
+    """The point's /metrics timeline is scraped, the tier funnel is complete, host hits > 0, no health verdict."""
+    _, samples = read_timeline(working_set["point_dir"] / METRICS_TIMELINE)
+    good = [s for s in samples if "values" in s]
+    assert len(good) >= 3 and all("host_total_tokens" in s["values"] for s in good), samples[:3]
+    assert any(s.get("rates", {}).get("backup_tokens", 0) > 0 for s in good), "a backup rate was seen"
+    p = working_set["point"]
+    f = p["hicache_funnel"]["0"]
+    for k in (
+        "backed_up_tokens",
+        "evicted_tokens",
+        "host_hit_tokens",
+        "loaded_back_tokens",
+        "returning_tokens",
+    ):
+        assert f[k] is not None and f[k] > 0, (k, f)
+    assert f["dropped_tokens"] == 0 and f["returning_off_device_tokens"] > 0, f
+    assert p["health"] == [], p["health"]
+    r = harness("validate", str(working_set["summary"]), "--json", timeout=60)
+    assert json.loads(r.stdout)["health"] == []
 
 
 # ------------------------------------------------------------------ the sim against this server
