@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     order = list(dict.fromkeys(_QUEUES.values()))
     items.sort(key=lambda it: order.index(q) if (q := _queue(it.nodeid)) in order else len(order))  # stable
+
+
+# ------------------------------------------------------------------ where `make test`'s time goes
+# The controller sums each worker's test time per group (the two queues, the in-process modules) and notes
+# when each worker finished, so a CI log shows which worker decides the wall time and by how much.
+_session_t0 = time.monotonic()
+_group_s: dict[tuple[str, str], float] = defaultdict(float)
+_worker_done_s: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    node = getattr(report, "node", None)  # set on the controller's copy of a worker's report
+    if node is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    group = (
+        _QUEUES.get(report.nodeid.split("/")[1], "in-process")
+        if report.nodeid.count("/") > 1
+        else "in-process"
+    )
+    _group_s[(node.gateway.id, group)] += report.duration
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    _worker_done_s[node.gateway.id] = time.monotonic() - _session_t0
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _worker_done_s:
+        return
+    for worker, done in sorted(_worker_done_s.items()):
+        groups = ", ".join(
+            f"{g} {s / 60:.1f} min"
+            for (w, g), s in sorted(_group_s.items(), key=lambda kv: -kv[1])
+            if w == worker
+        )
+        terminalreporter.write_line(f"worker {worker}: done at {done / 60:.1f} min ({groups})")
