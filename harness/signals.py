@@ -41,12 +41,31 @@ def install() -> None:
     A SIGHUP ignored on purpose (nohup) stays ignored."""
     if not _main_thread():
         return
+    sys.unraisablehook = _unraisable
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # asyncio.run then leaves it ignored too
         signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
             continue
         signal.signal(sig, interrupt)
+
+
+_default_unraisable = sys.unraisablehook
+
+
+def _unraisable(info: Any) -> None:
+    """A stop that landed inside a weakref callback or a __del__ is swallowed by the interpreter (printed
+    as "Exception ignored", the command went on to exit 0): sent again, from a thread once this hook has
+    returned, so it lands in the command's own code. Anything else goes to the default hook."""
+    exc = info.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        _default_unraisable(info)
+        return
+    name = str(exc).removeprefix("signal ")
+    sig = signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGINT
+    again = threading.Timer(0.05, os.kill, (os.getpid(), sig))  # once this hook has returned
+    again.daemon = True
+    again.start()
 
 
 @contextlib.contextmanager

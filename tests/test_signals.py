@@ -168,3 +168,35 @@ def test_held_hands_a_stop_to_the_caller_instead_of_raising_it():
     with pytest.raises(KeyboardInterrupt, match="SIGINT"), signals.held():
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # a second stops at once
+
+
+_SWALLOWED = """
+import os, signal, sys, time
+from harness import signals
+signals.install()
+
+class Stops:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs here, inside __del__, where its exception is swallowed
+            pass
+
+try:
+    Stops()
+    for _ in range(200):
+        time.sleep(0.01)
+    print("ran to the end")
+except KeyboardInterrupt as e:
+    print("stopped:", e)
+"""
+
+
+@pytest.mark.slow
+def test_a_stop_swallowed_inside_a_finalizer_is_sent_again_and_stops_the_command():
+    """CI saw a Ctrl-C land in a weakref callback: printed as "Exception ignored", and the run exited 0."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _SWALLOWED], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "stopped: signal SIGTERM", (r.stdout, r.stderr)
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
