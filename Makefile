@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 # the full suite, as CI runs it: two xdist workers, each module one unit, the real-server folders as two queues
 # that start first (tests/conftest.py), so in-process modules run while servers load
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder
+	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=30
 
 # the edit-test loop (~1 min): lint, then every test that starts no process (tests/conftest.py enforces `slow`)
 check: lint
