@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ from harness.telemetry.gpus import sampling_plan
 SMG_VERSION = "1.13.0"  # the gateway the `router` extra pins; its policies: harness.spec.replicas
 REPLICAS_FILE = REPLICAS  # in the server folder: workers, their URLs per launch, the gateway's line
 ROUTER_DIR = "router"
+# smg holds its listener open 5 s after SIGTERM for a load balancer in front of it to notice (its
+# drain_settle_secs, which `smg launch` does not expose); the harness's gateway has none in front and
+# nothing in flight when it stops, so it gets 1 s, then SIGKILL
+GATEWAY_STOP_GRACE_S = 1.0
 ROUTER_METRICS = {"before": ROUTER_METRICS_BEFORE, "after": ROUTER_METRICS_AFTER}
 _TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
 
@@ -335,7 +340,11 @@ class ReplicaGroup:
             ready_timeout_s=60.0,
         )
         self.gateway = ServerProcess(
-            gw_profile, self.server_dir / ROUTER_DIR, redactor=self.redactor, headers=self.headers
+            gw_profile,
+            self.server_dir / ROUTER_DIR,
+            redactor=self.redactor,
+            headers=self.headers,
+            stop_grace_s=GATEWAY_STOP_GRACE_S,
         )
         self.gateway.start()
         self._wait_workers(urls, within_s=max(30.0, 5.0 * len(urls)))
@@ -431,10 +440,16 @@ class ReplicaGroup:
         return self.workers[0].reset_paths
 
     def stop(self) -> None:
-        """The gateway first (no new requests reach a stopping worker), then every worker."""
+        """The gateway first (no new requests reach a stopping worker), then every worker at once: each
+        worker's shutdown (an SGLang worker's takes seconds) overlaps the others'."""
         if self.gateway is not None:
             self.gateway.stop()
-        for w in self.workers:
+        live = [w for w in self.workers if w.proc is not None]
+        if len(live) > 1:
+            with ThreadPoolExecutor(len(live), thread_name_prefix="stop-worker") as pool:
+                for fut in [pool.submit(w.stop) for w in live]:
+                    fut.result()
+        for w in self.workers:  # the one left, and any that raised above: stop() is idempotent
             w.stop()
 
     def restart(self) -> ReplicaGroup:
