@@ -117,11 +117,12 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 # ------------------------------------------------------------------ two workers for `make test`
 # `make test` runs two pytest-xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Each module
 # is one unit, so its module fixtures start once; the folders that start real servers form two queues
-# (SGLang's own server and tree; llama.cpp, vLLM, transformers and Ray) that begin first, one per worker,
-# so no two servers of one queue run at once and the in-process modules fill the gaps while servers load.
+# (SGLang's own server; llama.cpp, vLLM, transformers and Ray) that begin first, one per worker, so no
+# two servers of one queue run at once and the in-process modules fill the gaps while servers load.
+# tests/oracle (SGLang's tree in its venv, no server; the venv is built under a file lock) is one of
+# those modules: the SGLang queue is the longer one.
 _QUEUES = {
     "real_sglang": "sglang",
-    "oracle": "sglang",
     "real_server": "real",
     "realserver": "real",
     "fleet": "real",
