@@ -14,11 +14,11 @@ from typing import Any, NoReturn
 
 from harness.errors import HarnessError
 from harness.sim.health_faults import MODES as HICACHE_FAULTS
+from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.policies import POLICIES
 from harness.sim.storage import BACKENDS as _BACKENDS
 from harness.sim.storage import PREFETCH_POLICIES
 
-WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 NO_MODEL = "sim-model"  # the served name when no --model-path is given (SGLang itself needs one)
 STORAGE_BACKENDS = tuple(_BACKENDS)
 CHAT_TEMPLATES = ("verbatim", "drop-reasoning")
