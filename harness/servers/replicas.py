@@ -43,9 +43,8 @@ from harness.telemetry.gpus import sampling_plan
 SMG_VERSION = "1.13.0"  # the gateway the `router` extra pins; its policies: harness.spec.replicas
 REPLICAS_FILE = REPLICAS  # in the server folder: workers, their URLs per launch, the gateway's line
 ROUTER_DIR = "router"
-# smg holds its listener open 5 s after SIGTERM for a load balancer in front of it to notice (its
-# drain_settle_secs, which `smg launch` does not expose); the harness's gateway has none in front and
-# nothing in flight when it stops, so it gets 1 s, then SIGKILL
+# smg keeps listening 5 s after SIGTERM for a load balancer in front (drain_settle_secs; `smg launch` has no
+# flag for it): the harness's gateway has none and nothing in flight when stopped, so 1 s, then SIGKILL
 GATEWAY_STOP_GRACE_S = 1.0
 ROUTER_METRICS = {"before": ROUTER_METRICS_BEFORE, "after": ROUTER_METRICS_AFTER}
 _TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
@@ -440,17 +439,12 @@ class ReplicaGroup:
         return self.workers[0].reset_paths
 
     def stop(self) -> None:
-        """The gateway first (no new requests reach a stopping worker), then every worker at once: each
-        worker's shutdown (an SGLang worker's takes seconds) overlaps the others'."""
+        """The gateway first (no new requests reach a stopping worker), then the workers at once (an SGLang
+        worker's shutdown takes seconds)."""
         if self.gateway is not None:
             self.gateway.stop()
-        live = [w for w in self.workers if w.proc is not None]
-        if len(live) > 1:
-            with ThreadPoolExecutor(len(live), thread_name_prefix="stop-worker") as pool:
-                for fut in [pool.submit(w.stop) for w in live]:
-                    fut.result()
-        for w in self.workers:  # the one left, and any that raised above: stop() is idempotent
-            w.stop()
+        with ThreadPoolExecutor(max(1, len(self.workers)), thread_name_prefix="stop-worker") as pool:
+            list(pool.map(ServerProcess.stop, self.workers))
 
     def restart(self) -> ReplicaGroup:
         self.stop()
