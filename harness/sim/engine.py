@@ -19,7 +19,6 @@ from harness.sim.priority import by_priority, preempt_for, queue_full, requeue, 
 from harness.sim.sched_records import (
     CLIP_MAX_NEW_TOKENS,
     INIT_NEW_TOKEN_RATIO,
-    MIN_LOAD_BACK,
     MIN_NEW_TOKEN_RATIO,
     NEW_TOKEN_RATIO_DECAY,
     Batch,
@@ -239,7 +238,7 @@ class Engine(KvPool):
             dev_len = match.device_len
             host_len = match.host_len if self.config.hicache else 0
             self._lock(req, match.last_device_node, dev_len)
-        load = host_len if host_len >= MIN_LOAD_BACK else 0
+        load = host_len if host_len >= self.config.load_back_units else 0
         if self.l3 is not None and self.l3.pending(req, dev_len + load, self.now) is not None:
             self._unlock(req)
             return PREFETCHING

@@ -12,7 +12,9 @@ the pool's size, its write policy and the thresholds SGLang uses:
   tree's own policy key; under write-back, host copies of device-resident nodes are reclaimed first.
   A write-back node whose copy still does not fit is dropped with its host-only subtree, unless
   something in that subtree is locked or in flight (then it stays on the device).
-- A host hit is loaded back into device slots only when it is at least `load_back_threshold` tokens (10).
+- A host hit is loaded back into device slots only when it is at least `load_back_threshold` tokens (10);
+  on a block trace, whose key elements stand for `key_tokens` tokens each, that is one element
+  (`load_back_units`), not 10 (10 x 512 tokens).
 - Pool size (`host_pool_tokens`): device x ratio rounded down to whole pages plus one padding page; with
   no explicit ratio or size, the default 2.0 shrinks until the pool fits 80 % of the host memory left after
   a 10 GiB reserve (sglang/srt/mem_cache/pool_host/base.py, hicache_auto_size.py, hicache_hook.py).
@@ -24,6 +26,13 @@ from dataclasses import dataclass
 
 WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 LOAD_BACK_THRESHOLD = 10
+
+
+def load_back_units(key_tokens: int = 1) -> int:
+    """SGLang's load-back threshold (10 tokens) in key elements of `key_tokens` tokens each."""
+    return max(1, -(-LOAD_BACK_THRESHOLD // max(1, key_tokens)))
+
+
 DEFAULT_RATIO = 2.0
 HOST_MEMORY_FRACTION = 0.8  # --hicache-host-memory-fraction's default
 HOST_MEMORY_RESERVE_BYTES = 10 * 1024**3  # HICACHE_HOST_MEMORY_RESERVE_BYTES

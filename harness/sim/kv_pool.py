@@ -59,7 +59,13 @@ class KvPool:
 
         try:
             host = (
-                HostTier(cfg.host_pool_tokens, write_policy=cfg.hicache_write_policy) if cfg.hicache else None
+                HostTier(
+                    cfg.host_pool_tokens,
+                    write_policy=cfg.hicache_write_policy,
+                    load_back_threshold=cfg.load_back_units,
+                )
+                if cfg.hicache
+                else None
             )
             return RadixCache(
                 page_size=self.page,

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the per-request output reservation at admission
-MIN_LOAD_BACK = 10  # host hits shorter than this are recomputed, not loaded back
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
@@ -117,6 +116,13 @@ class EngineConfig:
     def kv_bytes_per_token(self) -> int:
         per = self.profile.kv_bytes_per_token
         return (per // 2 if self.kv_cache_dtype.startswith("fp8") else per) * max(1, self.key_tokens)
+
+    @property
+    def load_back_units(self) -> int:
+        """Host hits shorter than this (key elements) are recomputed, not loaded back: SGLang's 10 tokens."""
+        from harness.sim.hicache import load_back_units
+
+        return load_back_units(self.key_tokens)
 
     @property
     def host_pool_tokens(self) -> int:

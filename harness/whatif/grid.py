@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.hicache import WRITE_POLICIES, HostTier
+from harness.sim.hicache import WRITE_POLICIES, HostTier, load_back_units
 from harness.sim.policies import validate
 from harness.sim.radix import RadixCache
 
@@ -99,11 +99,16 @@ def build_grid(
     return out
 
 
-def new_cache(cfg: Config) -> RadixCache:
-    """One configuration's empty tree and host tier on a counter clock (one per replica when routed)."""
+def new_cache(cfg: Config, key_tokens: int = 1) -> RadixCache:
+    """One configuration's empty tree and host tier on a counter clock (one per replica when routed);
+    key_tokens: the tokens a key element stands for (a block trace's block)."""
     counter = itertools.count(1)
     host = (
-        HostTier(int(cfg.pool * cfg.host_ratio), write_policy=cfg.write_policy)
+        HostTier(
+            int(cfg.pool * cfg.host_ratio),
+            write_policy=cfg.write_policy,
+            load_back_threshold=load_back_units(key_tokens),
+        )
         if cfg.host_ratio > 0
         else None
     )

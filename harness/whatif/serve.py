@@ -60,7 +60,7 @@ def sequential(
     route: Route | None = None,
 ) -> Served:
     """Requests one at a time in trace order (nothing overlaps: every load 0), each on its worker's tree."""
-    caches = [new_cache(cfg) for _ in range(n)]
+    caches = [new_cache(cfg, trace.unit if trace.kind == "blocks" else 1) for _ in range(n)]
     profile = _profile(card)
     prefill, overhead, load_time = profile.prefill_time, profile.prefill_overhead_s, profile.load_back_time
     zero = [0] * n

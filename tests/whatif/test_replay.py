@@ -4,6 +4,7 @@ does not, as the live sim)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -111,3 +112,29 @@ def test_per_class_hit_rate_and_ttft(tmp_path: Path) -> None:
     # the live sim run of the same spec (tests/workloads/test_traffic.py): 65.1 / 23.1 and 18.9 / 23.1 %
     assert round(rates["priority"]["high"], 3) == 0.651 and round(rates["priority"]["low"], 3) == 0.231
     assert round(rates["lru"]["high"], 3) == 0.189 and round(rates["lru"]["low"], 3) == 0.231
+
+
+def _block_host_trace() -> Trace:
+    """A block trace (512 tokens a block): A, then B pushes A's last two blocks off a 6-block device pool
+    (or all of A) into the host tier, then A again with one more block."""
+    a, b = (1, 2, 3, 4), (5, 6, 7, 8)
+    keys = [a, b, (*a, 9)]
+    reqs = [
+        TraceRequest(k, 512 * len(k), output_tokens=1, index=i, conversation=i) for i, k in enumerate(keys)
+    ]
+    return Trace("block-host", reqs, unit=512, kind="blocks")
+
+
+def test_a_host_hit_of_two_blocks_is_loaded_back_in_both_replays():
+    """SGLang loads a host hit back from 10 tokens on; a block of a block trace is 512 of them, so two blocks
+    come back (the threshold was once read as 10 blocks, 5,120 tokens: both replays recomputed them)."""
+    cfg = Config("lru", 6, 4.0)
+    trace = _block_host_trace()
+    seq = replay(trace, cfg)
+    eng = replay(dataclasses.replace(trace, concurrency=1), cfg)
+    for res in (seq, eng):
+        assert res.cached_per_request == [0, 0, 4 * 512], res.cached_per_request
+        # the sequential tree keeps A's first two blocks on the device; the engine's output reservation
+        # pushed all four off: from the host either way
+        assert res.host_hit_tokens >= 2 * 512, res
+        assert res.host_hit_tokens + res.device_hit_tokens == 4 * 512
