@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sim.hicache import WRITE_POLICIES, HostTier, load_back_units
+from harness.sim.hicache import WRITE_POLICIES, HostTier, host_pool_tokens, load_back_units
 from harness.sim.policies import validate
 from harness.sim.radix import RadixCache
 
@@ -105,7 +105,9 @@ def new_cache(cfg: Config, key_tokens: int = 1) -> RadixCache:
     counter = itertools.count(1)
     host = (
         HostTier(
-            int(cfg.pool * cfg.host_ratio),
+            host_pool_tokens(cfg.pool, page_size=cfg.page_size, ratio=cfg.host_ratio)[
+                0
+            ],  # as SGLang sizes it
             write_policy=cfg.write_policy,
             load_back_threshold=load_back_units(key_tokens),
         )
