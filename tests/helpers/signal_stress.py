@@ -170,19 +170,35 @@ def _server_log(cap: Path) -> Path | None:
 
 
 def trial(
-    kind: str, loop: str, sig: signal.Signals, at_s: float, folder: Path, sim: AttachedSim | None
+    kind: str,
+    loop: str,
+    sig: signal.Signals,
+    at_s: float,
+    folder: Path,
+    sim: AttachedSim | None,
+    in_point_s: float | None = None,
 ) -> Trial:
-    """One interrupted command, checked, then resumed."""
+    """One interrupted command, checked, then resumed. in_point_s: the signal goes this long after the
+    point's folder appears instead (a server's launch takes as long as the host's load lets it, so a
+    moment from the calibrated start can miss the point in every trial)."""
     t = Trial(kind, loop, sig.name, round(at_s, 3))
     name = folder.name
     spec = write_spec(folder, name, launch=kind == "bench")
     cap = folder / "cap"
     before = sim.finished() if sim else 0
     cmd = _command(kind, spec, cap, sim.url if sim else None)
+    t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder,
                             env=_env(loop))  # fmt: skip
     started = _handlers_installed(proc.pid)  # the moment counts from the process's start, as calibrated,
-    time.sleep(max(0.0, at_s - started))  # but never lands before the harness can keep its promise
+    if in_point_s is None:
+        time.sleep(max(0.0, at_s - started))  # but never lands before the harness can keep its promise
+    else:
+        pdir = _point_dir(kind, cap, name)
+        while not pdir.exists() and proc.poll() is None and time.monotonic() - t0 < 60:
+            time.sleep(0.005)
+        time.sleep(in_point_s)
+        t.at_s = round(time.monotonic() - t0, 3)
     if proc.poll() is None:
         proc.send_signal(sig)
     else:
@@ -295,8 +311,8 @@ def _attached(kind: str, folder: Path) -> Iterator[AttachedSim | None]:
 def stress(kind: str, loop: str, moments: int, seed: int, folder: Path) -> tuple[float, list[Trial]]:
     """`moments` trials of one command on one loop; the calibrated run length and the trials.
 
-    Every other moment falls in the point's own window (a bench spends most of its time launching and
-    summarizing), the rest anywhere in the run; from 0.1 s, since the interpreter's own start (~30 ms
+    Every other moment falls in the point's own window, counted from when the point's folder appears (a
+    bench spends most of its time launching and summarizing), the rest anywhere in the run; from 0.1 s, since the interpreter's own start (~30 ms
     here) comes before any harness code runs."""
     rng = random.Random(f"{seed}-{kind}-{loop}")
     out: list[Trial] = []
@@ -306,9 +322,11 @@ def stress(kind: str, loop: str, moments: int, seed: int, folder: Path) -> tuple
             1.0  # a calibration run slower than the trials (a cold, loaded host) drew moments past their end
         )
         for i in range(moments):
-            lo, hi = (p_from, p_to) if i % 4 >= 2 else (0.05 * took, 0.95 * took)
+            in_point = i % 4 >= 2
+            lo, hi = (p_from, p_to) if in_point else (0.05 * took, 0.95 * took)
             at = max(START_S, rng.uniform(lo, hi) * scale)
-            t = trial(kind, loop, SIGNALS[i % 2], at, folder / f"t{i:02d}", sim)
+            after = max(0.0, at - p_from) if in_point else None  # counted from the point's own start
+            t = trial(kind, loop, SIGNALS[i % 2], at, folder / f"t{i:02d}", sim, after)
             out.append(t)
             if t.missed:
                 scale *= 0.8
