@@ -311,7 +311,7 @@ class Sampler:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread.ident is not None:  # a start cut by a signal never ran
             self._thread.join(timeout=self._interval + INIT_TIMEOUT_S)
         with self._lock:
             self._closed = True
