@@ -138,9 +138,11 @@ def prefill_batches(capture: Path, node: str, experiment: str, point: str, sim: 
 # regime: the sleep puts the CPU server in it too, so both see the same order of events.
 FORWARD_SLEEP_S = 0.02
 SPREAD_SLACK = 0.03  # beyond SGLang's own min-max over seeds and repeats
-# multi-turn sessions that outgrow a 900-1,200-token pool: 8 x 4 turns of 64 / 16 / 32 tokens
-MULTI_8X4 = {"kind": "multi-turn", "sessions": 8, "turns": 4, "system_prompt_tokens": 64, "question_tokens": 16,
-             "answer_tokens": 32}  # fmt: skip
+# multi-turn sessions that outgrow a 900-1,200-token pool: 8 x 4 turns of 64 / 40 / 8 tokens (short answers:
+# a paced decode step costs FORWARD_SLEEP_S, so 32-token answers made a run 19 s where these take 8 s; the
+# sessions' 1,600 tokens of history are the same as 16-token questions with 32-token answers gave)
+MULTI_8X4 = {"kind": "multi-turn", "sessions": 8, "turns": 4, "system_prompt_tokens": 64, "question_tokens": 40,
+             "answer_tokens": 8}  # fmt: skip
 
 
 @contextmanager
