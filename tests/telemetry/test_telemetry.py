@@ -479,3 +479,23 @@ def test_a_server_started_on_the_cpu_has_no_gpu_to_watch_and_is_not_flagged() ->
     assert sampling_plan(None, {}, ["--device=cpu"]) == ([], CPU_REASON)
     assert sampling_plan(None, {}, ["--device", "cuda"]) == (None, None)  # every GPU NVML sees
     assert expected_no_gpu(CPU_REASON)
+
+
+def test_ctrl_c_inside_start_unwinds_as_ctrl_c_with_the_file_closed(
+    tmp_path: Path, install, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGINT between creating the sampling thread and its first run (CI's signal stress hit it): stop()
+    once joined that never-started thread, and the run ended 'cannot join thread before it is started'."""
+    import harness.telemetry.sampler as sampler_mod
+
+    install()
+
+    class Interrupted(sampler_mod.threading.Thread):
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(sampler_mod.threading, "Thread", Interrupted)
+    with pytest.raises(KeyboardInterrupt), open_sampler(tmp_path, interval_s=0.005):
+        pytest.fail("the sampler must not yield when its start was interrupted")
+    rows, bad = read_jsonl(tmp_path / TELEMETRY)
+    assert bad == 0 and [r for r in rows if r["kind"] == "sample"] == []
