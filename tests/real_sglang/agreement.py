@@ -140,7 +140,7 @@ FORWARD_SLEEP_S = 0.02
 SPREAD_SLACK = 0.03  # beyond SGLang's own min-max over seeds and repeats
 # multi-turn sessions that outgrow a 900-1,200-token pool: 8 x 4 turns of 64 / 40 / 8 tokens (short answers:
 # a paced decode step costs FORWARD_SLEEP_S, so 32-token answers made a run 19 s where these take 8 s; the
-# sessions' 1,600 tokens of history are the same as 16-token questions with 32-token answers gave)
+# sessions' 2,048 tokens of history are the same as 16-token questions with 32-token answers gave)
 MULTI_8X4 = {"kind": "multi-turn", "sessions": 8, "turns": 4, "system_prompt_tokens": 64, "question_tokens": 40,
              "answer_tokens": 8}  # fmt: skip
 
