@@ -7,6 +7,7 @@ harness.spec.engines. harness.engines (the package) imports every engine, so ADA
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ class Adapter:
     default_policy: str | None = None  # the eviction policy it runs when its launch line names none
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
+    stop_signal: signal.Signals = signal.SIGTERM  # what asks it to exit (then SIGKILL after a grace)
 
     def health_url(self, profile: ServerProfile, base_url: str, launch: Launch | None) -> str:
         if profile.ready_url:

@@ -1,4 +1,4 @@
-"""A server's life as a context manager: own session, log file, readiness, SIGTERM then SIGKILL of the group.
+"""A server's life as a context manager: own session, log file, readiness, its stop signal then SIGKILL.
 
 No orphan ever: every live server is registered for atexit and SIGTERM/SIGHUP, the child asks the
 kernel (PR_SET_PDEATHSIG) to be terminated if the harness dies without cleaning up (kill -9).
@@ -372,13 +372,14 @@ class ServerProcess:
         return [(self.extra_env, self.profile.name)]
 
     def stop(self) -> None:
-        """SIGTERM to the whole group, wait, then SIGKILL; idempotent, safe from signal handlers and atexit."""
+        """The engine's stop signal (SIGTERM, SGLang's SIGINT) to the whole group, wait, then SIGKILL;
+        idempotent, safe from signal handlers and atexit."""
         proc = self.proc
         if proc is None:
             return
         pgid = proc.pid  # start_new_session: the leader's pid is the group id
         if proc.poll() is None:
-            _killpg(pgid, signal.SIGTERM)
+            _killpg(pgid, self.adapter.stop_signal)
             try:
                 proc.wait(self.stop_grace_s)
             except subprocess.TimeoutExpired:

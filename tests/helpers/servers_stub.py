@@ -18,7 +18,7 @@ def main() -> None:
     p.add_argument("--ready-after", type=float, default=0.0)
     p.add_argument("--never-ready", action="store_true", help="never print the ready line, /health 503")
     p.add_argument("--exit-at-start", type=int, default=None, help="exit with this code at once")
-    p.add_argument("--ignore-term", action="store_true")
+    p.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM and SIGINT (either stop signal)")
     p.add_argument("--child", action="store_true", help="start a child process in the same group")
     p.add_argument("--api-key", default=None)
     a = p.parse_args()
@@ -29,6 +29,15 @@ def main() -> None:
         sys.exit(a.exit_at_start)
     if a.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    else:  # say which stop signal came, then exit as a server does on it
+
+        def stopped(signum: int, _frame: object) -> None:
+            print(f"stopped by {signal.Signals(signum).name}", flush=True)
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stopped)
+        signal.signal(signal.SIGINT, stopped)
     if a.child:
         c = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(f"child pid {c.pid}", flush=True)

@@ -324,6 +324,18 @@ def test_readiness_by_url_only_for_generic_commands(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("engine", "sig"), [("sglang", "SIGINT"), ("vllm", "SIGTERM"), (None, "SIGTERM")])
+def test_stop_sends_the_engines_own_stop_signal(tmp_path: Path, engine: str | None, sig: str) -> None:
+    """SGLang drains on SIGTERM behind a watchdog that looks every 5 s; SIGINT stops it at once
+    (docs/sglang-facts.md). Other engines get SIGTERM."""
+    sp = ServerProcess(_cmd_profile(engine=engine), tmp_path / "s")
+    sp.start()
+    sp.stop()
+    assert _pid_gone(sp.pid)
+    assert f"stopped by {sig}" in (tmp_path / "s" / "server.log").read_text()
+
+
+@pytest.mark.slow
 def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
     sp = ServerProcess(_cmd_profile("--ignore-term"), tmp_path / "s", stop_grace_s=0.5)
     sp.start()
