@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import signal
 
 # importing each engine's module registers its adapters (SGLang's before vLLM's: RESET_PATHS' order)
 from harness.engines import generic, llamacpp, sglang, vllm  # noqa: F401
@@ -32,10 +33,12 @@ ATTACHED_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang 0.5.23's na
 
 
 def adapter_for(profile: ServerProfile) -> Adapter:
-    """The adapter a profile runs with; `attach` and `command` may name their engine explicitly."""
+    """The adapter a profile runs with; `attach` and `command` may name their engine explicitly (a user's
+    command, maybe a wrapper script, is stopped as any command is: SIGTERM to its whole group)."""
     ad = ADAPTERS[profile.engine_name]
     if profile.launch in ("command", "attach") and ad.argv is not command_argv:
-        ad = dataclasses.replace(ad, argv=command_argv if profile.launch == "command" else attach_argv)
+        argv = command_argv if profile.launch == "command" else attach_argv
+        ad = dataclasses.replace(ad, argv=argv, stop_signal=signal.SIGTERM, stop_group=True)
     return ad
 
 

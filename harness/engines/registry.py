@@ -58,6 +58,7 @@ class Adapter:
     # seconds to wait after a point's load so a periodic stats line covers its end (vLLM's log)
     settle_s: Callable[[ServerProfile], float] = lambda _p: 0.0
     stop_signal: signal.Signals = signal.SIGTERM  # what asks it to exit (then SIGKILL after a grace)
+    stop_group: bool = True  # the signal goes to the whole process group; False: to its launcher only
 
     def health_url(self, profile: ServerProfile, base_url: str, launch: Launch | None) -> str:
         if profile.ready_url:

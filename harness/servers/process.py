@@ -372,14 +372,18 @@ class ServerProcess:
         return [(self.extra_env, self.profile.name)]
 
     def stop(self) -> None:
-        """The engine's stop signal (SIGTERM, SGLang's SIGINT) to the whole group, wait, then SIGKILL;
-        idempotent, safe from signal handlers and atexit."""
+        """The engine's stop signal (SIGTERM to the group; SGLang: SIGINT to its launcher), wait, then SIGKILL
+        the group; idempotent, safe from signal handlers and atexit."""
         proc = self.proc
         if proc is None:
             return
         pgid = proc.pid  # start_new_session: the leader's pid is the group id
         if proc.poll() is None:
-            _killpg(pgid, self.adapter.stop_signal)
+            if self.adapter.stop_group:
+                _killpg(pgid, self.adapter.stop_signal)
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pgid, self.adapter.stop_signal)
             try:
                 proc.wait(self.stop_grace_s)
             except subprocess.TimeoutExpired:

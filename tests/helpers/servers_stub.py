@@ -18,7 +18,9 @@ def main() -> None:
     p.add_argument("--ready-after", type=float, default=0.0)
     p.add_argument("--never-ready", action="store_true", help="never print the ready line, /health 503")
     p.add_argument("--exit-at-start", type=int, default=None, help="exit with this code at once")
-    p.add_argument("--ignore-term", action="store_true", help="ignore SIGTERM and SIGINT (either stop signal)")
+    p.add_argument(
+        "--ignore-term", action="store_true", help="ignore SIGTERM and SIGINT (either stop signal)"
+    )
     p.add_argument("--child", action="store_true", help="start a child process in the same group")
     p.add_argument("--api-key", default=None)
     a = p.parse_args()

@@ -323,16 +323,38 @@ def test_readiness_by_url_only_for_generic_commands(tmp_path: Path) -> None:
     assert _pid_gone(sp.pid)
 
 
+def test_sglang_launched_by_the_harness_is_stopped_by_sigint_to_its_launcher_a_command_by_sigterm() -> None:
+    """SGLang drains on SIGTERM behind a watchdog that looks every 5 s; SIGINT to its launcher stops it at
+    once (docs/sglang-facts.md). A user's command, even one naming engine sglang, may be a wrapper script."""
+    from harness.engines import adapter_for
+
+    def profile(**item: object):
+        return parse_servers([{"name": "s", **item}], None, "t.yaml")[0]
+
+    sglang = adapter_for(profile(launch="sglang"))
+    assert (sglang.stop_signal, sglang.stop_group) == (signal.SIGINT, False)
+    for item in (
+        {"launch": "command", "command": ["serve", "--port", "{port}"], "engine": "sglang"},
+        {"launch": "sim"},
+    ):
+        ad = adapter_for(profile(**item))
+        assert (ad.stop_signal, ad.stop_group) == (signal.SIGTERM, True), item
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("engine", "sig"), [("sglang", "SIGINT"), ("vllm", "SIGTERM"), (None, "SIGTERM")])
-def test_stop_sends_the_engines_own_stop_signal(tmp_path: Path, engine: str | None, sig: str) -> None:
-    """SGLang drains on SIGTERM behind a watchdog that looks every 5 s; SIGINT stops it at once
-    (docs/sglang-facts.md). Other engines get SIGTERM."""
-    sp = ServerProcess(_cmd_profile(engine=engine), tmp_path / "s")
+@pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_stop_sends_the_adapters_signal_and_leaves_no_process_of_the_group(
+    tmp_path: Path, sig: signal.Signals, group: bool
+) -> None:
+    import dataclasses
+
+    sp = ServerProcess(_cmd_profile("--child"), tmp_path / "s")
+    sp.adapter = dataclasses.replace(sp.adapter, stop_signal=sig, stop_group=group)
     sp.start()
+    child = int((tmp_path / "s" / "server.log").read_text().split("child pid ")[1].split()[0])
     sp.stop()
-    assert _pid_gone(sp.pid)
-    assert f"stopped by {sig}" in (tmp_path / "s" / "server.log").read_text()
+    assert _pid_gone(sp.pid) and _pid_gone(child)  # a child the launcher left behind is killed with the group
+    assert f"stopped by {sig.name}" in (tmp_path / "s" / "server.log").read_text()
 
 
 @pytest.mark.slow

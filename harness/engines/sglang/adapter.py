@@ -99,12 +99,21 @@ SGLANG = register(
         marks=SGLANG_MARKS,
         default_policy="lru",  # --radix-eviction-policy's default
         # SIGTERM sets a flag that the tokenizer manager's watchdog reads every 5 s (sigterm_watchdog), so a
-        # stop took 5.7 s on CPU; SIGINT ends uvicorn at once and the scheduler and detokenizer follow (1.8 s)
+        # stop took 5.7 s on CPU; SIGINT to the launcher ends uvicorn at once and its scheduler and
+        # detokenizer follow (1.8 s). Not to the group: a scheduler given SIGINT exits 1, which the launcher
+        # reads as a crash and waits 5 s for crash diagnostics (7.5 s). docs/sglang-facts.md
         stop_signal=signal.SIGINT,
+        stop_group=False,
     )
 )
 SIM = register(
     replace(
-        SGLANG, name="sim", argv=_sim_argv, no_gpu=SIM_REASON, time_scaled=True, stop_signal=signal.SIGTERM
+        SGLANG,
+        name="sim",
+        argv=_sim_argv,
+        no_gpu=SIM_REASON,
+        time_scaled=True,
+        stop_signal=signal.SIGTERM,
+        stop_group=True,
     )
 )  # SGLang's surface, launched as `harness serve-sim`; it models its card on this CPU
