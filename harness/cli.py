@@ -44,22 +44,24 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    top = _top_parser()
-    if not argv:
-        top.print_help()
-        return 2
-    ns = top.parse_args(argv)
-    try:  # the import too: a Ctrl-C while a command's modules load is a stop like any other
-        module = importlib.import_module(COMMANDS[ns.command][0])
-        parser: argparse.ArgumentParser = module.build_parser(f"harness {ns.command}")
+    name = ""  # the command, once parsed: an error or a stop names it
+    try:  # all of it, the top parser and the import too: a Ctrl-C at any moment is a stop like any other
+        argv = list(sys.argv[1:] if argv is None else argv)
+        top = _top_parser()
+        if not argv:
+            top.print_help()
+            return 2
+        ns = top.parse_args(argv)
+        name = ns.command
+        module = importlib.import_module(COMMANDS[name][0])
+        parser: argparse.ArgumentParser = module.build_parser(f"harness {name}")
         args = parser.parse_args(ns.args)
         return int(module.run(args) or 0)
     except HarnessError as e:
-        print(f"harness {ns.command}: error: {e}", file=sys.stderr)
+        print(f"harness {name}: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print(f"harness {ns.command}: interrupted", file=sys.stderr)
+        print(f"harness{' ' + name if name else ''}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
