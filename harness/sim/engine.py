@@ -443,7 +443,7 @@ class Engine(KvPool):
             for req, _take in batch.parts:
                 if req is self.chunked:
                     if self.caching:
-                        self._cache_tokens(req, req.fill_ids[: req.kv_len], chunked=True)
+                        self._cache_tokens(req, req.fill_ids[: req.kv_len])
                     continue
                 if req.aborted:
                     self._finish(req, end, reason="abort")
@@ -453,7 +453,7 @@ class Engine(KvPool):
                 self._emit_token(req, end)
                 if not req.finished:
                     if self.caching:
-                        self._cache_tokens(req, req.fill_ids[: req.kv_len], chunked=False)
+                        self._cache_tokens(req, req.fill_ids[: req.kv_len])
                     self.running.append(req)
         else:
             self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
@@ -486,7 +486,7 @@ class Engine(KvPool):
             req.finish_reason = reason
         if self.caching and req.kv_len > 0:
             toks = (req.input_ids + req.output_ids[: req.generated])[: req.kv_len]
-            self._cache_tokens(req, toks, chunked=False)
+            self._cache_tokens(req, toks)
         self._set_kv(req, req.tree_len)
         self._unlock(req)
         req.kv_len = 0

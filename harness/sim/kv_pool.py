@@ -141,15 +141,14 @@ class KvPool:
         req.kv_len = kv_len
         self.private_total += req.private - before
 
-    def _cache_tokens(self, req: SimRequest, tokens: list[int], *, chunked: bool) -> None:
-        """cache_(un)finished_req: insert the page-aligned computed tokens and hold the new prefix."""
+    def _cache_tokens(self, req: SimRequest, tokens: list[int]) -> None:
+        """checkpoint_kv_cache / release_kv_cache: insert the page-aligned computed tokens (a chunk's too:
+        its nodes count one hit, as the request's later inserts do not recount them) and hold the prefix."""
         n = len(tokens) // self.page * self.page
         if n <= req.tree_len:
             return
         before = req.private
-        self.tree.insert(
-            tokens[:n], priority=req.priority or 0, chunked=chunked, inserted_len=req.inserted_len
-        )
+        self.tree.insert(tokens[:n], priority=req.priority or 0, inserted_len=req.inserted_len)
         req.inserted_len = max(req.inserted_len, n)
         m = self.tree.match_prefix(tokens[:n])
         self._lock(req, m.last_device_node, m.device_len)

@@ -5,7 +5,7 @@ Public API (the sim engine and `harness whatif` rely on it; keep it stable):
     cache = RadixCache(page_size=1, policy="lru", policy_config=None, clock=time.monotonic,
                        host=None, mode="sglang", flavor="unified")
     m = cache.match_prefix(tokens)      # MatchResult: device_len, host_len, last_device_node, last_host_node
-    cache.insert(tokens, priority=0, chunked=False, inserted_len=0) -> tokens already present
+    cache.insert(tokens, priority=0, inserted_len=0) -> tokens already present
     cache.inc_lock_ref(node); cache.dec_lock_ref(node)
     cache.evict(n) -> device tokens freed   (whole nodes, may overshoot; mode="exact" frees exactly n)
     cache.load_back(m) -> tokens moved host -> device (only when m.host_len >= 10)
@@ -15,8 +15,9 @@ Public API (the sim engine and `harness whatif` rely on it; keep it stable):
 Semantics kept from SGLang, because they move real hit rates:
 - match stamps last_access_time on the path; a partial match splits the node and the unmatched tail
   keeps the fresh stamp. The split's new parent copies hit_count, lock_ref, priority (and host state).
-- hit_count rises on insert only, on nodes past `inserted_len` (what this request inserted before);
-  new leaves start at 1; `chunked=True` counts nothing; matching alone counts nothing.
+- hit_count rises on insert only, on nodes past `inserted_len` (what this request inserted before, by
+  its chunked-prefill checkpoints: each of those counts too, so a request counts each node once); new
+  leaves start at 1; matching alone counts nothing.
 - keys are cut to whole pages on match and insert.
 - evict pops the smallest policy key among unlocked device leaves, frees the whole node and lets the
   parent join when it becomes a leaf. The scheduler asks `max(shortfall, page_size)`.
@@ -230,13 +231,11 @@ class RadixCache:
                 x = x.parent
         return MatchResult(dev_len, off - dev_len, last_dev, node)
 
-    def insert(
-        self, key: Sequence[int], *, priority: int = 0, chunked: bool = False, inserted_len: int = 0
-    ) -> int:
+    def insert(self, key: Sequence[int], *, priority: int = 0, inserted_len: int = 0) -> int:
         """Cache `key`; returns how many of its tokens were already in the tree (either tier).
 
-        `inserted_len`: tokens this request inserted before (chunked prefill), which do not count as hits;
-        `chunked=True` counts no hits at all.
+        `inserted_len`: tokens this request inserted before (its chunked-prefill checkpoints), which were
+        counted as hits then (SGLang's InsertParams.inserted_len, req.kv.cache_inserted_len).
         """
         p = self.page_size
         if p == 1:
@@ -244,8 +243,6 @@ class RadixCache:
                 key = tuple(key)
         else:
             key = tuple(key[: len(key) // p * p])
-        if chunked:
-            inserted_len = max(inserted_len, len(key))
         priority = priority or 0
         unified = self.flavor == "unified"
         host = self.host

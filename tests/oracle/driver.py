@@ -254,11 +254,12 @@ class Adapter:
         node = r.last_device_node
         return _M(r.device_prefix_len, 0, node, node)
 
-    def insert(self, toks, priority: int = 0):
+    def insert(self, toks, priority: int = 0, inserted_len: int = 0):
         alloc = self.tree.token_to_kv_pool_allocator
         alloc.muted = True
         try:
-            r = self.tree.insert(self.bpc.InsertParams(key=self._key(toks), priority=priority))
+            params = self.bpc.InsertParams(key=self._key(toks), priority=priority, inserted_len=inserted_len)
+            r = self.tree.insert(params)
         finally:
             alloc.muted = False
         return r.prefix_len
@@ -353,7 +354,7 @@ def run_scenario(spec: dict) -> list:
     for op in spec["ops"]:
         kind = op[0]
         if kind == "insert":
-            out.append(tree.insert(op[1], op[2] if len(op) > 2 else 0))
+            out.append(tree.insert(op[1], op[2] if len(op) > 2 else 0, op[3] if len(op) > 3 else 0))
         elif kind == "match":
             out.append(tree.match_prefix(op[1]).device_len)
         elif kind == "lock":

@@ -45,7 +45,11 @@ def run_local(spec: dict, mode: str = "sglang") -> list:
     for op in spec["ops"]:
         kind = op[0]
         if kind == "insert":
-            out.append(tree.insert(op[1], priority=op[2] if len(op) > 2 else 0))
+            out.append(
+                tree.insert(
+                    op[1], priority=op[2] if len(op) > 2 else 0, inserted_len=op[3] if len(op) > 3 else 0
+                )
+            )
         elif kind == "match":
             out.append(tree.match_prefix(op[1]).device_len)
         elif kind == "lock":

@@ -1,6 +1,6 @@
 """Differential tests: the sim's tree against SGLang 0.5.23's own RadixCache / UnifiedRadixCache.
 
-Ops: ["insert", toks, priority], ["match", toks], ["lock", toks] (match + inc_lock_ref),
+Ops: ["insert", toks, priority, inserted_len], ["match", toks], ["lock", toks] (match + inc_lock_ref),
 ["unlock", i], ["evict", n] -> [freed, evicted node keys in order], ["sizes"], ["serve", toks, capacity],
 ["trace", [keys], capacity] -> [device hit tokens, evicted tokens, device size].
 """
@@ -62,6 +62,34 @@ def random_ops(seed: int, n_ops: int = 160) -> list:
     return ops
 
 
+def chunked_ops(seed: int, n_requests: int = 40) -> list:
+    """Requests inserted as chunked prefill does: checkpoints of a growing prefix, each with what the request
+    inserted before (InsertParams.inserted_len, req.kv.cache_inserted_len), then the whole sequence; between
+    them matches and evictions, so the hit counts those inserts leave decide what lfu and slru evict."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(1000) for _ in range(rng.randrange(4, 16))] for _ in range(3)]
+    seqs: list[list[int]] = []
+    ops: list = []
+    for _ in range(n_requests):
+        if seqs and rng.random() < 0.5:
+            base = rng.choice(seqs)
+            base = base[: rng.randrange(1, len(base) + 1)]
+        else:
+            base = list(rng.choice(prefixes))
+        s = base + [rng.randrange(1000) for _ in range(rng.randrange(2, 24))]
+        seqs.append(s)
+        ops.append(["match", s])
+        cuts = sorted(rng.sample(range(1, len(s)), k=min(len(s) - 1, rng.randrange(0, 4))))
+        inserted = 0
+        for cut in [*cuts, len(s)]:
+            ops.append(["insert", s[:cut], 0, inserted])
+            inserted = max(inserted, cut)
+        if rng.random() < 0.5:
+            ops.append(["evict", rng.randrange(4, 40)])
+    ops.append(["sizes"])
+    return ops
+
+
 def scenarios() -> list[dict]:
     out = []
     for page in (1, 4):
@@ -90,6 +118,11 @@ def scenarios() -> list[dict]:
                         "ops": random_ops(seed * 17 + page),
                     }
                 )
+        for flavor in ("unified", "radix"):  # chunked prefill's checkpoints: the hit counts lfu and slru read
+            for policy in ("lfu", "slru", "lru"):
+                for seed in range(3):
+                    ops = chunked_ops(seed * 13 + page + (5 if flavor == "unified" else 0))
+                    out.append({"policy": policy, "page_size": page, "flavor": flavor, "ops": ops})
     return out
 
 

@@ -1,6 +1,6 @@
 """A second eviction policy against real SGLang 0.5.23: lfu on multi-turn sessions that outgrow a 900-token
-pool. The sim must cache what SGLang cached request by request at concurrency 1, and lie within SGLang's
-own run-to-run spread at concurrency 4.
+pool, prefilled in chunks of 64 tokens. The sim must cache what SGLang cached request by request at
+concurrency 1, and lie within SGLang's own run-to-run spread at concurrency 4.
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ ARGS = [
     "--enable-cache-report",
     "--enable-metrics",
     "--sleep-on-idle",  # an idle scheduler wakes on a burst's first request (agreement.py, FORWARD_SLEEP_S)
+    # prompts of 104-248 tokens in 2-4 chunks: each chunk's checkpoint counts lfu's hits as SGLang counts
+    # them (InsertParams.inserted_len), which moves what lfu evicts
+    "--chunked-prefill-size",
+    "64",
 ]
 
 

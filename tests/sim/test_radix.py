@@ -66,10 +66,29 @@ def test_hit_count_rises_on_insert_not_match():
     assert node.hit_count == 1
     c.insert([1, 2, 3])
     assert node.hit_count == 2
-    c.insert([1, 2, 3], chunked=True)
-    assert node.hit_count == 2
     c.insert([1, 2, 3, 4], inserted_len=3)  # only the new tail counts
     assert node.hit_count == 2
+
+
+def test_a_chunked_request_counts_each_node_once_over_its_checkpoints():
+    """SGLang 0.5.23 counts a checkpoint's insert (chunked prefill) as any insert, past what the request
+    inserted before (req.kv.cache_inserted_len): a chunked request counts what one whole insert counts."""
+    whole, chunked = make("lfu"), make("lfu")
+    for c in (whole, chunked):
+        c.insert([1, 2, 3, 4, 5, 6])
+    whole.insert([1, 2, 3, 4, 5, 6, 7, 8])
+    chunked.insert([1, 2, 3, 4], inserted_len=0)  # first chunk: the shared prefix counts here
+    chunked.insert([1, 2, 3, 4, 5, 6, 7, 8], inserted_len=4)  # last: only past the first chunk
+    for c in (whole, chunked):  # per token of the path: the chunk boundary splits the chunked tree's node
+        assert _path_counts(c, [1, 2, 3, 4, 5, 6, 7, 8]) == [2] * 6 + [1] * 2
+
+
+def _path_counts(c, seq: list[int]) -> list[int]:
+    out, node = [], c.root
+    while len(out) < len(seq):
+        node = node.children[seq[len(out)]]
+        out += [node.hit_count] * len(node.key)
+    return out
 
 
 def test_partial_match_splits_and_stamps_tail():
