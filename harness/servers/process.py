@@ -44,11 +44,24 @@ class ServerError(HarnessError):
     """The server exited, never became ready, or could not be started; the message quotes its log."""
 
 
+_HANDED_OUT: set[int] = set()  # every port free_port gave in this process
+_HANDED_LOCK = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now (bind to 0); chosen at run time, never fixed."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "::") else "127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port the OS says is free now (bind to 0), chosen at run time, never fixed, and never one this process
+    was given before: the OS may hand a just-released port out again, and a gateway got its own
+    --prometheus-port as its --port (smg refused to start)."""
+    addr = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
+    with _HANDED_LOCK:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((addr, 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise ServerError(f"no free port on {addr} that this run has not used already (100 tries)")
 
 
 def _libc() -> Any:

@@ -457,3 +457,30 @@ def test_signal_handlers_restore_an_ignored_sigint_and_keep_nohups_sighup() -> N
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
+
+
+def test_free_port_never_gives_a_port_twice_even_when_the_os_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OS handed a gateway's just-released --prometheus-port out again as its --port; smg refused."""
+    import harness.servers.process as process_mod
+
+    ports = iter([41001, 41001, 41001, 41002])
+
+    class Sock:
+        def __init__(self, *_a: object) -> None:
+            self.port = next(ports)
+
+        def __enter__(self) -> Sock:
+            return self
+
+        def __exit__(self, *_a: object) -> None:
+            pass
+
+        def bind(self, _addr: object) -> None:
+            pass
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(process_mod, "_HANDED_OUT", set())
+    monkeypatch.setattr(process_mod.socket, "socket", Sock)
+    assert [process_mod.free_port(), process_mod.free_port()] == [41001, 41002]
