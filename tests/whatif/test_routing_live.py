@@ -31,13 +31,14 @@ pytestmark = [
                        reason="smg (the router extra) is not installed"),
 ]  # fmt: skip
 MOONCAKE = Path(__file__).resolve().parents[1] / "data" / "mooncake" / "conversation_trace.jsonl"
-WORKLOADS: dict[str, tuple[dict[str, Any], int]] = {
+WORKLOADS: dict[str, tuple[dict[str, Any], int, list[int]]] = {
     # 6 groups x 4 prompts of a 384-token prefix: a 1,200-token worker holds two or three groups
-    "shared-prefix": (shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16), 1200),
-    "multi-turn": (multi_turn(sessions=6, turns=4, system_prompt_tokens=64, question_tokens=48, answer_tokens=32), 1500),
-    # the 40 requests from 4,180 on: the trace's most reuse within 40 (11.6% ideal), answers cut to 4 tokens
+    "shared-prefix": (shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16), 1200, [2]),
+    "multi-turn": (multi_turn(sessions=6, turns=4, system_prompt_tokens=64, question_tokens=48, answer_tokens=32), 1500, [2]),
+    # the 40 requests from 4,180 on: the trace's most reuse within 40 (11.6% ideal), answers cut to 4 tokens;
+    # the one workload at 4 replicas too (more ties for cache_aware, a fuller ring for prefix_hash)
     "mooncake": ({"kind": "trace", "path": str(MOONCAKE), "format": "mooncake", "timestamps": "ignore",
-                  "start": 4180, "limit": 40, "block_tokens": 16, "max_output_tokens": 4}, 3000),
+                  "start": 4180, "limit": 40, "block_tokens": 16, "max_output_tokens": 4}, 3000, [2, 4]),
 }  # fmt: skip
 POLICIES = ["round_robin", "cache_aware", "prefix_hash", "least_load"]
 
@@ -52,18 +53,18 @@ def mark() -> Iterator[str]:
 
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_live_routing_agrees_with_the_replay(tmp_path: Path, mark: str, workload: str) -> None:
-    wl, pool = WORKLOADS[workload]
+    wl, pool, sizes = WORKLOADS[workload]
     server = {"name": "{policy}-{n}", "launch": "sim", "replicas": "{n}", "router": {"policy": "{policy}"},
               "args": [*SIM_FAST, "--max-total-tokens", str(pool), "--enable-cache-report", "--enable-metrics"]}  # fmt: skip
     spec = bench_spec(tmp_path, mark, name="rep", workload=wl, sweep={}, concurrency=1, seeds=[0],
-                      matrix={"policy": POLICIES, "n": [2, 4]}, servers=[server], api="openai-completions")  # fmt: skip
+                      matrix={"policy": POLICIES, "n": sizes}, servers=[server], api="openai-completions")  # fmt: skip
     r = run_bench(tmp_path, "--spec", str(spec), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert no_survivors(mark)
     root = tmp_path / "capture" / "n" / "rep"
     seen = set()
     for policy in POLICIES:
-        for n in (2, 4):
+        for n in sizes:
             point = root / f"{policy}-{n}" / "seed=0"
             c = check_point(point, seeds=200)
             seen.add((policy, n))
@@ -81,4 +82,4 @@ def test_live_routing_agrees_with_the_replay(tmp_path: Path, mark: str, workload
                 # also weighs the KV usage smg polls every 10 s, which the replay does not model: one run in
                 # several fell 4 points below its draws at 4 replicas); as routed, both are exact above.
                 assert min(c.predicted) - 0.02 <= c.measured_hit_rate <= max(c.predicted) + 0.02, where
-    assert len(seen) == 8
+    assert len(seen) == len(POLICIES) * len(sizes)
