@@ -96,7 +96,12 @@ def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(lo
     keys = sorted(p["point_key"] for p in s["points"])
     assert keys == sorted(f"concurrency={c}" for c in (2, 4, 8, 10, 11, 12, 16))
     at = {p["point_key"]: p["median"]["goodput"]["fraction"] for p in s["points"]}
-    assert at["concurrency=11"] >= 0.4 and at["concurrency=12"] == 0
+    # goodput counts the requests within the bound, recomputed here from the point's own records: at 12
+    # fewer than half (its median was over), at 11 at least the target. Not 0 at 12 on a busy host: a
+    # second-wave request that arrives after a slow client spread its wave sees 11 in flight and meets it
+    for c in (11, 12):
+        assert at[f"concurrency={c}"] == pytest.approx(_met(cap, c)), c
+    assert at["concurrency=11"] >= 0.4 and at["concurrency=12"] < 0.5
     # the server saw what the search assumed: waves of 11 and of 12 in flight at once
     assert {11, 12} <= set(_stats(loaded_server)["peaks"])
     # a re-run reuses every ok probe: nothing is sent again
@@ -104,6 +109,15 @@ def test_search_finds_the_exact_largest_concurrency_in_few_probes_and_resumes(lo
     log2 = _run(spec, loaded_server.url, cap)
     assert _served(loaded_server) == served
     assert "7 probes already ok, reused" in log2 and "best 11" in log2
+
+
+def _met(cap: Path, c: int) -> float:
+    """The fraction of concurrency c's 24 requests that finished ok within BOUND_MS, from requests.jsonl."""
+    (f,) = [p for p in cap.rglob("requests.jsonl") if f"concurrency={c}" in str(p)]
+    rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if not r.get("warmup")]
+    assert len(rows) == 24, (f, len(rows))
+    return sum(1 for r in rows if r.get("ok") and r["ttft_s"] <= BOUND_MS / 1000) / 24
 
 
 def _stats(srv: ScriptServer) -> dict:
