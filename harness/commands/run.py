@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.servers.control import check_server
     from harness.servers.process import install_signal_handlers
     from harness.spec import load_spec
-    from harness.sweep.bench import run_attached
+    from harness.sweep.attach import run_attached
     from harness.sweep.plan import check_traces, check_writable, select_points
 
     spec = options.with_workers(load_spec(args.spec), args.workers)

@@ -108,3 +108,6 @@ class Attached:
 
     def storage_envs(self) -> list[tuple[dict[str, str], str]]:
         return []
+
+    def take_workers(self, prev: object) -> bool:
+        return False

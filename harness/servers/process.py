@@ -384,6 +384,10 @@ class ServerProcess:
             return []
         return [(self.extra_env, self.profile.name)]
 
+    def take_workers(self, prev: object) -> bool:
+        """One process has no workers to keep from another server: it launches its own."""
+        return False
+
     def stop(self) -> None:
         """The engine's stop signal (SIGTERM to the group; SGLang: SIGINT to its launcher), wait, then SIGKILL
         the group; idempotent, safe from signal handlers and atexit."""

@@ -8,13 +8,10 @@ each worker's `/metrics` and the gateway's, and names the worker that died when 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
-import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,142 +23,33 @@ from harness.capture import (
     REPLICAS,
     ROUTER_METRICS_AFTER,
     ROUTER_METRICS_BEFORE,
+    SERVER_INFO,
+    SERVER_LOG,
     WORKERS_DIR,
     write_json_atomic,
 )
 from harness.capture.manifest import fingerprint
 from harness.capture.redact import Redactor
-from harness.engines import RESET_PATHS, no_gpu
-from harness.errors import HarnessError
+from harness.engines import RESET_PATHS
 from harness.servers.control import fetch_metrics, flush_cache
 from harness.servers.process import ServerError, ServerProcess, free_port, server_fingerprint
+from harness.servers.replica_launch import (
+    gateway_workers,
+    router_argv,
+    smg_display,
+    worker_name,
+    worker_profile,
+)
 from harness.servers.server import LogMark
 from harness.spec.flags import storage_backend
 from harness.spec.servers import ServerProfile
-from harness.telemetry.gpus import sampling_plan
 
-SMG_VERSION = "1.13.0"  # the gateway the `router` extra pins; its policies: harness.spec.replicas
 REPLICAS_FILE = REPLICAS  # in the server folder: workers, their URLs per launch, the gateway's line
 ROUTER_DIR = "router"
 # smg keeps listening 5 s after SIGTERM for a load balancer in front (drain_settle_secs; `smg launch` has no
 # flag for it): the harness's gateway has none and nothing in flight when stopped, so 1 s, then SIGKILL
 GATEWAY_STOP_GRACE_S = 1.0
 ROUTER_METRICS = {"before": ROUTER_METRICS_BEFORE, "after": ROUTER_METRICS_AFTER}
-_TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
-
-
-def smg_command() -> str:
-    """The gateway binary: $HARNESS_SMG, else the one beside this interpreter (the venv's), else on PATH."""
-    env = os.environ.get("HARNESS_SMG")
-    if env:
-        return env
-    beside = Path(sys.executable).parent / "smg"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("smg")
-    if found:
-        return found
-    raise HarnessError(
-        f"replicas: need SGLang's gateway `smg` ({SMG_VERSION}): pip install 'harness[router]' "
-        "(or set HARNESS_SMG to its path)"
-    )
-
-
-def _smg_display() -> str:
-    """The gateway binary for a printed line: found, or its bare name (a dry run needs no smg)."""
-    try:
-        return smg_command()
-    except HarnessError:
-        return "smg"
-
-
-def worker_name(i: int) -> str:
-    return f"w{i}"
-
-
-def tp_size(args: tuple[str, ...]) -> int:
-    """GPUs one worker takes: its tensor-parallel size (1 unless a flag says otherwise)."""
-    for i, a in enumerate(args):
-        flag, eq, val = a.partition("=")
-        if flag in _TP_FLAGS:
-            raw = val if eq else (args[i + 1] if i + 1 < len(args) else "1")
-            try:
-                return max(1, int(raw))
-            except ValueError:
-                return 1
-    return 1
-
-
-def gpu_split(profile: ServerProfile, visible: list[str] | None) -> list[str | None]:
-    """Each worker's CUDA_VISIBLE_DEVICES: consecutive slices of the GPUs the profile may use (None: no
-    GPU to split, e.g. the sim or a CPU run); refused in one line when replicas x tp exceed them."""
-    n = int(profile.replicas or 1)
-    if visible is None:
-        return [None] * n
-    tp = tp_size(profile.args)
-    if n * tp > len(visible):
-        raise HarnessError(
-            f"server {profile.name}: replicas {n} x tensor parallel {tp} needs {n * tp} GPUs; "
-            f"{len(visible)} visible ({', '.join(visible) or 'none'})"
-        )
-    return [",".join(visible[i * tp : (i + 1) * tp]) for i in range(n)]
-
-
-def plan_gpus(profile: ServerProfile) -> list[str | None]:
-    """Each worker's GPUs at plan time: the profile's visible GPUs (all NVML sees when it names none) split
-    by replicas x tensor parallel; the sim and CPU runs get None each."""
-    selectors, _reason = sampling_plan(no_gpu(profile), profile.env, profile.args)
-    if selectors == []:
-        return gpu_split(profile, None)
-    return gpu_split(profile, selectors if selectors is not None else _nvml_indices())
-
-
-def _nvml_indices() -> list[str]:
-    """Every GPU NVML sees, by index ([] without NVML or a driver)."""
-    from harness.telemetry import nvml
-
-    nv, _why = nvml.load()
-    if nv is None or nvml.init(nv) is not None:
-        return []
-    try:
-        return [str(i) for i in range(int(nv.nvmlDeviceGetCount()))]
-    except Exception:
-        return []
-    finally:
-        nvml.shutdown(nv)
-
-
-def worker_profile(profile: ServerProfile, i: int, gpus: str | None) -> ServerProfile:
-    """Worker i of a replicas profile: the same launch, its own GPUs; no router keys."""
-    env = dict(profile.env)
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpus
-    return dataclasses.replace(
-        profile, name=f"{profile.name}/{worker_name(i)}", replicas=None, router=None, env=env
-    )
-
-
-def router_argv(
-    profile: ServerProfile, urls: list[str], port: int | str, prom_port: int | str, binary: str | None = None
-) -> list[str]:
-    """The gateway's launch line: the profile's host, the workers, the policy and flags of `router:`."""
-    assert profile.router is not None
-    host = profile.host
-    return [
-        binary or smg_command(),
-        "launch",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--worker-urls",
-        *urls,
-        "--prometheus-host",
-        host,
-        "--prometheus-port",
-        str(prom_port),
-        *profile.router.argv(),
-    ]
 
 
 class ReplicaGroup:
@@ -201,6 +89,7 @@ class ReplicaGroup:
         self.extra_env: dict[str, str] = {}  # every worker's (sweep.cold_start: a shared L3 directory)
         self.worker_env: list[dict[str, str]] = [{} for _ in range(n)]  # one worker's own (its L3 directory)
         self.info: dict[str, Any] | None = None
+        self.taken_from: str | None = None  # the group whose running workers this launch kept
 
     # ---------------------------------------------------------------- identity
     @property
@@ -247,7 +136,7 @@ class ReplicaGroup:
     def router_display_argv(self) -> list[str]:
         urls = [f"http://{self.profile.host}:{{port{i}}}" for i in range(len(self.workers))]
         return self.redactor.argv(
-            router_argv(self.profile, urls, "{port}", "{prometheus_port}", _smg_display())
+            router_argv(self.profile, urls, "{port}", "{prometheus_port}", smg_display())
         )
 
     @property
@@ -321,9 +210,72 @@ class ReplicaGroup:
             raise
         self.launches += 1
         self.points_run = 0
+        self.taken_from = None
         self.info = self.workers[0].info
         self._record_launch()
         return self
+
+    # ---------------------------------------------------------------- workers kept across router policies
+    def take_workers(self, prev: object) -> bool:
+        """Start on `prev`'s running workers when they are launched exactly as this group's would be (the
+        same line, count, GPUs and environment; no L3, whose points each need a fresh server): only the
+        gateway is new, so a sweep over router policies loads the model once. Each worker's log becomes
+        this group's too (a hard link: one file, startup lines included), its server_info a copy. False,
+        with nothing changed, when `prev` is no such group or a link cannot be made."""
+        if not self._same_workers(prev):
+            return False
+        assert isinstance(prev, ReplicaGroup)
+        dirs = [self.server_dir / WORKERS_DIR / worker_name(i) for i in range(len(self.workers))]
+        if any((d / SERVER_LOG).exists() for d in dirs):  # a resumed capture: this group's own logs stay
+            return False
+        made: list[Path] = []
+        try:
+            for d, w in zip(dirs, prev.workers, strict=True):
+                d.mkdir(parents=True, exist_ok=True)
+                os.link(w.log_path, d / SERVER_LOG)
+                made.append(d / SERVER_LOG)
+                if (w.server_dir / SERVER_INFO).exists():
+                    shutil.copyfile(w.server_dir / SERVER_INFO, d / SERVER_INFO)
+        except OSError:  # no hard links on this file system: launch as usual
+            for f in made:
+                f.unlink(missing_ok=True)
+            return False
+        kept = prev.release_workers()
+        for d, mine, w in zip(dirs, self.workers, kept, strict=True):
+            w.profile, w.server_dir, w.log_path = mine.profile, d, d / SERVER_LOG
+        self.workers = kept
+        try:
+            self._start_gateway()
+        except BaseException:
+            self.stop()
+            raise
+        self.launches += 1
+        self.points_run = 0
+        self.taken_from = prev.name
+        self.info = self.workers[0].info
+        self._record_launch()
+        return True
+
+    def _same_workers(self, prev: object) -> bool:
+        if not isinstance(prev, ReplicaGroup) or prev is self or prev.gateway is None:
+            return False
+        if self.storage_envs() or prev.storage_envs() or len(prev.workers) != len(self.workers):
+            return False
+        return all(
+            a.alive()
+            and a.model == b.model
+            and a.profile.env == b.profile.env
+            and server_fingerprint(a) == server_fingerprint(b)
+            for a, b in zip(prev.workers, self.workers, strict=True)
+        )
+
+    def release_workers(self) -> list[ServerProcess]:
+        """Stop the gateway alone and hand the running workers on: this group holds none after."""
+        if self.gateway is not None:
+            self.gateway.stop()
+        self.gateway, self.prom_port = None, None
+        kept, self.workers = self.workers, []
+        return kept
 
     def _start_gateway(self) -> None:
         urls = [w.base_url for w in self.workers]
@@ -377,7 +329,10 @@ class ReplicaGroup:
         except (OSError, ValueError):
             old = {}
         launches = list(old.get("launches") or []) if isinstance(old, dict) else []
-        launches.append({"started_wall": time.time(), "workers": self.worker_urls()})
+        launches.append(
+            {"started_wall": time.time(), "workers": self.worker_urls()}
+            | ({"workers_from": self.taken_from} if self.taken_from else {})
+        )
         assert self.profile.router is not None
         write_json_atomic(
             path,
@@ -428,7 +383,8 @@ class ReplicaGroup:
 
     @property
     def fresh(self) -> bool:
-        return self.launches > 0 and self.points_run == 0
+        """Kept workers ran another group's points: flushed, not fresh."""
+        return self.launches > 0 and self.points_run == 0 and self.taken_from is None
 
     @property
     def settle_s(self) -> float:
@@ -480,19 +436,3 @@ class ReplicaGroup:
             fetch_metrics(
                 f"http://{self.profile.host}:{self.prom_port}", pdir / ROUTER_METRICS[when], headers
             )
-
-
-def gateway_workers(base_url: str, headers: dict[str, str] | None = None) -> dict[str, bool]:
-    """The gateway's workers: URL -> healthy, from smg's GET /workers ({} when it does not answer)."""
-    req = urllib.request.Request(base_url + "/workers", headers=dict(headers or {}))
-    try:
-        with urllib.request.urlopen(req, timeout=2.0) as resp:
-            body = json.loads(resp.read().decode("utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return {}
-    items = body.get("workers") if isinstance(body, dict) else None
-    out: dict[str, bool] = {}
-    for w in items or []:
-        if isinstance(w, dict) and isinstance(w.get("url"), str):
-            out[w["url"].rstrip("/")] = bool(w.get("is_healthy", w.get("healthy")))
-    return out

@@ -107,6 +107,11 @@ class Server(Protocol):
         """The dry run's lines for this server (`quote` quotes one argument)."""
         ...
 
+    def take_workers(self, prev: Server) -> bool:
+        """Start on `prev`'s running engines where they are launched as this server's would be (a replica
+        group differing only in its router: only the gateway is new); False, nothing changed, otherwise."""
+        ...
+
     def storage_envs(self) -> list[tuple[dict[str, str], str]]:
         """What a fresh launch on an empty L3 storage needs: the environments (and a name for each) whose
         storage directory is renewed; [] when the server has no storage backend or is not ours."""

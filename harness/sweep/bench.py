@@ -11,12 +11,12 @@ import contextlib
 import dataclasses
 import errno
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.capture import experiment_dir, point_dir, server_dir
+from harness.capture import point_dir
 from harness.capture.manifest import (
     load_manifest,
     record_server,
@@ -25,10 +25,9 @@ from harness.capture.manifest import (
 )
 from harness.capture.points import mark_failed, next_attempt, read_point
 from harness.capture.records import PointRecord
-from harness.capture.redact import Redactor, spec_redactor
+from harness.capture.redact import Redactor
 from harness.engines import no_gpu
 from harness.errors import HarnessError
-from harness.servers.attached import Attached
 from harness.servers.process import ServerError
 from harness.servers.server import LogMark, Server
 from harness.spec import ExperimentSpec, Point
@@ -44,8 +43,6 @@ from harness.sweep.plan import (
     check_router,
     check_traces,
     check_writable,
-    plan_points,
-    plan_probes,
     server_proc,
 )
 from harness.sweep.point import Telemetry, run_point
@@ -74,7 +71,7 @@ class Outcome:
 
 
 @dataclass
-class _Sweep:
+class Sweep:
     """What every point of one server shares."""
 
     spec: ExperimentSpec
@@ -92,7 +89,7 @@ class _Sweep:
 # ------------------------------------------------------------------ the loop
 
 
-def sweep_server(sw: _Sweep, sp: ServerPlan, server: Server, outcome: Outcome) -> None:
+def sweep_server(sw: Sweep, sp: ServerPlan, server: Server, outcome: Outcome) -> None:
     """Every planned point of one server in sweep order: skip the done, run the rest with retries."""
     name = sp.profile.name
     if sw.spec.search is not None:  # a capacity search: the points are chosen as it goes
@@ -110,7 +107,7 @@ def sweep_server(sw: _Sweep, sp: ServerPlan, server: Server, outcome: Outcome) -
         point_done()
 
 
-def _search_server(sw: _Sweep, name: str, server: Server, outcome: Outcome) -> None:
+def _search_server(sw: Sweep, name: str, server: Server, outcome: Outcome) -> None:
     """A capacity search's probes on one server, each an ordinary point run with retries (sweep.search)."""
     from harness.sweep.search import run_search
 
@@ -125,7 +122,7 @@ def _search_server(sw: _Sweep, name: str, server: Server, outcome: Outcome) -> N
 
 
 def _run_with_retries(
-    sw: _Sweep,
+    sw: Sweep,
     name: str,
     point: Point,
     seed: int,
@@ -273,26 +270,48 @@ def write_bench_manifest(
 
 
 def run_server_points(
-    plan: ExperimentPlan, sp: ServerPlan, sw: _Sweep, redactor: Redactor, outcome: Outcome
-) -> None:
-    """One server up for all its points; restart and retry when it dies; a dead-for-good server ends its sweep."""
+    plan: ExperimentPlan,
+    sp: ServerPlan,
+    sw: Sweep,
+    redactor: Redactor,
+    outcome: Outcome,
+    carried: Server | None = None,
+) -> Server | None:
+    """One server up for all its points; restart and retry when it dies; a dead-for-good server ends its sweep.
+
+    `carried`: the previous server of the experiment, still running: its workers are kept where this
+    server's are launched the same (Server.take_workers: replicas differing only in router policy), else
+    it is stopped first. Returns this server still running for the next one (the caller stops it), or None.
+    """
     spec, name, log = plan.spec, sp.profile.name, sw.log
     proc = server_proc(plan, sp, redactor)
     t0 = time.monotonic()
-    prepare_cold_storage(proc)
+    kept = False
     try:
-        proc.start()
+        kept = carried is not None and proc.take_workers(carried)
+        if carried is not None and not kept:
+            carried.stop()  # before this launch: its GPUs and memory are the next server's
+        if not kept:
+            prepare_cold_storage(proc)
+            proc.start()
     except ServerError as e:
         outcome.server_failures.append(f"{spec.name}/{name}: {e}")
         log(f"{spec.name}/{name}: server failed to start, its {len(sp.todo)} points were not run: {e}")
-        return
+        return None
     except BaseException:
         proc.stop()
         raise
+    finally:
+        if carried is not None and not kept:  # whatever stopped this launch: nothing of it left running
+            carried.stop()
+    done = False
     try:
         version = (proc.info or {}).get("version")
         record_server(plan.edir, name, server_version=version, last_pid=proc.pid)
-        log(f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid})")
+        how = f"; the workers of {carried.name if carried else ''} kept, only the gateway new" if kept else ""
+        log(
+            f"{spec.name}/{name}: ready in {time.monotonic() - t0:.1f}s at {proc.base_url} (pid {proc.pid}){how}"
+        )
         sweep_server(
             dataclasses.replace(
                 sw, telemetry=_telemetry_factory(sp.profile, sp.gpus, sw.telemetry_interval_s)
@@ -301,11 +320,14 @@ def run_server_points(
             proc,
             outcome,
         )
+        done = True
     except ServerError as e:
         outcome.server_failures.append(f"{spec.name}/{name}: {e}")
         log(f"{spec.name}/{name}: server could not be restarted; the rest of its points were not run: {e}")
     finally:
-        proc.stop()
+        if not (done and proc.alive()):
+            proc.stop()
+    return proc if done and proc.alive() else None
 
 
 def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redactor, log: Log) -> Outcome:
@@ -327,30 +349,42 @@ def run_plans(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Redacto
                 log(f"{plan.spec.name}: skipped: {plan.skipped}")
                 continue
             write_bench_manifest(plan, opts, redactor, extra)
-            sw = _sweep(plan.spec, opts, log)
-            for sp in plan.servers:
-                outcome.skipped_ok += len(sp.done)
-                if sp.done:
-                    log(f"{plan.spec.name}/{sp.profile.name}: {len(sp.done)} points already ok, skipped")
-                if not sp.todo:
-                    continue
-                try:
-                    run_server_points(plan, sp, sw, redactor, outcome)
-                except OSError as e:
-                    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-                        raise HarnessError(
-                            f"capture {opts.capture}: {e.strerror} while writing {e.filename or 'results'}; "
-                            "run stopped, server stopped; free some space and run the same command to resume"
-                        ) from None
-                    raise
+            _run_servers(plan, _sweep(plan.spec, opts, log), opts, redactor, outcome)
     return outcome
 
 
-def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | None = None) -> _Sweep:
+def _run_servers(
+    plan: ExperimentPlan, sw: Sweep, opts: BenchOptions, redactor: Redactor, outcome: Outcome
+) -> None:
+    """An experiment's servers in turn, each handing its running server to the next (run_server_points)."""
+    carried: Server | None = None
+    try:
+        for sp in plan.servers:
+            outcome.skipped_ok += len(sp.done)
+            if sp.done:
+                sw.log(f"{plan.spec.name}/{sp.profile.name}: {len(sp.done)} points already ok, skipped")
+            if not sp.todo:
+                continue
+            try:
+                held, carried = carried, None  # run_server_points keeps it or stops it, even on a raise
+                carried = run_server_points(plan, sp, sw, redactor, outcome, held)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                    raise HarnessError(
+                        f"capture {opts.capture}: {e.strerror} while writing {e.filename or 'results'}; "
+                        "run stopped, server stopped; free some space and run the same command to resume"
+                    ) from None
+                raise
+    finally:
+        if carried is not None:
+            carried.stop()
+
+
+def _sweep(spec: ExperimentSpec, opts: BenchOptions, log: Log, retries: int | None = None) -> Sweep:
     """What every server of one experiment shares (telemetry is set per server)."""
     retries = opts.retries if retries is None else retries
     maker = load_prompt_maker(spec.tokenizer)
-    return _Sweep(
+    return Sweep(
         spec,
         opts.node,
         opts.capture,
@@ -386,91 +420,3 @@ def _clock_lock(mhz: int | None) -> Iterator[dict[str, Any] | None]:
 
     with locked_clocks(mhz) as record:
         yield record
-
-
-# ------------------------------------------------------------------ attach path (`harness run`)
-
-
-def attached_telemetry(gpus: str | None) -> Telemetry:
-    """Telemetry around each point: the attached server's GPUs are not known, so all unless --gpus."""
-    chosen = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else None
-    return lambda pdir: open_sampler(pdir, gpus=chosen)
-
-
-def run_points(
-    spec: ExperimentSpec,
-    *,
-    base_url: str,
-    server_name: str,
-    node: str,
-    capture_root: Path,
-    seeds: Sequence[int] | None = None,
-    points: list[Point] | None = None,
-    quiet: bool = True,
-    telemetry: Telemetry | None = None,
-    log: Log | None = None,
-    metrics_interval_s: float = DEFAULT_INTERVAL_S,
-) -> list[PointRecord | dict[str, Any]]:
-    """Every point x seed against a running server, in order; skips points already ok, no retries."""
-    seeds = list(spec.seeds if seeds is None else seeds)
-    if spec.search is not None:  # the search runs each probe for the spec's seeds: these (--seeds)
-        spec = dataclasses.replace(spec, seeds=seeds)
-        planned = plan_probes(spec, seeds, Path(capture_root), node, server_name)
-    else:
-        planned = plan_points(
-            spec, spec.points() if points is None else points, seeds, Path(capture_root), node, server_name
-        )
-    sp = ServerPlan(ServerProfile(name=server_name, launch="attach", url=base_url), planned)
-    sw = _Sweep(
-        spec,
-        node,
-        Path(capture_root),
-        quiet,
-        telemetry,
-        load_prompt_maker(spec.tokenizer),
-        0,
-        log or (lambda _msg: None),
-        metrics_interval_s=metrics_interval_s,
-    )
-    outcome = Outcome()
-    server = Attached(
-        base_url, name=server_name, server_dir=server_dir(Path(capture_root), node, spec.name, server_name)
-    )
-    if sp.todo:  # its info, saved as a launched server's is (the headers: only when points will be sent)
-        server.headers, server.redactor = spec.resolved_headers(), spec_redactor([spec])
-        server.start()
-    with sweep_progress(len(sp.todo), quiet):
-        sweep_server(sw, sp, server, outcome)
-    return outcome.records
-
-
-def run_attached(
-    spec: ExperimentSpec,
-    points: list[Point],
-    *,
-    server_url: str,
-    server_name: str,
-    node: str,
-    capture: Path,
-    seeds: Sequence[int] | None,
-    quiet: bool,
-    gpus: str | None,
-    log: Log,
-    metrics_interval_s: float = DEFAULT_INTERVAL_S,
-) -> list[PointRecord | dict[str, Any]]:
-    """`harness run`: the manifest (refused over points of another spec version), then every point."""
-    edir = experiment_dir(capture, node, spec.name)
-    write_manifest(edir, spec, node, spec_redactor([spec]), {"server_url_attached": server_url})
-    return run_points(
-        spec,
-        base_url=server_url,
-        server_name=server_name,
-        node=node,
-        capture_root=capture,
-        seeds=seeds,
-        points=points,
-        quiet=quiet,
-        telemetry=attached_telemetry(gpus),
-        log=log,
-        metrics_interval_s=metrics_interval_s,
-    )

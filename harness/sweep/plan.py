@@ -24,7 +24,8 @@ from harness.capture.points import is_done, read_point
 from harness.capture.redact import Redactor
 from harness.errors import HarnessError
 from harness.servers.process import ServerProcess
-from harness.servers.replicas import ReplicaGroup, plan_gpus, smg_command
+from harness.servers.replica_launch import plan_gpus, smg_command
+from harness.servers.replicas import ReplicaGroup
 from harness.servers.server import Server
 from harness.spec import ExperimentSpec, Point, load_spec
 from harness.spec.engines import engine_of

@@ -15,7 +15,7 @@ import pytest
 from harness.capture import read_jsonl
 from harness.servers.control import flush_cache
 from harness.spec import load_spec
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from tests.helpers import cli
 from tests.helpers.procs import wait_lines
 from tests.helpers.specs import shared_prefix, write_spec

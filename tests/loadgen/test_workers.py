@@ -23,7 +23,7 @@ from harness.capture.redact import spec_redactor
 from harness.errors import SpecError
 from harness.loadgen.split import PIDS, shares
 from harness.spec import load_spec, parse_spec
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from tests.helpers import specs
 from tests.helpers.procs import FakeServerProcess
 

@@ -103,6 +103,18 @@ def test_two_sglang_workers_behind_smg_sum_to_the_three_sources(
             assert min(c.predicted) - 0.03 <= c.measured_hit_rate <= max(c.predicted) + 0.03, where
         print(where)
     assert rates["cache_aware"] > rates["round_robin"], rates
+    # launched alike but for the router: the second policy kept the first's SGLang workers (one model load),
+    # and the log hit rates above were read from its slices of their logs
+    runs = {n: json.loads((tmp_path / "capture" / "n" / "rep" / n / "replicas.json").read_text())["launches"]
+            for n in rates}  # fmt: skip
+    first, second = sorted(rates, key=lambda n: runs[n][0]["started_wall"])
+    assert (
+        runs[second][0]["workers_from"] == first and runs[second][0]["workers"] == runs[first][0]["workers"]
+    )
+    point = json.loads((tmp_path / "capture" / "n" / "rep" / second / "seed=0" / "point.json").read_text())
+    assert (
+        f"the workers of {first} kept" in out and point["fresh_server"] is False and point["flushed"] is True
+    )
     print("real SGLang x2 behind smg, hit rate by usage:", {k: round(v, 3) for k, v in rates.items()})
 
 

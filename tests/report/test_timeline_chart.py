@@ -13,7 +13,7 @@ from harness.report.chart_data import experiment_charts
 from harness.report.html_page import render
 from harness.spec import load_spec
 from harness.summarize.summary import summarize
-from harness.sweep.bench import run_attached
+from harness.sweep.attach import run_attached
 from tests.helpers import specs
 from tests.helpers.browser import Chromium, can_unshare_net, ensure_chromium
 from tests.helpers.procs import SimProc

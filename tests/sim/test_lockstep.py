@@ -374,7 +374,7 @@ def test_dropped_streams_do_not_stall_the_lockstep(tmp_path: Path) -> None:
     come (each such wait would be a lockstep timeout, and a wall-clock-dependent result)."""
     from harness.capture import read_jsonl
     from harness.spec import load_spec
-    from harness.sweep.bench import run_points
+    from harness.sweep.attach import run_points
     from tests.helpers.procs import SimProc
 
     spec = load_spec(_spec(tmp_path, "multi-turn", 4))

@@ -18,7 +18,7 @@ import pytest
 
 from harness.capture import read_jsonl
 from harness.spec import load_spec
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from harness.tokenizer import drop_reasoning
 from tests.helpers.procs import SimProc
 from tests.helpers.specs import TIMEOUTS, multi_turn, write_spec

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.errors import HarnessError, SpecError
-from harness.servers.replicas import gpu_split, router_argv, worker_profile
+from harness.servers.replica_launch import gpu_split, router_argv, worker_profile
 from harness.spec import load_spec
 from tests.helpers import specs
 

@@ -24,7 +24,7 @@ from harness.capture import read_jsonl
 from harness.errors import HarnessError
 from harness.servers.control import check_server, flush_cache
 from harness.spec import load_spec
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from tests.helpers import cli, specs
 from tests.helpers.procs import SimProc, wait_lines
 from tests.helpers.specs import shared_prefix

@@ -13,7 +13,7 @@ from harness.capture.manifest import write_manifest
 from harness.capture.redact import spec_redactor
 from harness.spec import load_spec
 from harness.summarize.summary import summarize
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from tests.helpers import specs
 from tests.helpers.procs import STDLIB_SERVER, ScriptServer, SimProc
 from tests.helpers.specs import shared_prefix

@@ -60,6 +60,19 @@ def test_two_sims_behind_smg_every_worker_measured_and_the_sources_agree(tmp_pat
     sdir = tmp_path / "capture" / "n" / "rep"
     info = json.loads((sdir / "cache_aware" / "replicas.json").read_text())
     assert info["replicas"] == 2 and info["policy"] == "cache_aware" and info["storage"] == "own"
+    # the two policies' workers are launched alike: cache_aware kept round_robin's, only its gateway new
+    (before,) = json.loads((sdir / "round_robin" / "replicas.json").read_text())["launches"]
+    (after,) = info["launches"]
+    assert after["workers_from"] == "round_robin" and after["workers"] == before["workers"], (before, after)
+    assert (
+        "rep/cache_aware: ready in" in r.stdout + r.stderr and "the workers of round_robin kept" in r.stdout
+    )
+    for w in ("w0", "w1"):  # one log file, in both folders: each group's points read their slices of it
+        assert os.path.samefile(sdir / "round_robin" / "workers" / w / "server.log",
+                                sdir / "cache_aware" / "workers" / w / "server.log")  # fmt: skip
+        assert (sdir / "cache_aware" / "workers" / w / "server_info.json").exists()
+    first = json.loads((sdir / "cache_aware" / "seed=0" / "point.json").read_text())
+    assert first["fresh_server"] is False and first["flushed"] is True, first  # flushed, not fresh
     summary = _summarize(tmp_path)
     by_server = {p["server"]: p for p in summary["points"]}
     assert set(by_server) == {"round_robin", "cache_aware"}
@@ -162,3 +175,24 @@ def test_the_timeline_scrapes_every_worker_and_the_gateway(tmp_path: Path, mark:
     assert set(by_source) == {"w0", "w1", "gateway"} and all(len(v) >= 2 for v in by_source.values())
     # round robin: each worker's own counters took half the requests
     assert [by_source[w][-1]["values"]["requests"] for w in ("w0", "w1")] == [12, 12], by_source["w0"][-1]
+
+
+def test_workers_are_kept_only_for_a_group_launched_alike(tmp_path: Path, mark: str) -> None:
+    """a -> b: another pool, so b launches its own workers; b -> c: only the policy differs, c keeps b's."""
+    wl = shared_prefix(groups=2, prompts_per_group=2, system_prompt_tokens=64, question_tokens=8)
+    servers = [{"name": n, "launch": "sim", "replicas": 2, "router": {"policy": pol},
+                "args": [*SIM_FAST, "--max-total-tokens", pool, "--enable-cache-report"]}
+               for n, pol, pool in (("a", "round_robin", "1200"), ("b", "round_robin", "1300"),
+                                    ("c", "cache_aware", "1300"))]  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="keep", workload=wl, sweep={}, concurrency=1, servers=servers)
+    r = run_bench(tmp_path, "--spec", str(spec))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert no_survivors(mark)
+    sdir = tmp_path / "capture" / "n" / "keep"
+    launches = {n: json.loads((sdir / n / "replicas.json").read_text())["launches"] for n in "abc"}
+    assert "workers_from" not in launches["a"][0] and "workers_from" not in launches["b"][0], launches
+    assert (
+        launches["c"][0]["workers_from"] == "b" and launches["c"][0]["workers"] == launches["b"][0]["workers"]
+    )
+    assert launches["b"][0]["workers"] != launches["a"][0]["workers"]
+    assert all(json.loads((sdir / n / "seed=0" / "point.json").read_text())["status"] == "ok" for n in "abc")

@@ -12,7 +12,7 @@ import pytest
 
 from harness.capture import read_jsonl
 from harness.spec import load_spec
-from harness.sweep.bench import run_points
+from harness.sweep.attach import run_points
 from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
 from tests.helpers import specs
 from tests.helpers.procs import SimProc

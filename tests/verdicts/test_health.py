@@ -16,7 +16,7 @@ from harness.report.markdown import render as render_markdown
 from harness.spec import load_spec
 from harness.summarize.funnel import returning_tokens
 from harness.summarize.summary import summarize, write_summaries
-from harness.sweep.bench import run_attached
+from harness.sweep.attach import run_attached
 from harness.telemetry.timeline import read_timeline
 from harness.verdicts.health import eviction_verdict, point_file_verdicts
 from tests.helpers import specs

@@ -14,7 +14,7 @@ import pytest
 
 from harness.spec import load_spec
 from harness.summarize.summary import summarize
-from harness.sweep.bench import run_attached
+from harness.sweep.attach import run_attached
 from tests.helpers import specs
 from tests.helpers.metrics_script import SCRIPTS, write_script
 

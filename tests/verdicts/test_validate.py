@@ -365,7 +365,7 @@ def test_null_sampler_end_to_end_against_the_sim(tmp_path: Path) -> None:
     from harness.engines import ADAPTERS
     from harness.spec import parse_spec
     from harness.summarize.summary import summarize
-    from harness.sweep.bench import run_points
+    from harness.sweep.attach import run_points
     from harness.telemetry.gpus import SIM_REASON, sampling_plan
     from harness.telemetry.sampler import open_sampler
 

@@ -246,7 +246,7 @@ def _live_cached(
     """Cached tokens per schedule index from a real `harness serve-sim` run through harness.sweep."""
     from harness.capture import read_jsonl
     from harness.spec import load_spec
-    from harness.sweep.bench import run_points
+    from harness.sweep.attach import run_points
     from tests.helpers.procs import SimProc
 
     spec = load_spec(spec_path)

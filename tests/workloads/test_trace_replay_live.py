@@ -44,7 +44,7 @@ def test_live_replay_measures_what_whatif_predicts(tmp_path: Path) -> None:
     """The Done-when of issue 14: at concurrency 1 within 1 point, at 8 within 3 points, with eviction."""
     from harness.capture import read_jsonl
     from harness.spec import load_spec
-    from harness.sweep.bench import run_points
+    from harness.sweep.attach import run_points
     from tests.helpers.procs import SimProc
 
     srv = SimProc(tmp_path, "--max-total-tokens", str(POOL), "--time-scale", "0.01", "--enable-cache-report")
@@ -176,7 +176,7 @@ def test_honored_timestamps_and_a_duration_limit(tmp_path: Path) -> None:
     stops a long trace and records the rest, read or not yet read from the file, as not sent."""
     from harness.capture import read_jsonl
     from harness.spec import load_spec
-    from harness.sweep.bench import run_points
+    from harness.sweep.attach import run_points
     from tests.helpers.procs import SimProc
 
     trace = tmp_path / "t.jsonl"
