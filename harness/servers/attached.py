@@ -111,3 +111,6 @@ class Attached:
 
     def take_workers(self, prev: object) -> bool:
         return False
+
+    def can_take_workers(self, prev: object) -> bool:
+        return False

@@ -388,6 +388,9 @@ class ServerProcess:
         """One process has no workers to keep from another server: it launches its own."""
         return False
 
+    def can_take_workers(self, prev: object) -> bool:
+        return False
+
     def stop(self) -> None:
         """The engine's stop signal (SIGTERM to the group; SGLang: SIGINT to its launcher), wait, then SIGKILL
         the group; idempotent, safe from signal handlers and atexit."""

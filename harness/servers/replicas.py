@@ -256,17 +256,26 @@ class ReplicaGroup:
         self._record_launch()
         return True
 
-    def _same_workers(self, prev: object) -> bool:
-        if not isinstance(prev, ReplicaGroup) or prev is self or prev.gateway is None:
+    def can_take_workers(self, prev: object) -> bool:
+        """Whether `prev`'s workers are launched as this group's: the same line, count, GPUs and environment,
+        and no L3 on either (the dry run says so; take_workers also needs them running)."""
+        if not isinstance(prev, ReplicaGroup) or prev is self:
             return False
         if self.storage_envs() or prev.storage_envs() or len(prev.workers) != len(self.workers):
             return False
         return all(
-            a.alive()
-            and a.model == b.model
+            a.model == b.model
             and a.profile.env == b.profile.env
             and server_fingerprint(a) == server_fingerprint(b)
             for a, b in zip(prev.workers, self.workers, strict=True)
+        )
+
+    def _same_workers(self, prev: object) -> bool:
+        return (
+            self.can_take_workers(prev)
+            and isinstance(prev, ReplicaGroup)
+            and prev.gateway is not None
+            and all(w.alive() for w in prev.workers)
         )
 
     def release_workers(self) -> list[ServerProcess]:

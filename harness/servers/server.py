@@ -112,6 +112,10 @@ class Server(Protocol):
         group differing only in its router: only the gateway is new); False, nothing changed, otherwise."""
         ...
 
+    def can_take_workers(self, prev: Server) -> bool:
+        """Whether take_workers would keep `prev`'s engines were they running (the dry run's line)."""
+        ...
+
     def storage_envs(self) -> list[tuple[dict[str, str], str]]:
         """What a fresh launch on an empty L3 storage needs: the environments (and a name for each) whose
         storage directory is renewed; [] when the server has no storage backend or is not ours."""

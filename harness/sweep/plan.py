@@ -287,8 +287,15 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
             lines.append(f"experiment {spec.name} ({plan.path}): skipped: {plan.skipped}")
             continue
         lines.append(f"experiment {spec.name} ({plan.path}): {len(plan.servers)} servers, seeds {spec.seeds}")
+        prev: Server | None = None
         for sp in plan.servers:
-            lines += server_proc(plan, sp, redactor).describe(_quote)
+            proc = server_proc(plan, sp, redactor)
+            lines += proc.describe(_quote)
+            if prev is not None and sp.todo and proc.can_take_workers(prev):
+                lines.append(
+                    f"    keeps the running workers of {prev.name} (launched alike but for the router)"
+                )
+            prev = proc if sp.todo else prev
             if sp.profile.env:
                 lines.append(
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"

@@ -185,6 +185,10 @@ def test_workers_are_kept_only_for_a_group_launched_alike(tmp_path: Path, mark: 
                for n, pol, pool in (("a", "round_robin", "1200"), ("b", "round_robin", "1300"),
                                     ("c", "cache_aware", "1300"))]  # fmt: skip
     spec = bench_spec(tmp_path, mark, name="keep", workload=wl, sweep={}, concurrency=1, servers=servers)
+    dry = run_bench(tmp_path, "--spec", str(spec), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    kept = [ln.strip() for ln in dry.stdout.splitlines() if "keeps the running workers" in ln]
+    assert kept == ["keeps the running workers of b (launched alike but for the router)"], dry.stdout
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert no_survivors(mark)
