@@ -200,3 +200,22 @@ def test_workers_are_kept_only_for_a_group_launched_alike(tmp_path: Path, mark: 
     )
     assert launches["b"][0]["workers"] != launches["a"][0]["workers"]
     assert all(json.loads((sdir / n / "seed=0" / "point.json").read_text())["status"] == "ok" for n in "abc")
+
+
+def test_a_flush_smg_answers_206_while_a_worker_is_busy_is_retried(tmp_path: Path, mark: str) -> None:
+    """smg 1.13.0 answers a /flush_cache with 206 `partial_success` when any worker refused it (SGLang's 400 while its /health runs
+    a generation, as smg's own checks make it do): the harness retries it as it retries SGLang's 400. The
+    sims refuse their first two flushes here; before the retry the point read `flushed: false`."""
+    wl = shared_prefix(groups=1, prompts_per_group=2, system_prompt_tokens=32, question_tokens=8)
+    server = {"name": "rr", "launch": "sim", "replicas": 2, "router": {"policy": "round_robin"},
+              "args": [*SIM_FAST, *POOL, "--fault-refuse-flush", "2"]}  # fmt: skip
+    spec = bench_spec(tmp_path, mark, name="fl", workload=wl, sweep={}, concurrency=1, servers=[server])
+    r = run_bench(tmp_path, "--spec", str(spec))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert no_survivors(mark)
+    point = json.loads((tmp_path / "capture" / "n" / "fl" / "rr" / "seed=0" / "point.json").read_text())
+    assert point["flushed"] is True and point["flush_note"] == "flushed after 3 tries", point
+    router_log = (tmp_path / "capture" / "n" / "fl" / "rr" / "router" / "server.log").read_text()
+    workers = [(tmp_path / "capture" / "n" / "fl" / "rr" / "workers" / w / "server.log").read_text()
+               for w in ("w0", "w1")]  # fmt: skip
+    assert all(w.count("Cache not flushed") == 2 for w in workers), router_log[-2000:]
