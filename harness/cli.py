@@ -65,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:
+        if not signals.caused_by_stop(e):
+            raise
+        print(f"harness{' ' + name if name else ''}: interrupted", file=sys.stderr)
+        return 130
 
 
 def entry() -> None:

@@ -29,6 +29,19 @@ def interrupt(signum: int, frame: Any = None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
+def caused_by_stop(e: BaseException) -> bool:
+    """A stop signal that landed inside code turning exceptions into others: an extension module's import
+    raises `ImportError: initialization failed` from the KeyboardInterrupt (seen in CI's signal stress)."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
