@@ -49,7 +49,6 @@ class Adapter:
     timeline: Watch = field(default_factory=Watch)  # its /metrics samples the per-point timeline keeps
     env: dict[str, str] = field(default_factory=dict)  # set for the server unless the profile sets it
     reset_off_env: dict[str, str] = field(default_factory=dict)  # turns flush_path off (a warm re-run)
-    gateway_flush: bool = False  # SGLang's gateway (smg) forwards this reset to every worker behind it
     # why it never uses a GPU (telemetry's null reason: the sim's); None: its env and args say
     no_gpu: str | None = None
     time_scaled: bool = False  # paced by bench's --time-scale: its wall clock runs X times a modelled card's

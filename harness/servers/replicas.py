@@ -423,9 +423,10 @@ class ReplicaGroup:
 
     # ---------------------------------------------------------------- per point
     def flush(self, headers: dict[str, str]) -> tuple[bool | None, str | None]:
-        """SGLang's workers through the gateway (its /flush_cache reaches all); others one by one."""
-        if self.workers[0].adapter.gateway_flush:
-            return flush_cache(self.base_url, headers=headers, paths=self.reset_paths)
+        """Each worker's own reset, retried while it refuses. Not through smg's /flush_cache: when one worker
+        refuses (SGLang while the generation its /health runs for smg's checks), smg answers 206 and a
+        retry flushes the others again, so one point left two flush lines in a worker's log, and its log
+        slice, which starts at the point's flush line, came out empty (docs/smg-routing.md)."""
         results = [
             flush_cache(w.base_url, headers=headers, paths=w.reset_paths or RESET_PATHS) for w in self.workers
         ]

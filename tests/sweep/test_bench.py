@@ -31,7 +31,7 @@ from tests.helpers.procs import marked_pids, no_survivors
 from tests.helpers.specs import SIM_FAST, bench_spec
 
 REPO = Path(__file__).resolve().parents[2]
-CRASH_ONCE = str(Path(__file__).parents[1] / "helpers" / "servers_crash_once.py")
+FIRST_LAUNCH = str(Path(__file__).parents[1] / "helpers" / "servers_first_launch.py")
 
 
 def point_json(cap: Path, exp: str, server: str, point: str) -> dict:
@@ -132,8 +132,9 @@ def test_server_crash_mid_point_is_restarted_and_the_point_retried(tmp_path: Pat
     marker = tmp_path / "launched-once"
     cmd = [
         sys.executable,
-        CRASH_ONCE,
+        FIRST_LAUNCH,
         str(marker),
+        "--fault-crash-after",
         "3",
         "--",
         "--port",

@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("smg") is None and not (Path(sys.executable).parent / "smg").exists(),
                        reason="smg (the router extra) is not installed"),
 ]  # fmt: skip
-CRASH_ONCE = str(Path(__file__).parents[1] / "helpers" / "servers_crash_once.py")
+FIRST_LAUNCH = str(Path(__file__).parents[1] / "helpers" / "servers_first_launch.py")
 # 6 groups x 4 prompts of a 384-token prefix: a 1,200-token pool per worker holds two or three groups
 WORKLOAD = shared_prefix(groups=6, prompts_per_group=4, system_prompt_tokens=384, question_tokens=16)
 POOL = ["--max-total-tokens", "1200", "--enable-cache-report", "--enable-metrics"]
@@ -112,7 +112,7 @@ def test_two_sims_behind_smg_every_worker_measured_and_the_sources_agree(tmp_pat
 
 def test_a_worker_that_dies_mid_point_fails_that_attempt_by_name(tmp_path: Path, mark: str) -> None:
     marker = tmp_path / "launched-once"  # the first worker to start crashes after 5 requests; no other
-    cmd = [sys.executable, CRASH_ONCE, str(marker), "5", "--", "--port", "{port}", "--model-path", "default",
+    cmd = [sys.executable, FIRST_LAUNCH, str(marker), "--fault-crash-after", "5", "--", "--port", "{port}", "--model-path", "default",
            *SIM_FAST, *POOL]  # fmt: skip
     server = {"name": "c", "launch": "command", "engine": "sim", "command": cmd, "replicas": 2,
               "router": {"policy": "round_robin"}}  # fmt: skip
@@ -202,20 +202,42 @@ def test_workers_are_kept_only_for_a_group_launched_alike(tmp_path: Path, mark: 
     assert all(json.loads((sdir / n / "seed=0" / "point.json").read_text())["status"] == "ok" for n in "abc")
 
 
-def test_a_flush_smg_answers_206_while_a_worker_is_busy_is_retried(tmp_path: Path, mark: str) -> None:
-    """smg 1.13.0 answers a /flush_cache with 206 `partial_success` when any worker refused it (SGLang's 400 while its /health runs
-    a generation, as smg's own checks make it do): the harness retries it as it retries SGLang's 400. The
-    sims refuse their first two flushes here; before the retry the point read `flushed: false`."""
-    wl = shared_prefix(groups=1, prompts_per_group=2, system_prompt_tokens=32, question_tokens=8)
-    server = {"name": "rr", "launch": "sim", "replicas": 2, "router": {"policy": "round_robin"},
-              "args": [*SIM_FAST, *POOL, "--fault-refuse-flush", "2"]}  # fmt: skip
+def test_a_worker_that_refuses_a_flush_is_retried_on_its_own_and_its_log_slice_holds_its_point(
+    tmp_path: Path, mark: str
+) -> None:
+    """SGLang refuses a flush while its /health runs the generation smg's checks make it run. Through smg,
+    one worker's refusal made the whole flush 206 and the retry flushed the other worker again: three flush
+    lines in one point, and that worker's log slice (from the point's flush line to the next) came out
+    empty, as on real SGLang in CI. Here w0 (the first launched) refuses its first two flushes, w1 none."""
+    wl = shared_prefix(groups=1, prompts_per_group=4, system_prompt_tokens=64, question_tokens=8)
+    cmd = [sys.executable, FIRST_LAUNCH, str(tmp_path / "first"), "--fault-refuse-flush", "2", "--",
+           "--port", "{port}", "--model-path", "default", *SIM_FAST, *POOL]  # fmt: skip
+    server = {"name": "rr", "launch": "command", "engine": "sim", "command": cmd, "replicas": 2,
+              "router": {"policy": "round_robin"}}  # fmt: skip
     spec = bench_spec(tmp_path, mark, name="fl", workload=wl, sweep={}, concurrency=1, servers=[server])
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert no_survivors(mark)
-    point = json.loads((tmp_path / "capture" / "n" / "fl" / "rr" / "seed=0" / "point.json").read_text())
-    assert point["flushed"] is True and point["flush_note"] == "flushed after 3 tries", point
-    router_log = (tmp_path / "capture" / "n" / "fl" / "rr" / "router" / "server.log").read_text()
-    workers = [(tmp_path / "capture" / "n" / "fl" / "rr" / "workers" / w / "server.log").read_text()
-               for w in ("w0", "w1")]  # fmt: skip
-    assert all(w.count("Cache not flushed") == 2 for w in workers), router_log[-2000:]
+    sdir = tmp_path / "capture" / "n" / "fl" / "rr"
+    point = json.loads((sdir / "seed=0" / "point.json").read_text())
+    assert point["flushed"] is True and point["flush_note"] == "w0: flushed after 3 tries", point
+    logs = {w: (sdir / "workers" / w / "server.log").read_text() for w in ("w0", "w1")}
+    assert logs["w0"].count("Cache not flushed") == 2 and "Cache not flushed" not in logs["w1"]
+    assert all(log.count("Cache flushed successfully") == 1 for log in logs.values())  # one line a point
+    f = _summarize(tmp_path)["points"][0]["seeds"]["0"]["figures"]
+    assert all(w["hit_rate_log"] == w["hit_rate_usage"] for w in f["workers"].values()), f["workers"]
+
+
+def test_a_206_from_smg_on_its_own_flush_is_retried(tmp_path: Path, mark: str) -> None:
+    """On smg's own /flush_cache (a gateway URL given to `harness run`) a worker's refusal comes back as
+    HTTP 206 `partial_success`: retried as SGLang's 400 is, until every worker flushed."""
+    from harness.servers.control import flush_cache
+    from harness.servers.replicas import ReplicaGroup
+    from harness.spec.servers import parse_servers
+
+    raw = {"name": "g", "launch": "sim", "replicas": 2, "router": {"policy": "round_robin"},
+           "args": [*SIM_FAST, "--fault-refuse-flush", "2"], "env": {"BENCH_TEST_MARK": mark}}  # fmt: skip
+    (prof,) = parse_servers([raw], None, "s.yaml")
+    with ReplicaGroup(prof, tmp_path / "g") as group:
+        assert flush_cache(group.base_url, wait_s=0.05) == (True, "flushed after 3 tries")
+    assert no_survivors(mark)

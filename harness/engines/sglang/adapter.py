@@ -95,7 +95,6 @@ SGLANG = register(
         flush_path="/flush_cache",
         metric_names=SGLANG_METRICS,
         timeline=SGLANG_TIMELINE,
-        gateway_flush=True,
         marks=SGLANG_MARKS,
         default_policy="lru",  # --radix-eviction-policy's default
         # SIGTERM sets a flag that the tokenizer manager's watchdog reads every 5 s (sigterm_watchdog), so a

@@ -1,6 +1,7 @@
-"""Run `harness serve-sim` and make only its first launch crash after N requests (restart tests).
+"""Run `harness serve-sim` with some flags on its first launch only (a crash, refused flushes): of several
+launches, by restarts or as replicas, exactly one is first.
 
-Usage: servers_crash_once.py MARKER_FILE N -- serve-sim args...  The marker file records the first launch.
+Usage: servers_first_launch.py MARKER_FILE FLAG... -- serve-sim args...  The marker file records the first.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import sys
 
 
 def main() -> None:
-    marker, n, sep, *rest = sys.argv[1:]
-    assert sep == "--"
-    args = list(rest)
+    marker, *rest = sys.argv[1:]
+    cut = rest.index("--")
+    first_only, args = rest[:cut], rest[cut + 1 :]
     try:  # atomic: of several launches at once (replicas), exactly one is the first
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError:
@@ -20,7 +21,7 @@ def main() -> None:
     else:
         os.write(fd, b"launched\n")
         os.close(fd)
-        args += ["--fault-crash-after", n]
+        args += first_only
     os.execv(sys.executable, [sys.executable, "-m", "harness", "serve-sim", *args])
 
 
