@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -31,7 +32,10 @@ class ModelConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The architecture fields of a decoder-only transformer (dense or MoE) and what follows from them."""
+    """The architecture fields of a decoder-only transformer (dense or MoE) and what follows from them.
+
+    What follows is cached (cached_property): the timing model asks for it on every prefill and decode
+    step of a replay, millions of times on a large trace, and the shape never changes."""
 
     name: str
     layers: int
@@ -49,50 +53,50 @@ class ModelShape:
     context_length: int = 131_072
 
     # --- parameter counts -------------------------------------------------------------------------
-    @property
+    @cached_property
     def attn_params_per_layer(self) -> int:
         q = self.hidden * self.heads * self.head_dim
         kv = 2 * self.hidden * self.kv_heads * self.head_dim
         o = self.heads * self.head_dim * self.hidden
         return q + kv + o
 
-    @property
+    @cached_property
     def expert_params(self) -> int:
         """One expert's gate, up and down projections (SwiGLU)."""
         return 3 * self.hidden * self.moe_intermediate
 
-    @property
+    @cached_property
     def mlp_params_per_layer(self) -> int:
         """All MLP weights of a layer: every expert plus the router for MoE, the dense SwiGLU otherwise."""
         if self.experts:
             return self.experts * self.expert_params + self.hidden * self.experts
         return 3 * self.hidden * self.intermediate
 
-    @property
+    @cached_property
     def active_mlp_params_per_layer(self) -> int:
         if self.experts:
             return self.active_experts * self.expert_params + self.hidden * self.experts
         return self.mlp_params_per_layer
 
-    @property
+    @cached_property
     def embedding_params(self) -> int:
         return self.vocab * self.hidden
 
-    @property
+    @cached_property
     def lm_head_params(self) -> int:
         return self.vocab * self.hidden  # tied or not, the logits matmul reads a vocab x hidden matrix
 
-    @property
+    @cached_property
     def body_params(self) -> int:
         """Attention + MLP weights of all layers (norms are negligible)."""
         return self.layers * (self.attn_params_per_layer + self.mlp_params_per_layer)
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         head = 0 if self.tied_embeddings else self.lm_head_params
         return self.body_params + self.embedding_params + head
 
-    @property
+    @cached_property
     def active_params(self) -> int:
         """Parameters one token's forward multiplies through (MoE: the routed experts only)."""
         return (
@@ -100,36 +104,42 @@ class ModelShape:
             + self.lm_head_params
         )
 
-    @property
+    @cached_property
     def weight_bytes(self) -> int:
         return self.total_params * self.dtype_bytes
 
     # --- KV cache and FLOPs -----------------------------------------------------------------------
-    @property
+    @cached_property
     def kv_bytes_per_token(self) -> int:
         return self.layers * 2 * self.kv_heads * self.head_dim * self.dtype_bytes
 
-    @property
+    @cached_property
     def linear_flops_per_token(self) -> float:
         """Matmul FLOPs of one token through the layers (2 per active weight), without the LM head."""
         return 2.0 * self.layers * (self.attn_params_per_layer + self.active_mlp_params_per_layer)
 
-    @property
+    @cached_property
     def lm_head_flops(self) -> float:
         """The logits of one position (prefill computes them for each sequence's last token only)."""
         return 2.0 * self.lm_head_params
 
-    @property
+    @cached_property
     def attn_flops_per_ctx_token(self) -> float:
         """QK^T and PV for one query against one context token, all layers and heads."""
         return 4.0 * self.layers * self.heads * self.head_dim
 
+    @cached_property
+    def _dense_step_bytes(self) -> int:
+        """A dense model's step reads every weight whatever its tokens (step_weight_bytes, asked per step)."""
+        dense = self.layers * self.attn_params_per_layer + self.lm_head_params
+        return (dense + self.layers * self.mlp_params_per_layer) * self.dtype_bytes
+
     def step_weight_bytes(self, tokens: int) -> float:
         """Weight bytes a forward over `tokens` tokens reads: attention, the LM head and, for MoE, the
         experts those tokens route to (expected distinct experts under uniform routing)."""
-        dense = self.layers * self.attn_params_per_layer + self.lm_head_params
         if not self.experts:
-            return (dense + self.layers * self.mlp_params_per_layer) * self.dtype_bytes
+            return self._dense_step_bytes
+        dense = self.layers * self.attn_params_per_layer + self.lm_head_params
         e, k = self.experts, self.active_experts
         touched = e * (1.0 - (1.0 - k / e) ** max(1, tokens))
         mlp = self.layers * (touched * self.expert_params + self.hidden * self.experts)

@@ -19,6 +19,7 @@ model path resolve to. `tiny-test` stays a hand-set profile for tests.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 
 from harness.errors import HarnessError
 from harness.sim.cards import (
@@ -158,19 +159,19 @@ class PhysicsProfile(CardProfile):
     eta_bw: float = ETA_BW
     eta_c: float = ETA_C
 
-    # --- the three rates ---------------------------------------------------------------------------
-    @property
+    # --- the three rates (cached: asked on every forward of a replay, fixed for the profile) -----------
+    @cached_property
     def bw(self) -> float:
         assert self.hw is not None
         return self.eta_bw * self.hw.bw_gb_s * 1e9
 
-    @property
+    @cached_property
     def flops(self) -> float:
         """Effective FLOP/s at the modelled SM clock."""
         assert self.hw is not None
         return self.eta_c * self.hw.bf16_tflops * 1e12 * self.sm_clock_mhz / self.hw.sm_max_mhz
 
-    @property
+    @cached_property
     def decode_flops(self) -> float:
         """Effective FLOP/s of a decode step: a card may run decode at another clock than its prefills
         (the prefill-window clock vs the busy-median, docs/telemetry.md)."""
