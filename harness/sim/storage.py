@@ -27,9 +27,13 @@ figure: docs/hicache-tiers.md.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import itertools
 import math
 import os
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,8 +170,25 @@ def prefetch_outcome(
     return PrefetchOutcome(got, 0.0, hit_tokens - got, "storage_transfer" if got < hit_tokens else None)
 
 
-PageMemo = dict[tuple[bytes, tuple[int, ...]], tuple[bytes, str]]  # (previous key, page ids) -> key, hex
 PAGE_MEMO_MAX = 1 << 18  # a memo past this many pages starts again empty (~100 MB at most)
+
+
+class PageMemo:
+    """Pages already hashed (one server's), as a trie over page ids: a prefix hashed again costs one dict
+    lookup a page, with no key tuples built (page_keys runs for every request and every backup)."""
+
+    __slots__ = ("root", "size")
+
+    def __init__(self) -> None:
+        self.root: dict = {}  # page ids -> (digest, hex key, the pages after it)
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def clear(self) -> None:
+        self.root = {}
+        self.size = 0
 
 
 def page_keys(
@@ -176,25 +197,40 @@ def page_keys(
     """SHA-256 chain over whole pages: key_i = sha256(key_{i-1} bytes + page i's ids as 4-byte LE ints).
 
     memo: pages already hashed (the caller's, e.g. one server's): a prefix hashed again costs lookups."""
+    return list(iter_page_keys(tokens, page_size, memo))
+
+
+def iter_page_keys(
+    tokens: list[int] | tuple[int, ...], page_size: int = 1, memo: PageMemo | None = None
+) -> Iterator[str]:
+    """page_keys one page at a time: a lookup that stops at the first page storage lacks hashes no more."""
     page = max(1, page_size)
-    keys: list[str] = []
+    if memo is None:
+        memo = PageMemo()
+    elif memo.size >= PAGE_MEMO_MAX:
+        memo.clear()
+    level = memo.root
     prior = b""
     for i in range(0, len(tokens) // page * page, page):
-        ids = tuple(tokens[i : i + page])
-        got = memo.get((prior, ids)) if memo is not None else None
+        ids: int | tuple[int, ...]  # a page of one id is keyed by the id itself: no tuple built
+        if page == 1:
+            ids = tokens[i]
+            got = level.get(ids)
+            data = b"" if got is not None else int(ids).to_bytes(4, "little", signed=False)
+        else:
+            ids = tuple(tokens[i : i + page])
+            got = level.get(ids)
+            data = (
+                b"" if got is not None else b"".join(int(t).to_bytes(4, "little", signed=False) for t in ids)
+            )
         if got is None:
-            h = hashlib.sha256(prior)
-            for t in ids:
-                h.update(int(t).to_bytes(4, "little", signed=False))
-            digest = h.digest()
-            got = (digest, digest.hex())
-            if memo is not None:
-                if len(memo) >= PAGE_MEMO_MAX:
-                    memo.clear()
-                memo[(prior, ids)] = got
+            digest = hashlib.sha256(prior + data).digest()
+            got = (digest, digest.hex(), {})
+            level[ids] = got
+            memo.size += 1
         prior = got[0]
-        keys.append(got[1])
-    return keys
+        yield got[1]
+        level = got[2]
 
 
 class FileStore:
@@ -211,13 +247,22 @@ class FileStore:
         self.suffix = suffix
         self.capacity_pages = capacity_pages
         self.own = self.dir / f"sim-pages-{os.getpid()}-{id(self):x}{suffix}.keys"
+        self._keys_file = re.compile(fnmatch.translate(f"sim-pages-*{suffix}.keys")).fullmatch
         self._known: set[str] = set()
-        self._read: dict[Path, int] = {}  # keys file -> bytes already read
+        self._read: dict[str, int] = {}  # keys file -> bytes already read
         self.written_pages = 0
 
     def _refresh(self) -> None:
-        for path in self.dir.glob(f"sim-pages-*{self.suffix}.keys"):
-            size = path.stat().st_size
+        # Path.glob's own matching (fnmatch), on one scandir: a lookup per request made pathlib's glob a
+        # tenth of an L3 replay
+        try:
+            with os.scandir(self.dir) as entries:
+                found = [e for e in entries if self._keys_file(e.name)]
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return  # as glob: a directory gone or unreadable holds no keys files
+        for entry in found:
+            path = entry.path
+            size = entry.stat().st_size
             done = self._read.get(path, 0)
             if size <= done:
                 continue
@@ -231,11 +276,11 @@ class FileStore:
     def exists(self, key: str) -> bool:
         return key in self._known
 
-    def hit_pages(self, keys: list[str], start: int = 0) -> int:
+    def hit_pages(self, keys: Iterable[str], start: int = 0) -> int:
         """Pages present from `keys[start]` on, stopping at the first missing one (batch_exists)."""
         self._refresh()
         n = 0
-        for key in keys[start:]:
+        for key in itertools.islice(keys, start, None):
             if key not in self._known:
                 break
             n += 1

@@ -17,6 +17,7 @@ from harness.sim.storage import (
     FileStore,
     PageMemo,
     PrefetchOutcome,
+    iter_page_keys,
     page_keys,
     prefetch_outcome,
 )
@@ -58,7 +59,7 @@ class StorageTier:
         self.kv_bytes = config.kv_bytes_per_token
         self.stats = stats
         self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
-        self.memo: PageMemo = {}  # this server's pages already hashed (page_keys)
+        self.memo = PageMemo()  # this server's pages already hashed (page_keys)
         model = config.profile.model.replace("/", "-")
         capacity = int(self.backend.capacity_gb * 1e9 // (self.kv_bytes * self.page))
         try:
@@ -72,7 +73,7 @@ class StorageTier:
 
     def lookup(self, req: SimRequest) -> None:
         """At receipt: how far L3 holds the prompt (whole pages, never the last token)."""
-        keys = page_keys(req.input_ids[: len(req.input_ids) - 1], self.page, self.memo)
+        keys = iter_page_keys(req.input_ids[: len(req.input_ids) - 1], self.page, self.memo)
         req.storage_end = self.store.hit_pages(keys) * self.page
 
     def _since(self, req: SimRequest, now: float) -> float:

@@ -10,6 +10,7 @@ import pytest
 from harness.sim.storage import (
     BACKENDS,
     FileStore,
+    PageMemo,
     page_keys,
     prefetch_outcome,
     prefetch_threshold,
@@ -31,7 +32,7 @@ def test_page_keys_chain_over_the_prefix():
 
 
 def test_page_keys_with_a_memo_are_the_same_keys():
-    memo: dict = {}
+    memo = PageMemo()
     for tokens, page in [
         (list(range(100)), 16),
         (list(range(100)) + [7, 8, 9], 16),
