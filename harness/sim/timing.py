@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.sim.cards import (
@@ -33,6 +34,9 @@ from harness.sim.cards import (
 )
 from harness.sim.gpu_memory import pool_tokens, sglang_defaults
 from harness.sim.models import ModelConfigError, ModelShape, builtin_names, default_model, load_model
+
+if TYPE_CHECKING:  # numpy is imported where the array forms run (the live sim never asks for them)
+    from numpy.typing import NDArray
 
 MIB = 1024**2
 GIB = 1024**3
@@ -68,6 +72,15 @@ class CardProfile:
         # each new token attends to everything before it: sum of contexts = n*c + n(n-1)/2
         ctx_sum = new_tokens * cached_before + new_tokens * (new_tokens - 1) / 2
         return (new_tokens + self.attn_per_ctx_token * ctx_sum) / self.prefill_tokens_per_s
+
+    def prefill_times(self, new_tokens: NDArray, cached_before: NDArray) -> NDArray:
+        """prefill_time over int64 arrays, the same float operations in the same order (so the same
+        floats): advise's physics costs every request of a large trace once per grid configuration."""
+        import numpy as np
+
+        n, c = new_tokens, cached_before
+        ctx_sum = n * c + n * (n - 1) / 2
+        return np.where(n > 0, (n + self.attn_per_ctx_token * ctx_sum) / self.prefill_tokens_per_s, 0.0)
 
     def batch_prefill_time(self, parts: list[tuple[int, int]]) -> float:
         """A prefill forward over (new_tokens, cached_before) per sequence."""
@@ -111,6 +124,12 @@ class CardProfile:
             return 0.0
         per = kv_bytes_per_token or self.kv_bytes_per_token
         return tokens * per / (self.h2d_gb_per_s * 1e9)
+
+    def load_back_times(self, tokens: NDArray) -> NDArray:
+        """load_back_time over an int64 array (this profile's KV bytes), the same floats element by element."""
+        import numpy as np
+
+        return np.where(tokens > 0, tokens * self.kv_bytes_per_token / (self.h2d_gb_per_s * 1e9), 0.0)
 
     def host_memory_bytes(self, pool_tokens: int) -> float | None:
         """Host memory HiCache may size its pool against (None: unknown, the ratio is used as given)."""
@@ -189,6 +208,17 @@ class PhysicsProfile(CardProfile):
         ctx_sum = new_tokens * cached_before + new_tokens * (new_tokens + 1) / 2
         work = new_tokens * s.linear_flops_per_token + s.lm_head_flops + s.attn_flops_per_ctx_token * ctx_sum
         return work / self.flops
+
+    def prefill_times(self, new_tokens: NDArray, cached_before: NDArray) -> NDArray:
+        """prefill_time over int64 arrays: the same operations in the same order, so the same floats."""
+        import numpy as np
+
+        s = self.shape
+        assert s is not None
+        n, c = new_tokens, cached_before
+        ctx_sum = n * c + n * (n + 1) / 2
+        work = n * s.linear_flops_per_token + s.lm_head_flops + s.attn_flops_per_ctx_token * ctx_sum
+        return np.where(n > 0, work / self.flops, 0.0)
 
     def batch_prefill_time(self, parts: list[tuple[int, int]]) -> float:
         if not parts:

@@ -202,3 +202,20 @@ def test_load_back_uses_the_host_link():
 def test_unknown_card_error():
     with pytest.raises(HarnessError, match="known: l4"):
         resolve_profile("x100")
+
+
+@pytest.mark.parametrize("card", ["h100", "l4-8b", "tiny-test"])
+def test_array_forms_give_the_very_floats_of_the_scalar_ones(card):
+    """advise costs a large trace's requests as arrays (prefill_times, load_back_times): bit for bit the
+    scalar per-request figures, so its output does not move."""
+    import numpy as np
+
+    p = get_profile(card) if card == "tiny-test" else resolve_profile(card)
+    rng = np.random.default_rng(0)
+    new = np.concatenate([rng.integers(-3, 200_000, 2000), [0, 1, 2]]).astype(np.int64)
+    cached = rng.integers(0, 500_000, len(new)).astype(np.int64)
+    got = p.prefill_times(new, cached).tolist()
+    assert got == [p.prefill_time(n, c) for n, c in zip(new.tolist(), cached.tolist(), strict=True)]
+    assert p.load_back_times(cached - 1000).tolist() == [
+        p.load_back_time(t) for t in (cached - 1000).tolist()
+    ]
