@@ -172,7 +172,7 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     )
     stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
     if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
-        cands += grid.run(trace, stored, profile, opts.slo, opts.workers)
+        cands += grid.run_storage(trace, stored, profile, opts.slo, opts.workers)
         rec = recommend(
             cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
         )

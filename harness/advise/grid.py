@@ -12,6 +12,8 @@ whole-node eviction).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,3 +149,40 @@ def run(
 ) -> list[Candidate]:
     got = sweep_then(trace, configs, lambda _, r: model(trace, r, profile, slo), profile, workers)
     return [Candidate(c, r, m, trace.unit) for c, (r, m) in zip(configs, got, strict=True)]
+
+
+def run_storage(
+    trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
+) -> list[Candidate]:
+    """The L3 configurations (one per backend, all else equal) in as few engine replays as can be proven
+    enough: the largest stores first, a round across the pool at a time. A backend whose twin's replay
+    never took a prefetch past the threshold, on a store no larger than the twin's proof covers
+    (Result.backend_free_pages), would replay the very same: it gets the twin's result and model under its
+    own config and tier seconds (replay seconds 0: none ran). On 2 workers, 3 backends can take one round."""
+    from harness.sim.storage_tier import capacity_pages
+    from harness.whatif.serve import engine_config, tier_seconds
+
+    n = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+    cap = {c: capacity_pages(engine_config(c, profile, trace)) for c in configs}
+    got: dict[Config, Candidate] = {}
+    todo = sorted(configs, key=lambda c: -cap[c])
+    while todo:
+        batch, todo = todo[:n], todo[n:]
+        got.update(zip(batch, run(trace, batch, profile, slo, workers), strict=True))
+        rest = []
+        for c in todo:
+            twin = next((x for x in got.values() if _twin(x, c, cap[c])), None)
+            if twin is None:
+                rest.append(c)
+                continue
+            res = dataclasses.replace(twin.result, config=c, seconds=0.0)
+            res.tier_seconds = tier_seconds(res, engine_config(c, profile, trace))
+            got[c] = Candidate(c, res, twin.modelled, trace.unit)
+        todo = rest
+    return [got[c] for c in configs]
+
+
+def _twin(x: Candidate, c: Config, capacity: int) -> bool:
+    """x's replay is c's: the same configuration but the backend, and no choice in it turned on one."""
+    free = x.result.backend_free_pages
+    return free is not None and capacity <= free and dataclasses.replace(x.config, storage=c.storage) == c

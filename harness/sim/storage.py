@@ -251,6 +251,7 @@ class FileStore:
         self._known: set[str] = set()
         self._read: dict[str, int] = {}  # keys file -> bytes already read
         self.written_pages = 0
+        self.refused = 0  # pages the capacity turned away
 
     def _refresh(self) -> None:
         # Path.glob's own matching (fnmatch), on one scandir: a lookup per request made pathlib's glob a
@@ -290,7 +291,9 @@ class FileStore:
         """Store the pages not stored yet; returns how many were written."""
         new = [k for k in dict.fromkeys(keys) if k not in self._known]
         if self.capacity_pages is not None:
-            new = new[: max(0, self.capacity_pages - self.written_pages)]
+            room = max(0, self.capacity_pages - self.written_pages)
+            self.refused += max(0, len(new) - room)
+            new = new[:room]
         if not new:
             return 0
         with open(self.own, "a") as f:

@@ -3,6 +3,7 @@ admitted, and write what the host tier backed up (harness.sim.storage holds the 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -20,6 +21,7 @@ from harness.sim.storage import (
     iter_page_keys,
     page_keys,
     prefetch_outcome,
+    prefetch_threshold,
 )
 
 PREFETCHING = object()  # Engine._admit_one: the request waits for its L3 prefetch; later ones may pass
@@ -61,11 +63,31 @@ class StorageTier:
         self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
         self.memo = PageMemo()  # this server's pages already hashed (page_keys)
         model = config.profile.model.replace("/", "-")
-        capacity = int(self.backend.capacity_gb * 1e9 // (self.kv_bytes * self.page))
+        capacity = capacity_pages(config)
+        # a prefetch went past the threshold: the backend's speed was asked (_outcome)
+        self.consulted = False
         try:
             self.store = FileStore(storage_directory(config), f"_{model}_0_1", capacity_pages=capacity)
         except OSError as e:
             raise HarnessError(f"{STORAGE_DIR_ENV}: cannot use {storage_directory(config)!r}: {e}") from None
+
+    def _outcome(self, hit: int, since: float) -> PrefetchOutcome:
+        """prefetch_outcome under this server's policy and backend; a hit past the prefetch threshold is
+        the first choice that turns on the backend's speed (below it: `below_threshold` on any)."""
+        if hit >= prefetch_threshold(self.page):
+            self.consulted = True
+        return prefetch_outcome(self.policy, self.backend, hit, since, self.kv_bytes, self.page)
+
+    def backend_free(self) -> float | None:
+        """The largest store (pages) on which this server's run would be the very same, whatever the
+        backend; None when a prefetch reached the threshold (its speed mattered). Below it every fetch is
+        `below_threshold`: nothing taken, no wait, whatever the store holds. A smaller store holds a subset
+        of the same pages (the first ones written), so its hits are no longer; a larger one too while this
+        one refused nothing (inf), else it might hold more: up to this one's capacity."""
+        if self.consulted:
+            return None
+        cap = self.store.capacity_pages
+        return math.inf if not self.store.refused or cap is None else float(cap)
 
     @property
     def class_name(self) -> str:
@@ -88,9 +110,7 @@ class StorageTier:
         if hit <= 0 or req.counted or self.policy == "best_effort":
             return None
         if req.prefetch_ready_at is None:
-            out = prefetch_outcome(
-                self.policy, self.backend, hit, self._since(req, now), self.kv_bytes, self.page
-            )
+            out = self._outcome(hit, self._since(req, now))
             if out.wait_s <= 0.0:
                 return None
             req.prefetch_ready_at = now + out.wait_s
@@ -111,7 +131,7 @@ class StorageTier:
             got = min(landed, hit)
             out = PrefetchOutcome(got, 0.0, hit - got, reason if got < hit else None)
         else:
-            out = prefetch_outcome(self.policy, self.backend, hit, since, self.kv_bytes, self.page)
+            out = self._outcome(hit, since)
         if out.fulfilled and not self._host_room(out.fulfilled):
             out = PrefetchOutcome(0, 0.0, hit, "host_capacity")
         st = self.stats
@@ -164,6 +184,12 @@ class StorageTier:
 
     def reset(self) -> None:
         self.store.clear_cache()
+
+
+def capacity_pages(config: EngineConfig) -> int:
+    """The pages one server may store on its backend (its capacity over a page's KV bytes)."""
+    backend = BACKENDS[config.storage_backend or ""]
+    return int(backend.capacity_gb * 1e9 // (config.kv_bytes_per_token * max(1, config.page_size)))
 
 
 def chunk_part(compute: int, budget: PrefillBudget, page: int) -> int:

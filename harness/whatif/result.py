@@ -38,6 +38,9 @@ class Result:
     # per priority class (a spec's or capture's `priorities:`): (hit, ideal, prompt) and TTFT percentiles
     per_class: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     ttft_ms_by_class: dict[str, dict[str, float]] = field(default_factory=dict)
+    # an L3 engine replay on one server whose prefetches never reached the threshold: the largest store
+    # (pages) on which any backend replays the very same (StorageTier.backend_free); None otherwise
+    backend_free_pages: float | None = field(default=None, repr=False)
 
     @property
     def hit_rate(self) -> float:
@@ -56,6 +59,7 @@ class Result:
         d["per_position"] = _rates(self.per_position)
         d["per_class"] = _rates(self.per_class)
         del d["cached_per_request"]
+        del d["backend_free_pages"]
         return d
 
 

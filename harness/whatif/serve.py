@@ -164,6 +164,8 @@ def engine(
         host_written_tokens=sum(s.host_written_tokens for s in stats) * unit,
     )
     res.tier_seconds = tier_seconds(res, econf)
+    l3 = workers[0].engine.l3 if n == 1 else None
+    res.backend_free_pages = l3.backend_free() if l3 is not None else None
     worker_of = [placed.get(i, 0) for i in range(len(trace.requests))]
     return Served(res, worker_of, hits, all_ttft, makespan)
 
