@@ -208,12 +208,16 @@ class ReplicaGroup:
         except BaseException:
             self.stop()
             raise
+        self._launched(taken_from=None)
+        return self
+
+    def _launched(self, taken_from: str | None) -> None:
+        """A launch is up: its count, a fresh point count, whose workers it kept, replicas.json."""
         self.launches += 1
         self.points_run = 0
-        self.taken_from = None
+        self.taken_from = taken_from
         self.info = self.workers[0].info
         self._record_launch()
-        return self
 
     # ---------------------------------------------------------------- workers kept across router policies
     def take_workers(self, prev: object) -> bool:
@@ -225,7 +229,7 @@ class ReplicaGroup:
         if not self._same_workers(prev):
             return False
         assert isinstance(prev, ReplicaGroup)
-        dirs = [self.server_dir / WORKERS_DIR / worker_name(i) for i in range(len(self.workers))]
+        dirs = [w.server_dir for w in self.workers]  # workers/w<i>/ of this group's folder
         if any((d / SERVER_LOG).exists() for d in dirs):  # a resumed capture: this group's own logs stay
             return False
         made: list[Path] = []
@@ -249,11 +253,7 @@ class ReplicaGroup:
         except BaseException:
             self.stop()
             raise
-        self.launches += 1
-        self.points_run = 0
-        self.taken_from = prev.name
-        self.info = self.workers[0].info
-        self._record_launch()
+        self._launched(taken_from=prev.name)
         return True
 
     def can_take_workers(self, prev: object) -> bool:
