@@ -5,6 +5,7 @@ The options are checked (`check`) before any of the work, so bad input costs not
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,13 +15,18 @@ from harness.advise import breakeven, grid
 from harness.advise.curve import CurvePoint, curve_points, stack_distances
 from harness.advise.launch_line import LaunchLine, fleet_launch, sglang_line
 from harness.advise.levers import Levers
+from harness.advise.load import Load, at_load, distinct, shown
+from harness.advise.load import rows as load_rows
 from harness.advise.node import Node, resolve, this_machine
 from harness.advise.physics import Slo, service_times
 from harness.advise.recommend import Recommendation, recommend
+from harness.advise.replays import Replays, Work
 from harness.advise.working_set import WorkingSet, clock, working_set
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile, resolve_profile
+from harness.whatif.grid import Config
 from harness.whatif.inputs import read_input
+from harness.whatif.replay import ideal_hits
 from harness.whatif.trace import Trace
 
 
@@ -135,7 +141,11 @@ def read(inputs: list[Path], opts: Options) -> list[Trace]:
     return [read_input(p, opts.block_size) for p in inputs]
 
 
-def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None = None) -> Advice:
+def advise(
+    path: Path, opts: Options, profile: CardProfile, trace: Trace | None = None, load: Load | None = None
+) -> Advice:
+    """The whole advice on one input; with `load`, the shown candidates at that load too (one replica:
+    the replicas step's fleets replay at load after it, harness.advise.load.shown_at_load)."""
     t0 = time.perf_counter()
     trace = trace if trace is not None else read_input(path, opts.block_size)
     t_read = time.perf_counter()
@@ -158,31 +168,51 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
     fast, slow = breakeven.storage_split(profile, typical)
     has_priorities = any(r.priority is not None for r in trace.requests)  # a spec's `priorities:`
     configs = grid.build(trace, pools, profile, host_mem, priorities=has_priorities)
-    cands = grid.run(trace, configs, profile, opts.slo, opts.workers)
-    t_grid = time.perf_counter()
-    kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
-    no_host = (
-        f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} {unit_name} = "
-        f"{kv_gb:,.0f} GB of KV); the grid tries {' and '.join(f'{r:g}x' for r in grid.HOST_RATIOS)}"
-        if host_mem is not None and kv_gb > 0
-        else "no host ratio fits the host memory"
-    )
-    rec = recommend(
-        cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
-    )
-    stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
-    if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
-        cands += grid.run_storage(trace, stored, profile, opts.slo, opts.workers)
+    # the curve's named sizes read the host ratios the grid tries at today's pool (the L3 step adds none)
+    ratios = [c.host_ratio for c in configs if c.pool == current]
+    host_pool = int(current * max(ratios, default=0))
+    named = sorted({current, device, current + host_pool, *opts.curve_at})
+    loaded = at_load(trace, load) if load is not None else None
+    ideal_hits(trace, 1)  # once, before the workers fork: every job reads it from the memo
+    with Replays(Work(trace, profile, opts.slo, loaded), opts.workers) as pool:
+        grid_jobs = [pool.submit("grid", c) for c in configs]
+        curve_jobs = [pool.submit("curve", Config("lru", p, mode="exact")) for p in named]
+        cands = grid.candidates(trace, configs, pool.gather(grid_jobs))
+        t_grid = time.perf_counter()
+        kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
+        no_host = (
+            f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} "
+            f"{unit_name} = {kv_gb:,.0f} GB of KV); the grid tries "
+            f"{' and '.join(f'{r:g}x' for r in grid.HOST_RATIOS)}"
+            if host_mem is not None and kv_gb > 0
+            else "no host ratio fits the host memory"
+        )
         rec = recommend(
             cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
         )
-    if host_mem is not None:
-        rec.headline += f" [host memory: {_host_words(node)}]"
-    t_storage = time.perf_counter()
-    ratios = [c.config.host_ratio for c in cands if c.config.pool == current]
-    host_pool = int(current * max(ratios, default=0))
-    named = sorted({current, device, current + host_pool, *opts.curve_at})
-    pts = _replayed(curve_points(sd, named), named, trace, profile, opts.workers)
+        stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
+        # the rows at load as they stand: the L3 step rarely changes them, so they run beside its replays
+        at_load_jobs = (
+            {c: pool.submit("load", c) for c in distinct(shown(rec, cands))} if loaded is not None else {}
+        )
+        if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
+            cands += grid.run_storage(trace, stored, profile, opts.slo, pool=pool)
+            rec = recommend(
+                cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
+            )
+        if host_mem is not None:
+            rec.headline += f" [host memory: {_host_words(node)}]"
+        t_storage = time.perf_counter()
+        exact = {p: r.hit_rate for p, r in zip(named, pool.gather(curve_jobs), strict=True)}
+        pts = [dataclasses.replace(pt, replayed=exact.get(pt.pool)) for pt in curve_points(sd, named)]
+        rows: list[Any] = []
+        if loaded is not None:
+            final = shown(rec, cands)
+            need = distinct(final)
+            pool.drop([f for c, f in at_load_jobs.items() if c not in need])
+            jobs = [at_load_jobs.get(c) or pool.submit("load", c) for c in need]
+            rows = load_rows(final, dict(zip(need, pool.gather(jobs), strict=True)))
+    t_load = time.perf_counter()
     notes = list(trace.notes)
     dropped = sorted(set(around) - set(pools))
     if dropped:
@@ -221,10 +251,13 @@ def advise(path: Path, opts: Options, profile: CardProfile, trace: Trace | None 
             "working_set": t_ws - t_curve,
             "grid": t_grid - t_ws,
             "storage": t_storage - t_grid,
-        },
+        }
+        | ({"at_load": t_load - t_storage} if load is not None else {}),
         notes=notes,
         node=node,
         levers=levers,
+        load=load,
+        at_load=rows,
         model_arg=opts.model,
     )
 
@@ -235,22 +268,6 @@ def _host_words(node: Node) -> str:
     if node.per_node > 1:
         text += f"; {node.share_gb:g} GB for each of the {node.per_node} replicas on a node"
     return text
-
-
-def _replayed(
-    pts: list[CurvePoint], named: list[int], trace: Trace, profile: CardProfile, workers: int | None
-) -> list[CurvePoint]:
-    """The named sizes replayed exactly (lru, `--mode exact`, one request at a time: what the one pass
-    computes), beside the one pass's value."""
-    from dataclasses import replace
-
-    from harness.whatif.grid import Config
-    from harness.whatif.replay import sweep
-
-    one_at_a_time = replace(trace, concurrency=None)
-    results = sweep(one_at_a_time, [Config("lru", p, mode="exact") for p in named], profile, workers)
-    exact = {p: r.hit_rate for p, r in zip(named, results, strict=True)}
-    return [replace(pt, replayed=exact.get(pt.pool)) for pt in pts]
 
 
 def _typical_prompt_tokens(trace: Trace) -> int:

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.advise.curve import StackDistances
-from harness.advise.physics import Modelled, Slo, model
+from harness.advise.physics import Modelled, Slo
+from harness.advise.replays import Replays, Work
 from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
-from harness.whatif.replay import Result, sweep_then
+from harness.whatif.replay import Result
 from harness.whatif.trace import Trace
 
 HOST_RATIOS = (2.0, 4.0)
@@ -145,14 +146,33 @@ def storage_configs(
 
 
 def run(
-    trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
+    trace: Trace,
+    configs: list[Config],
+    profile: CardProfile,
+    slo: Slo | None,
+    workers: int | None = None,
+    pool: Replays | None = None,
+    kind: str = "grid",
 ) -> list[Candidate]:
-    got = sweep_then(trace, configs, lambda _, r: model(trace, r, profile, slo), profile, workers)
+    """Every configuration replayed and modelled, on `pool` (whose Work must be this trace's) or a pool
+    of its own."""
+    if pool is None:
+        with Replays(Work(trace, profile, slo), min(workers or os.cpu_count() or 1, len(configs))) as own:
+            return run(trace, configs, profile, slo, pool=own, kind=kind)
+    return candidates(trace, configs, pool.gather([pool.submit(kind, c) for c in configs]))
+
+
+def candidates(trace: Trace, configs: list[Config], got: list[tuple[Result, Modelled]]) -> list[Candidate]:
     return [Candidate(c, r, m, trace.unit) for c, (r, m) in zip(configs, got, strict=True)]
 
 
 def run_storage(
-    trace: Trace, configs: list[Config], profile: CardProfile, slo: Slo | None, workers: int | None = None
+    trace: Trace,
+    configs: list[Config],
+    profile: CardProfile,
+    slo: Slo | None,
+    workers: int | None = None,
+    pool: Replays | None = None,
 ) -> list[Candidate]:
     """The L3 configurations (one per backend, all else equal) in as few engine replays as can be proven
     enough: the largest stores first, a round across the pool at a time. A backend whose twin's replay
@@ -162,13 +182,17 @@ def run_storage(
     from harness.sim.storage_tier import capacity_pages
     from harness.whatif.serve import engine_config, tier_seconds
 
-    n = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+    if pool is None:
+        n = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+        with Replays(Work(trace, profile, slo), n) as own:
+            return run_storage(trace, configs, profile, slo, pool=own)
+    n = pool.workers
     cap = {c: capacity_pages(engine_config(c, profile, trace)) for c in configs}
     got: dict[Config, Candidate] = {}
     todo = sorted(configs, key=lambda c: -cap[c])
     while todo:
         batch, todo = todo[:n], todo[n:]
-        got.update(zip(batch, run(trace, batch, profile, slo, workers), strict=True))
+        got.update(zip(batch, run(trace, batch, profile, slo, pool=pool, kind="storage"), strict=True))
         rest = []
         for c in todo:
             twin = next((x for x in got.values() if _twin(x, c, cap[c])), None)

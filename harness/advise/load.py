@@ -150,7 +150,7 @@ def replay_at_load(
     from harness.whatif.replay import ideal_hits
 
     loaded = at_load(trace, load)
-    configs = list(dict.fromkeys(cand.config for _, cand in shown))
+    configs = distinct(shown)
     ideal = {p: ideal_hits(loaded, p) for p in sorted({c.page_size for c in configs})}  # any load: same keys
     _WORK = (loaded, ideal, profile, replicas, router)
     n = min(workers or os.cpu_count() or 1, len(configs))
@@ -160,7 +160,21 @@ def replay_at_load(
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
             got = list(ex.map(_replay_one, configs))
     _WORK = None
-    by_config = dict(zip(configs, got, strict=True))
+    return rows(shown, dict(zip(configs, got, strict=True)), replicas, router)
+
+
+def distinct(shown: list[tuple[str, Candidate]]) -> list[Config]:
+    """The configurations to replay for these rows, each once, in the rows' order."""
+    return list(dict.fromkeys(cand.config for _, cand in shown))
+
+
+def rows(
+    shown: list[tuple[str, Candidate]],
+    by_config: dict[Config, tuple[Result, list[float], float]],
+    replicas: int = 1,
+    router: str = "round_robin",
+) -> list[AtLoad]:
+    """The at-load rows from each distinct configuration's replay at the load."""
     out: list[AtLoad] = []
     first: dict[Config, AtLoad] = {}
     for role, cand in shown:
@@ -226,23 +240,28 @@ def markdown(rows: list[AtLoad], load: Load) -> list[str]:
     return out
 
 
+def shown(rec: Any, cands: list[Candidate]) -> list[tuple[str, Candidate]]:
+    """The rows at load: the recommendation, today's configuration, the better candidate and the top of
+    the table (harness.advise.recommend.Recommendation, the grid's candidates)."""
+    from harness.advise.better import ranked
+
+    out = [("recommendation", rec.chosen), ("today", rec.baseline)]
+    if rec.better is not None:
+        out.append(("better candidate", rec.better.candidate))
+    best = ranked(cands)
+    if best:
+        out.append(("top of the table", best[0]))
+    return out
+
+
 def shown_at_load(
     a: Any, trace: Trace, load: Load, profile: CardProfile, workers: int | None = None
 ) -> list[AtLoad]:
     """The recommendation, today's configuration, the better candidate and the top of the table, at
     `load`; with --replicas, on the first replica count's workers behind the policy its step chose."""
-    from harness.advise.better import ranked
-
-    r = a.recommendation
-    shown = [("recommendation", r.chosen), ("today", r.baseline)]
-    if r.better is not None:
-        shown.append(("better candidate", r.better.candidate))
-    best = ranked(a.candidates)
-    if best:
-        shown.append(("top of the table", best[0]))
     n, router = 1, "round_robin"
     ra = a.replicas
     if ra is not None and ra.chosen:
         n = min(ra.chosen)
         router = ra.chosen[n].policy
-    return replay_at_load(trace, shown, load, profile, n, router, workers)
+    return replay_at_load(trace, shown(a.recommendation, a.candidates), load, profile, n, router, workers)

@@ -240,7 +240,11 @@ def _run(args: argparse.Namespace) -> int:
     for path, trace in zip(args.inputs, traces, strict=True):
         if stopped:
             break
-        a = advise(path, opts, profile, trace)
+        from harness.advise.load import load_of, shown_at_load
+
+        load = load_of(trace, args.speedup, args.concurrency, args.rate)
+        # one replica: the rows at load replay in advise's own pool, beside its L3 step
+        a = advise(path, opts, profile, trace, None if replicas else load)
         if replicas:
             from harness.advise.replicas import advise_replicas
 
@@ -255,12 +259,11 @@ def _run(args: argparse.Namespace) -> int:
                 workers=opts.workers,
             )
             a.fill_fleet_launch()
-        from harness.advise.load import load_of, shown_at_load
-
-        a.load = load_of(trace, args.speedup, args.concurrency, args.rate)
-        t_load = time.perf_counter()
-        a.at_load = shown_at_load(a, trace, a.load, profile, opts.workers)
-        a.seconds["at_load"] = time.perf_counter() - t_load
+            # at load on the fleet the replicas step chose
+            a.load = load
+            t_load = time.perf_counter()
+            a.at_load = shown_at_load(a, trace, a.load, profile, opts.workers)
+            a.seconds["at_load"] = time.perf_counter() - t_load
         out = None
         if args.output is not None:
             out = args.output / path.stem if many else args.output
