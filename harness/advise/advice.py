@@ -26,7 +26,7 @@ from harness.errors import HarnessError
 from harness.sim.timing import CardProfile, resolve_profile
 from harness.whatif.grid import Config
 from harness.whatif.inputs import read_input
-from harness.whatif.replay import ideal_hits
+from harness.whatif.replay import remember_ideal
 from harness.whatif.trace import Trace
 
 
@@ -173,7 +173,7 @@ def advise(
     host_pool = int(current * max(ratios, default=0))
     named = sorted({current, device, current + host_pool, *opts.curve_at})
     loaded = at_load(trace, load) if load is not None else None
-    ideal_hits(trace, 1)  # once, before the workers fork: every job reads it from the memo
+    remember_ideal(trace, 1, sd.request_hits)  # before the workers fork: every job reads it from the memo
     with Replays(Work(trace, profile, opts.slo, loaded), opts.workers) as pool:
         grid_jobs = [pool.submit("grid", c) for c in configs]
         curve_jobs = [pool.submit("curve", Config("lru", p, mode="exact")) for p in named]

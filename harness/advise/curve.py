@@ -14,7 +14,7 @@ does not (the split-off tail of a partly matched node is re-stamped).
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,6 +56,9 @@ class StackDistances:
     prompt_tokens: int
     distinct_pages: int  # pages ever cached (prompts and answers)
     longest_request: int  # the most pages one request holds at once (prompt + cached answer)
+    # per request, the prompt pages an unbounded pool hits: harness.whatif.replay.ideal_hits at page size 1
+    # (a page is in the unbounded stack once any earlier request cached its whole prefix)
+    request_hits: list[int] = field(default_factory=list, repr=False)
 
     def hit_tokens(self, pool: int) -> int:
         """Tokens an exact-mode LRU pool of `pool` units hits over the whole input."""
@@ -166,6 +169,7 @@ def stack_distances(trace: Trace) -> StackDistances:
     weights = array("q")
     longest = 0
     prompt_tokens = 0
+    hits: list[int] = []
     for r in trace.requests:
         prompt_tokens += r.tokens
         path = page_path(ids, cached_key(r))
@@ -178,6 +182,7 @@ def stack_distances(trace: Trace) -> StackDistances:
         limit = max(len(r.key) - 1 if tokens_kind else len(r.key), 0)
         runs = stack.runs(path)
         hit = stack.ranks(runs, limit, ranks)
+        hits.append(hit)
         if limit > hit:
             ranks.extend([int(INF)] * (limit - hit))
         weights.extend(_weights(limit, unit, r.tokens))
@@ -189,7 +194,7 @@ def stack_distances(trace: Trace) -> StackDistances:
     cum = np.cumsum(w_arr[order])
     finite = rank < INF
     cum = np.where(finite, cum, cum[finite][-1] if finite.any() else 0)
-    return StackDistances(rank, cum, prompt_tokens, len(ids), longest)
+    return StackDistances(rank, cum, prompt_tokens, len(ids), longest, hits)
 
 
 def _weights(limit: int, unit: int, tokens: int) -> list[int]:

@@ -35,6 +35,7 @@ __all__ = [
     "diagnose",
     "engine_config",
     "ideal_hits",
+    "remember_ideal",
     "replay",
     "replay_engine",
     "replay_sequential",
@@ -68,6 +69,15 @@ def ideal_hits(trace: Trace, page_size: int = 1) -> list[int]:
     out = _ideal_hits(trace, page_size)
     _IDEAL = (reqs, trace.kind, page_size, out)
     return out
+
+
+def remember_ideal(trace: Trace, page_size: int, hits: list[int]) -> None:
+    """Take `hits` as the trace's ideal_hits (computed elsewhere, e.g. by advise's one-pass curve, which
+    finds them on the way), so the replays that follow read them rather than build the trie again."""
+    global _IDEAL
+    if len(hits) != len(trace.requests):
+        raise ValueError(f"{len(hits)} ideal hits for {len(trace.requests)} requests")
+    _IDEAL = (tuple(trace.requests), trace.kind, page_size, hits)
 
 
 def _ideal_hits(trace: Trace, page_size: int) -> list[int]:

@@ -181,3 +181,19 @@ def test_any_integer_ids_page_alike():
     )
     a, b = stack_distances(plain), stack_distances(odd_trace)
     assert a.rank.tolist() == b.rank.tolist() and a.distinct_pages == b.distinct_pages
+
+
+@pytest.mark.parametrize("kind", ["tokens", "blocks"])
+def test_the_one_pass_finds_each_requests_unbounded_hit_as_ideal_hits_does(kind, conversation):
+    """advise takes the replays' ideal hits from the curve's pass (replay.remember_ideal): they must be
+    ideal_hits' own, on token inputs (the last prompt token never hits) and on block traces."""
+    traces = [extension_trace(3, kind=kind)] + ([shared_trace(1)] if kind == "tokens" else [conversation[0]])
+    for trace in traces:
+        got = stack_distances(trace).request_hits
+        assert got == whatif_replay._ideal_hits(trace, 1) and sum(got) > 0
+    trace = extension_trace(4, kind=kind)
+    hits = stack_distances(trace).request_hits
+    whatif_replay.remember_ideal(trace, 1, hits)
+    assert whatif_replay.ideal_hits(trace, 1) is hits  # the replays read it, nothing rebuilt
+    with pytest.raises(ValueError, match="3 ideal hits for"):
+        whatif_replay.remember_ideal(trace, 1, [0, 0, 0])
