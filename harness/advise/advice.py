@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,10 @@ def advise(
     loaded = at_load(trace, load) if load is not None else None
     remember_ideal(trace, 1, sd.request_hits)  # before the workers fork: every job reads it from the memo
     with Replays(Work(trace, profile, opts.slo, loaded), opts.workers) as pool:
+        at_load_jobs: dict[Config, Future] = {}
+        if loaded is not None:  # today's row at load (recommend's baseline) needs no step: it starts first
+            today = Config("lru", current)
+            at_load_jobs[today] = pool.submit("load", today)
         grid_jobs = [pool.submit("grid", c) for c in configs]
         curve_jobs = [pool.submit("curve", Config("lru", p, mode="exact")) for p in named]
         cands = grid.candidates(trace, configs, pool.gather(grid_jobs))
@@ -192,9 +197,10 @@ def advise(
         )
         stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
         # the rows at load as they stand: the L3 step rarely changes them, so they run beside its replays
-        at_load_jobs = (
-            {c: pool.submit("load", c) for c in distinct(shown(rec, cands))} if loaded is not None else {}
-        )
+        if loaded is not None:
+            for c in distinct(shown(rec, cands)):
+                if c not in at_load_jobs:
+                    at_load_jobs[c] = pool.submit("load", c)
         if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
             cands += grid.run_storage(trace, stored, profile, opts.slo, pool=pool)
             rec = recommend(
@@ -210,7 +216,7 @@ def advise(
             final = shown(rec, cands)
             need = distinct(final)
             pool.drop([f for c, f in at_load_jobs.items() if c not in need])
-            jobs = [at_load_jobs.get(c) or pool.submit("load", c) for c in need]
+            jobs = [at_load_jobs[c] if c in at_load_jobs else pool.submit("load", c) for c in need]
             rows = load_rows(final, dict(zip(need, pool.gather(jobs), strict=True)))
     t_load = time.perf_counter()
     notes = list(trace.notes)
