@@ -59,6 +59,10 @@ class StackDistances:
     # per request, the prompt pages an unbounded pool hits: harness.whatif.replay.ideal_hits at page size 1
     # (a page is in the unbounded stack once any earlier request cached its whole prefix)
     request_hits: list[int] = field(default_factory=list, repr=False)
+    # every request's pages (page_path ids) end to end, and where each request's end: the working set
+    # walks the same paths, and 8 bytes a page is cheaper than building them again
+    pages: array = field(default_factory=lambda: array("q"), repr=False)
+    page_ends: array = field(default_factory=lambda: array("q"), repr=False)
 
     def hit_tokens(self, pool: int) -> int:
         """Tokens an exact-mode LRU pool of `pool` units hits over the whole input."""
@@ -170,9 +174,12 @@ def stack_distances(trace: Trace) -> StackDistances:
     longest = 0
     prompt_tokens = 0
     hits: list[int] = []
+    pages, ends = array("q"), array("q")
     for r in trace.requests:
         prompt_tokens += r.tokens
         path = page_path(ids, cached_key(r))
+        pages.extend(path)
+        ends.append(len(pages))
         k = len(path)
         longest = max(longest, k)
         if len(stack.owner) < len(ids):
@@ -194,14 +201,18 @@ def stack_distances(trace: Trace) -> StackDistances:
     cum = np.cumsum(w_arr[order])
     finite = rank < INF
     cum = np.where(finite, cum, cum[finite][-1] if finite.any() else 0)
-    return StackDistances(rank, cum, prompt_tokens, len(ids), longest, hits)
+    return StackDistances(rank, cum, prompt_tokens, len(ids), longest, hits, pages, ends)
 
 
 def _weights(limit: int, unit: int, tokens: int) -> list[int]:
-    """Tokens each of the first `limit` pages is worth: a block's, the last one its real length."""
+    """Tokens each of the first `limit` pages is worth: a block's, the last one its real length (0 past
+    the prompt's end)."""
     if unit == 1:
         return [1] * limit
-    return [min((i + 1) * unit, tokens) - min(i * unit, tokens) for i in range(limit)]
+    full = min(tokens // unit, limit)
+    if full == limit:
+        return [unit] * limit
+    return [unit] * full + [tokens - full * unit] + [0] * (limit - full - 1)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.advise.curve import StackDistances, cached_key, page_path
+from harness.advise.curve import StackDistances
 from harness.whatif.trace import Trace
 
 WINDOWS_S = {"1m": 60.0, "5m": 300.0, "15m": 900.0}
@@ -75,22 +75,21 @@ def clock(trace: Trace, service_s: list[float]) -> np.ndarray:
 
 
 def working_set(trace: Trace, sd: StackDistances, times: np.ndarray) -> WorkingSet:
-    ids: dict[int, int] = {}
-    last_time: list[float] = []
-    last_req: list[int] = []
-    reused_page: list[bool] = []
+    distinct = sd.distinct_pages
+    last_time = [-1.0] * distinct
+    last_req = [-1] * distinct
+    reused_page = [False] * distinct
     gaps_start: list[int] = []  # request indices: the previous touch and the reuse
     gaps_end: list[int] = []
     gap_s: list[float] = []
     reused_req = np.zeros(len(trace.requests), dtype=bool)
-    for n, r in enumerate(trace.requests):
-        path = page_path(ids, cached_key(r))
-        grow = len(ids) - len(last_time)
-        if grow:
-            last_time.extend([-1.0] * grow)
-            last_req.extend([-1] * grow)
-            reused_page.extend([False] * grow)
-        t = float(times[n])
+    pages, start = sd.pages, 0
+    clock_s = [float(t) for t in times.tolist()]
+    # each request's pages as the curve's pass walked them (page_path over its cached key)
+    for n, end in enumerate(sd.page_ends):
+        t = clock_s[n]
+        path = pages[start:end]
+        start = end
         for pid in path:
             prev = last_req[pid]
             if prev >= 0 and prev != n:
@@ -114,7 +113,7 @@ def working_set(trace: Trace, sd: StackDistances, times: np.ndarray) -> WorkingS
         unit=trace.unit,
         within=within,
         overall=int(sum(reused_page)),
-        distinct=len(ids),
+        distinct=distinct,
         reuse_distance=_rank_percentiles(sd),
         one_time_share=float((~reused_req).mean()) if reused_req.size else 0.0,
         one_time_token_share=float(tokens[~reused_req].sum() / max(int(tokens.sum()), 1)),

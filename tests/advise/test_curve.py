@@ -197,3 +197,18 @@ def test_the_one_pass_finds_each_requests_unbounded_hit_as_ideal_hits_does(kind,
     assert whatif_replay.ideal_hits(trace, 1) is hits  # the replays read it, nothing rebuilt
     with pytest.raises(ValueError, match="3 ideal hits for"):
         whatif_replay.remember_ideal(trace, 1, [0, 0, 0])
+
+
+def test_page_weights_are_each_pages_tokens_the_last_at_its_real_length():
+    from harness.advise.curve import _weights
+
+    for unit, tokens, limit in [
+        (16, 40, 3),
+        (16, 48, 3),
+        (16, 40, 5),
+        (16, 0, 2),
+        (512, 7000, 14),
+        (1, 9, 8),
+    ]:
+        want = [min((i + 1) * unit, tokens) - min(i * unit, tokens) for i in range(limit)]
+        assert _weights(limit, unit, tokens) == want, (unit, tokens, limit)
