@@ -36,6 +36,7 @@ class Node:
         "wtp",
         "lbp",
         "nid",
+        "l3",
     )
 
     def __init__(self, key: tuple, parent: Node | None, now: float, created: float, priority: int = 0):
@@ -62,6 +63,7 @@ class Node:
         self.wtp = 0  # write-through ack id while the device->host copy is in flight (0: none)
         self.lbp = 0  # nid of the load-back anchor while a write-back load is in flight (0: none)
         self.nid = 0
+        self.l3: tuple[int, bytes] | None = None  # (store generation, last page's digest): path stored in L3
 
     def __len__(self) -> int:
         return len(self.key)

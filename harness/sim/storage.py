@@ -33,7 +33,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,6 +231,22 @@ def iter_page_keys(
         prior = got[0]
         yield got[1]
         level = got[2]
+
+
+def extend_keys(prior: bytes, tokens: Sequence[int], page: int, out: list[str]) -> bytes:
+    """page_keys past a stored prefix: the keys of `tokens`' whole pages chained on from `prior` (the
+    prefix's last digest, b"" at the root), appended to `out`; returns the last digest."""
+    sha = hashlib.sha256
+    if page == 1:
+        for t in tokens:
+            prior = sha(prior + int(t).to_bytes(4, "little", signed=False)).digest()
+            out.append(prior.hex())
+        return prior
+    for i in range(0, len(tokens) // page * page, page):
+        data = b"".join(int(t).to_bytes(4, "little", signed=False) for t in tokens[i : i + page])
+        prior = sha(prior + data).digest()
+        out.append(prior.hex())
+    return prior
 
 
 class FileStore:

@@ -18,8 +18,8 @@ from harness.sim.storage import (
     FileStore,
     PageMemo,
     PrefetchOutcome,
+    extend_keys,
     iter_page_keys,
-    page_keys,
     prefetch_outcome,
     prefetch_threshold,
 )
@@ -62,6 +62,7 @@ class StorageTier:
         self.stats = stats
         self.tree = tree  # the host pool a prefetch lands in (None: unbounded)
         self.memo = PageMemo()  # this server's pages already hashed (page_keys)
+        self._gen = 0  # Node.l3 marks from an earlier generation (before a reset) mean nothing
         model = config.profile.model.replace("/", "-")
         capacity = capacity_pages(config)
         # a prefetch went past the threshold: the backend's speed was asked (_outcome)
@@ -164,26 +165,44 @@ class StorageTier:
         return out.fulfilled
 
     def write_backups(self, tree: Any) -> None:
-        """Write the pages of every node the host tier backed up since the last call (write_backup_storage)."""
+        """Write the pages of every node the host tier backed up since the last call (write_backup_storage).
+
+        Each node's path is put whole (what the store lacks of it), but only its part below the nearest
+        ancestor whose whole path the store already holds (Node.l3) is keyed: the rest would add nothing."""
         log = getattr(tree, "backup_log", None)
         if not log:
             return
         nodes = list(log)
         log.clear()
+        gen = self._gen
+        held = self.store.holds
         for node in nodes:
-            tokens = node_tokens(tree, node)
-            if tokens is None:
+            walk = _unstored_path(tree, node, gen)
+            if walk is None:
                 continue
-            keys = page_keys(tokens, self.page, self.memo)
+            path, prior = walk
+            keys: list[str] = []
+            ends: list[tuple[Any, int, bytes]] = []
+            for x in reversed(path):
+                prior = extend_keys(prior, x.key, self.page, keys)
+                ends.append((x, len(keys), prior))
             self.stats.storage_written_pages += self.store.put(keys)
             # SGLang counts each acknowledged backup op's own whole pages (the node's key, not its ancestors'),
-            # pages the backend already held included (cache_controller._page_backup: completed_tokens)
+            # pages the backend already held included (cache_controller._page_backup: completed_tokens);
+            # a node whose path was stored before (no path left to key) holds its own pages
             own = len(node.key) // self.page
-            if own and self.store.holds(keys[-own:]):
+            if own and (not path or held(keys[-own:])):
                 self.stats.storage_backuped_tokens += own * self.page
+            start = 0
+            for x, end, digest in ends:  # the nodes whose whole path is now stored: a later walk stops there
+                if not held(keys[start:end]):
+                    break
+                x.l3 = (gen, digest)
+                start = end
 
     def reset(self) -> None:
         self.store.clear_cache()
+        self._gen += 1  # what the nodes say was stored is forgotten with the store's cache
 
 
 def capacity_pages(config: EngineConfig) -> int:
@@ -198,19 +217,19 @@ def chunk_part(compute: int, budget: PrefillBudget, page: int) -> int:
     return part if part == compute else max(page, part // page * page)
 
 
-def node_tokens(tree: Any, node: Any) -> list[int] | None:
-    """The token ids from the root to the end of `node`, or None when it left the tree."""
-    parts = []
+def _unstored_path(tree: Any, node: Any, gen: int) -> tuple[list[Any], bytes] | None:
+    """The nodes from `node` up to (not including) the nearest one whose whole path this generation's
+    store holds, and that one's last digest (b"" at the root); None when `node` left the tree."""
+    path: list[Any] = []
     x = node
-    while x is not None and x is not tree.root:
-        parts.append(x.key)
+    root = tree.root
+    while x is not root:
         parent = x.parent
         if parent is None or parent.children.get(tree._child_key(x.key)) is not x:
             return None
+        l3 = x.l3
+        if l3 is not None and l3[0] == gen:
+            return path, l3[1]
+        path.append(x)
         x = parent
-    if x is None:
-        return None
-    out: list[int] = []
-    for key in reversed(parts):
-        out.extend(key)
-    return out
+    return path, b""
