@@ -312,11 +312,15 @@ class FileStore:
             new = new[:room]
         if not new:
             return 0
-        with open(self.own, "a") as f:
-            f.write("\n".join(new) + "\n")
+        self._write(new)
         self._known.update(new)
         self.written_pages += len(new)
         return len(new)
+
+    def _write(self, new: list[str]) -> None:
+        """Append this server's new page keys where the other servers on the directory read them."""
+        with open(self.own, "a") as f:
+            f.write("\n".join(new) + "\n")
 
     def holds(self, keys: list[str]) -> bool:
         """Every one of these pages is stored (a write the capacity refused is not)."""

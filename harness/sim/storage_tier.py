@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.sim.memory_store import MemoryStore, is_memory
 from harness.sim.sched_records import Batch, EngineConfig, EngineStats, PrefillBudget, PrefillPlan, SimRequest
 from harness.sim.storage import (
     BACKENDS,
@@ -68,7 +69,9 @@ class StorageTier:
         # a prefetch went past the threshold: the backend's speed was asked (_outcome)
         self.consulted = False
         try:
-            self.store = FileStore(storage_directory(config), f"_{model}_0_1", capacity_pages=capacity)
+            where = storage_directory(config)
+            medium = MemoryStore if is_memory(where) else FileStore
+            self.store = medium(where, f"_{model}_0_1", capacity_pages=capacity)
         except OSError as e:
             raise HarnessError(f"{STORAGE_DIR_ENV}: cannot use {storage_directory(config)!r}: {e}") from None
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.sim.memory_store import memory_shelf
 from harness.sim.radix import RadixCache, serve_request
 from harness.sim.timing import DEFAULT_PROFILE, CardProfile, get_profile
 from harness.whatif.grid import Config, new_cache
@@ -112,18 +112,16 @@ def engine(
     """The closed loop over N schedulers in one virtual time, each arrival routed on the loads then.
 
     econf: a whole EngineConfig (a live server's own, e.g. rebuilt from its server_info) instead of
-    cfg's cache settings on `card`'s defaults. An L3 without a directory gets an empty one of its own per
-    worker, or one for all with `shared_l3` (the sim's file store shares pages through it)."""
+    cfg's cache settings on `card`'s defaults. An L3 without a directory gets an empty in-memory store of its
+    own per worker, or one for all with `shared_l3` (harness.sim.memory_store: the file store's rules)."""
     from harness.sim.simulate import Worker
 
     econf = econf or engine_config(cfg, card, trace)
     with ExitStack() as stack:
         dirs: list[str | None] = [econf.storage_dir] * n
-        if econf.storage_backend and econf.storage_dir is None:
-            one = stack.enter_context(tempfile.TemporaryDirectory(prefix="whatif-l3-")) if shared_l3 else None
-            dirs = [
-                one or stack.enter_context(tempfile.TemporaryDirectory(prefix="whatif-l3-")) for _ in range(n)
-            ]
+        if econf.storage_backend and econf.storage_dir is None:  # pages kept in memory (MemoryStore)
+            one = stack.enter_context(memory_shelf()) if shared_l3 else None
+            dirs = [one or stack.enter_context(memory_shelf()) for _ in range(n)]
         workers = [Worker(dataclasses.replace(econf, storage_dir=d)) for d in dirs]
         first, on_finish = closed_loop(trace)
         t0 = time.perf_counter()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from harness.sim.memory_store import MemoryStore, memory_shelf
 from harness.sim.storage import (
     BACKENDS,
     FileStore,
@@ -115,3 +117,30 @@ def test_file_store_is_shared_through_its_directory(tmp_path: Path):
     assert FileStore(tmp_path / "empty", "_m_0_1").hit_pages(keys) == 0
     capped = FileStore(tmp_path / "capped", "_m_0_1", capacity_pages=3)
     assert capped.put(keys) == 3 and capped.hit_pages(keys) == 3
+
+
+def _store_story(make: Callable[[str, int | None], FileStore]) -> list[object]:
+    """Two servers sharing a store, a third model's, a capped one: every answer, in order."""
+    keys = page_keys(list(range(40)), 4)
+    a, b, other = make("_m_0_1", None), make("_m_0_1", None), make("_other_0_1", None)
+    out: list[object] = [a.hit_pages(keys), a.put(keys[:6]), a.put(keys[:6]), b.holds(keys[:6])]
+    out += [b.hit_pages(keys), b.put(keys[:6]), b.written_pages, b.pages(), b.hit_pages(keys, start=2)]
+    a.put([keys[8]])
+    out += [b.hit_pages(keys), b.pages(), b.put(keys[6:8]), a.holds(keys[6:8]), a.hit_pages(keys)]
+    out += [other.hit_pages(keys), other.put(keys[:2]), a.pages(), a.exists(keys[0])]
+    a.clear_cache()  # a flush forgets what was read; the pages stay, read again at the next lookup
+    out += [a.exists(keys[0]), a.holds(keys[:1]), a.hit_pages(keys), a.pages()]
+    capped = make("_m_0_1", 3)
+    out += [capped.put(keys[10:]), capped.refused, capped.written_pages, capped.put(keys[:2]), capped.refused]
+    return out
+
+
+def test_memory_store_answers_as_the_file_store(tmp_path: Path):
+    # a replay's in-memory store must answer every call as the sim's file store does, sharing included
+    on_disk = _store_story(lambda suffix, cap: FileStore(tmp_path, suffix, capacity_pages=cap))
+    with memory_shelf() as shelf:
+        in_memory = _store_story(lambda suffix, cap: MemoryStore(shelf, suffix, capacity_pages=cap))
+    assert in_memory == on_disk
+    assert on_disk[:5] == [0, 6, 0, False, 6]  # b knows a's pages only after a lookup reads them
+    with pytest.raises(OSError, match="no shelf"):
+        MemoryStore(shelf, "_m_0_1")  # the shelf went with its replay
