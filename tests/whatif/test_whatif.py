@@ -33,6 +33,8 @@ GOOD = '{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [
         ("{not json", "not JSON"),
         ('{"input_length": 5}', "hash_ids: expected a list of integers"),
         ('{"hash_ids": [1, "x"]}', "hash_ids"),
+        ('{"hash_ids": [1, true]}', "hash_ids"),
+        ('{"hash_ids": [1, 2.0]}', "hash_ids"),
         ('{"hash_ids": [1], "input_length": -3}', "input_length"),
         ("[1, 2]", "expected a JSON object"),
         ('{"hash_ids": [1], "timestamp": "soon"}', "timestamp"),
