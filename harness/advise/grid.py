@@ -178,7 +178,9 @@ def run_storage(
     enough: the largest stores first, a round across the pool at a time. A backend whose twin's replay
     never took a prefetch past the threshold, on a store no larger than the twin's proof covers
     (Result.backend_free_pages), would replay the very same: it gets the twin's result and model under its
-    own config and tier seconds (replay seconds 0: none ran). On 2 workers, 3 backends can take one round."""
+    own config and tier seconds (replay seconds 0: none ran). The first round is the largest store alone:
+    when its proof holds, every other backend is a copy (one engine replay, not one per worker), and the
+    pool's other workers run the jobs queued beside it meanwhile (advise's rows at load)."""
     from harness.sim.storage_tier import capacity_pages
     from harness.whatif.serve import engine_config, tier_seconds
 
@@ -190,8 +192,10 @@ def run_storage(
     cap = {c: capacity_pages(engine_config(c, profile, trace)) for c in configs}
     got: dict[Config, Candidate] = {}
     todo = sorted(configs, key=lambda c: -cap[c])
+    width = 1  # the first round proves what it can; the rounds after it take a replay per worker
     while todo:
-        batch, todo = todo[:n], todo[n:]
+        batch, todo = todo[:width], todo[width:]
+        width = n
         got.update(zip(batch, run(trace, batch, profile, slo, pool=pool, kind="storage"), strict=True))
         rest = []
         for c in todo:

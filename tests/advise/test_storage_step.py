@@ -22,7 +22,9 @@ def test_backends_copied_from_a_twin_equal_their_own_replays():
     replayed = grid.run(trace, stored, profile, None, 1)
     got = grid.run_storage(trace, stored, profile, None, 2)
     copied = [c for c in got if c.result.seconds == 0.0]
-    assert copied, "the largest store refused nothing and no prefetch reached the threshold: nixl is copied"
+    # the largest store refused nothing and no prefetch reached the threshold: its replay alone answers
+    # for the other two backends (the first round is that one replay, whatever the workers)
+    assert len(copied) == 2
     skip = {"seconds", "backend_free_pages"}  # wall time; the proof rides along with the copy
     for want, have in zip(replayed, got, strict=True):
         assert have.config == want.config and have.modelled == want.modelled
