@@ -300,6 +300,7 @@ class RadixCache:
 
     def inc_lock_ref(self, node: Node) -> int:
         """Pin `node` and its ancestors (a running request); returns the change in evictable tokens."""
+        # _update_leaf and _update_host_leaf inlined: a locked node is neither kind of leaf
         delta = 0
         root = self.root
         while node is not root:
@@ -309,25 +310,67 @@ class RadixCache:
                 self._protected += ln
                 delta -= ln
             node.lock_ref += 1
-            self._update_leaf(node)
-            if node.hleaf:
-                self._update_host_leaf(node)
-            node = _parent(node)
+            if node.lock_ref == 0:  # it was negative (a broken count): the general update
+                self._update_leaf(node)
+                if node.hleaf:
+                    self._update_host_leaf(node)
+            else:
+                if node.evl:
+                    node.evl = False
+                    node.ver += 1
+                    self._n_leaves -= 1
+                if node.hleaf:  # only ever set with a host tier
+                    node.hleaf = False
+                    node.hver += 1
+                    self._host_leaves.discard(node)
+            parent = node.parent
+            if parent is None:
+                _parent(node)  # raises: walked past the root
+            node = parent
         return delta
 
     def dec_lock_ref(self, node: Node) -> int:
+        # _update_leaf and _update_host_leaf inlined (node is never the root here)
         delta = 0
         root = self.root
+        hosted = self.host is not None
+        dirty = self._dirty
         while node is not root:
-            if node.lock_ref == 1 and node.dev:
+            lock = node.lock_ref - 1
+            dev = node.dev
+            if lock == 0 and dev:
                 ln = len(node.key)
                 self._evictable += ln
                 self._protected -= ln
                 delta += ln
-            node.lock_ref -= 1
-            self._update_leaf(node)
-            self._update_host_leaf(node)
-            node = _parent(node)
+            node.lock_ref = lock
+            if dev and lock == 0 and node.ndc == 0:
+                if not node.evl:
+                    node.evl = True
+                    self._n_leaves += 1
+                    if not node.dirty:
+                        node.dirty = True
+                        dirty.append(node)
+            elif node.evl:
+                node.evl = False
+                node.ver += 1
+                self._n_leaves -= 1
+            if hosted:
+                new = not dev and node.host and not node.children and lock == 0 and node.hlock == 0
+                if new != node.hleaf:
+                    node.hleaf = new
+                    if new:
+                        self._host_leaves.add(node)
+                        if not node.dirty:
+                            node.dirty = True
+                            dirty.append(node)
+                    else:
+                        node.hver += 1
+                        self._host_leaves.discard(node)
+            parent = node.parent
+            if parent is None:
+                _parent(node)  # raises: walked past the root
+            node = parent
         return delta
 
     def evict(self, num_tokens: int) -> int:

@@ -33,6 +33,7 @@ import itertools
 import math
 import os
 import re
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,9 @@ class PageMemo:
         self.size = 0
 
 
+_PACK_ID = struct.Struct("<I").pack  # one token id as a 4-byte little-endian unsigned int
+
+
 def page_keys(
     tokens: list[int] | tuple[int, ...], page_size: int = 1, memo: PageMemo | None = None
 ) -> list[str]:
@@ -238,9 +242,14 @@ def extend_keys(prior: bytes, tokens: Sequence[int], page: int, out: list[str]) 
     prefix's last digest, b"" at the root), appended to `out`; returns the last digest."""
     sha = hashlib.sha256
     if page == 1:
+        append = out.append
         for t in tokens:
-            prior = sha(prior + int(t).to_bytes(4, "little", signed=False)).digest()
-            out.append(prior.hex())
+            try:
+                data = _PACK_ID(t)  # the same 4 bytes as int(t).to_bytes(4, "little"), one call cheaper
+            except struct.error:  # not an index in range: the original conversion (and its error)
+                data = int(t).to_bytes(4, "little", signed=False)
+            prior = sha(prior + data).digest()
+            append(prior.hex())
         return prior
     for i in range(0, len(tokens) // page * page, page):
         data = b"".join(int(t).to_bytes(4, "little", signed=False) for t in tokens[i : i + page])

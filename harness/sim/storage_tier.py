@@ -178,7 +178,10 @@ class StorageTier:
         nodes = list(log)
         log.clear()
         gen = self._gen
-        held = self.store.holds
+        store = self.store
+        held = store.holds
+        stats = self.stats
+        page = self.page
         for node in nodes:
             walk = _unstored_path(tree, node, gen)
             if walk is None:
@@ -187,18 +190,21 @@ class StorageTier:
             keys: list[str] = []
             ends: list[tuple[Any, int, bytes]] = []
             for x in reversed(path):
-                prior = extend_keys(prior, x.key, self.page, keys)
+                prior = extend_keys(prior, x.key, page, keys)
                 ends.append((x, len(keys), prior))
-            self.stats.storage_written_pages += self.store.put(keys)
+            refused = store.refused
+            stats.storage_written_pages += store.put(keys)
+            # a put the capacity refused nothing of left every one of `keys` stored: no holds() to ask
+            every = store.refused == refused
             # SGLang counts each acknowledged backup op's own whole pages (the node's key, not its ancestors'),
             # pages the backend already held included (cache_controller._page_backup: completed_tokens);
             # a node whose path was stored before (no path left to key) holds its own pages
-            own = len(node.key) // self.page
-            if own and (not path or held(keys[-own:])):
-                self.stats.storage_backuped_tokens += own * self.page
+            own = len(node.key) // page
+            if own and (not path or every or held(keys[-own:])):
+                stats.storage_backuped_tokens += own * page
             start = 0
             for x, end, digest in ends:  # the nodes whose whole path is now stored: a later walk stops there
-                if not held(keys[start:end]):
+                if not every and not held(keys[start:end]):
                     break
                 x.l3 = (gen, digest)
                 start = end
