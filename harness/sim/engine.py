@@ -300,7 +300,9 @@ class Engine(KvPool):
     def _launch_prefill(self, now: float, plan: PrefillPlan) -> Batch:
         """Take the batch's slots (evicting as needed), time it on the card and log it."""
         parts = plan.parts
-        need = sum(p[1] for p in parts)
+        need = 0
+        for p in parts:
+            need += p[1]
         if not self._ensure_free(need):
             # admission counted room as available + evictable, so this is an accounting bug
             raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + stuck_message(self))
@@ -309,12 +311,17 @@ class Engine(KvPool):
         # the exact tokens computed, as 0.5.23 logs them (adder.log_input_tokens sums raw_extend_input_len;
         # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
         l3 = plan.storage  # L3 tokens land in host memory first, then load to the device like a host hit
-        new_tokens = sum(take - l3.get(id(r), 0) for r, take, _ in parts)
         k = max(1, self.config.key_tokens)  # tokens per key element (kv_bytes_per_token already counts them)
+        timed: list[tuple[int, int]] = []  # (new, cached before) per part, in tokens
+        new_tokens = 0
+        for r, t, c in parts:
+            got = l3.get(id(r), 0) if l3 else 0
+            new_tokens += t - got
+            timed.append(((t - got) * k, (c + got) * k))
         duration = plan.storage_wait_s + prefill_s(
             self.hclock,
             self.card,
-            [((t - l3.get(id(r), 0)) * k, (c + l3.get(id(r), 0)) * k) for r, t, c in parts],
+            timed,
             plan.load_back + sum(l3.values()),
             self.config.kv_bytes_per_token,
         )

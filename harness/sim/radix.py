@@ -107,8 +107,8 @@ class RadixCache:
         if self.flavor == "unified":
             # UnifiedRadixCache stamps from a logical counter that steps by 1.0 per call, so the
             # 1e-5-per-level stamps of a matched path never cross an earlier stamp, whatever the clock.
-            ticks = itertools.count(1)
-            clock = lambda: float(next(ticks))  # noqa: E731
+            # (a float counter: 1.0, 2.0, ... exactly as float(n) of an int one, without a Python frame a tick)
+            clock = itertools.count(1.0).__next__
         self.clock = clock
         self.host = host
         self.mode = mode
@@ -324,9 +324,7 @@ class RadixCache:
                     node.hver += 1
                     self._host_leaves.discard(node)
             parent = node.parent
-            if parent is None:
-                _parent(node)  # raises: walked past the root
-            node = parent
+            node = parent if parent is not None else _parent(node)  # _parent raises: walked past the root
         return delta
 
     def dec_lock_ref(self, node: Node) -> int:
@@ -368,9 +366,7 @@ class RadixCache:
                         node.hver += 1
                         self._host_leaves.discard(node)
             parent = node.parent
-            if parent is None:
-                _parent(node)  # raises: walked past the root
-            node = parent
+            node = parent if parent is not None else _parent(node)  # _parent raises: walked past the root
         return delta
 
     def evict(self, num_tokens: int) -> int:
@@ -475,8 +471,10 @@ class RadixCache:
         """Acknowledge the device->host backups in flight (those with ack id <= `backups_upto`: the copies
         that landed; None: all) and every host->device load (SGLang's check_hicache_events: writing_check,
         then loading_check); returns (backups, loads) acknowledged."""
-        root = self.root
         backups = self._pending_backups
+        if not backups and not self._pending_loads:
+            return 0, 0
+        root = self.root
         if backups_upto is None:
             self._pending_backups = []
         else:
@@ -589,13 +587,17 @@ class RadixCache:
 
     def _flush(self) -> None:
         """Push the current key of every evictable leaf whose key changed: one entry per node per evict."""
-        for node in self._dirty:
+        dirty = self._dirty
+        if not dirty:
+            return
+        push, push_host = self._push, self._push_host
+        for node in dirty:
             node.dirty = False
             if node.evl:
-                self._push(node)
+                push(node)
             elif node.hleaf:
-                self._push_host(node)
-        self._dirty.clear()
+                push_host(node)
+        dirty.clear()
 
     def _push_host(self, node: Node) -> None:
         node.hver += 1
@@ -672,7 +674,8 @@ class RadixCache:
     def _update_host_leaf(self, node: Node) -> None:
         if self.host is None:
             return
-        new = self._is_host_leaf(node)
+        # _is_host_leaf, inlined
+        new = not node.dev and node.host and not node.children and node.lock_ref == 0 and node.hlock == 0
         if new != node.hleaf:
             node.hleaf = new
             if new:

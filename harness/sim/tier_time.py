@@ -93,6 +93,8 @@ def prefill_s(
     kv_bytes_per_token: int,
 ) -> float:
     """A prefill forward with its load-back, under the host-tier mechanisms `clock` has on (None: HiCache off)."""
+    if load_tokens <= 0:  # nothing loaded back: the forward alone (no load to overlap, no copy to steal SMs)
+        return card.batch_prefill_time(parts)
     if clock is None:
         return card.prefill_with_load_back(parts, load_tokens, kv_bytes_per_token)
     t = card.prefill_with_load_back(parts, load_tokens, kv_bytes_per_token, overlap=clock.overlap)
@@ -119,12 +121,18 @@ class HostLink:
 
     def issue(self, pending: list[tuple[int, Any]], start: float) -> None:
         """Queue the copies of backups not queued yet (`pending`: the tree's (ack id, node) list)."""
-        new = [(ack, node) for ack, node in pending if ack > self._issued]
-        if not new:
+        issued = self._issued
+        top = issued  # the highest new ack id (every new one is above `issued`)
+        tokens = 0
+        for ack, node in pending:
+            if ack > issued:
+                tokens += len(node.key)
+                if ack > top:
+                    top = ack
+        if top == issued:  # nothing new
             return
-        tokens = sum(len(node.key) for _, node in new)
         self.free_at = max(start, self.free_at) + self.copy_time(tokens)
-        self._issued = max(ack for ack, _ in new)
+        self._issued = top
         self._writes.append((self._issued, self.free_at))
         self.written_tokens += tokens
 

@@ -224,8 +224,11 @@ class PhysicsProfile(CardProfile):
         if not parts:
             return 0.0
         assert self.shape is not None
-        tokens = sum(n for n, _ in parts)
-        compute = sum(self.prefill_time(n, c) for n, c in parts)
+        tokens = 0
+        for n, _ in parts:
+            tokens += n
+        prefill_time = self.prefill_time
+        compute = sum([prefill_time(n, c) for n, c in parts])  # sum() as before: the same float
         floor = self.shape.step_weight_bytes(tokens) / self.bw
         return self.prefill_overhead_s + max(compute, floor)
 

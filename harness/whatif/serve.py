@@ -186,7 +186,7 @@ def _drive(
         busy = [w for w in workers if w.busy()]
         if not arrivals and not busy:
             break
-        m = min(busy, key=lambda x: x.t) if busy else None
+        m = (busy[0] if len(busy) == 1 else min(busy, key=lambda x: x.t)) if busy else None
         a = arrivals[0][0] if arrivals else inf
         if arrivals and (m is None or a <= m.t):
             item = heapq.heappop(arrivals)
