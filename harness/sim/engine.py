@@ -238,7 +238,8 @@ class Engine(KvPool):
             dev_len = match.device_len
             host_len = match.host_len if self.config.hicache else 0
             self._lock(req, match.last_device_node, dev_len)
-        load = host_len if host_len >= self.config.load_back_units else 0
+        # (load_back_units is at least 1: no host hit loads nothing without asking it)
+        load = host_len if host_len and host_len >= self.config.load_back_units else 0
         if self.l3 is not None and self.l3.pending(req, dev_len + load, self.now) is not None:
             self._unlock(req)
             return PREFETCHING

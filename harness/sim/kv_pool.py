@@ -114,7 +114,7 @@ class KvPool:
         return self.available() >= tokens
 
     def _lock(self, req: SimRequest, node: Any, tree_len: int) -> None:
-        if not self.caching:
+        if self.config.disable_radix_cache:  # not self.caching
             return
         if node is not None:
             self.tree.inc_lock_ref(node)
@@ -123,7 +123,7 @@ class KvPool:
         req.locked, req.tree_len = node, tree_len
 
     def _unlock(self, req: SimRequest) -> None:
-        if self.caching and req.locked is not None:
+        if req.locked is not None and not self.config.disable_radix_cache:  # self.caching
             self.tree.dec_lock_ref(req.locked)
         req.locked, req.tree_len = None, 0
 
@@ -148,8 +148,10 @@ class KvPool:
         if n <= req.tree_len:
             return
         before = req.private
-        self.tree.insert(tokens[:n], priority=req.priority or 0, inserted_len=req.inserted_len)
+        key = tuple(tokens) if n == len(tokens) else tuple(tokens[:n])  # one key for the insert and the match
+        tree = self.tree
+        tree.insert(key, priority=req.priority or 0, inserted_len=req.inserted_len)
         req.inserted_len = max(req.inserted_len, n)
-        m = self.tree.match_prefix(tokens[:n])
+        m = tree.match_prefix(key)
         self._lock(req, m.last_device_node, m.device_len)
         self.private_total += req.private - before

@@ -221,12 +221,13 @@ class RadixCache:
             ck = key[off] if p == 1 else key[off : off + p]
         if unified:
             t = self.clock()
+            dirty = self._dirty
             x: Node | None = node
             while x is not None:
                 x.last_access_time = t
                 if (x.evl or x.hleaf) and not x.dirty:
                     x.dirty = True
-                    self._dirty.append(x)
+                    dirty.append(x)
                 t -= 0.00001
                 x = x.parent
         return MatchResult(dev_len, off - dev_len, last_dev, node)
@@ -249,6 +250,7 @@ class RadixCache:
         count_hits = host is None or not host.write_back
         root = self.root
         clock = self.clock
+        dirty = self._dirty
         t = clock()
         root.last_access_time = t
         if root.priority < priority:
@@ -263,7 +265,7 @@ class RadixCache:
             child.last_access_time = clock() if unified else t
             if (child.evl or child.hleaf) and not child.dirty:
                 child.dirty = True
-                self._dirty.append(child)
+                dirty.append(child)
             ckey = child.key
             ln = len(ckey)
             seg = key[off : off + ln]
@@ -279,7 +281,7 @@ class RadixCache:
                 child.priority = priority
                 if (child.evl or child.hleaf) and not child.dirty:
                     child.dirty = True
-                    self._dirty.append(child)
+                    dirty.append(child)
             if not child.dev:
                 self._unevict(child)
                 self._update_dup(child)  # a backed-up node restored from fresh KV is a duplicate
@@ -824,7 +826,8 @@ class RadixCache:
 
     def _remove_child(self, node: Node) -> None:
         parent = _parent(node)
-        del parent.children[self._child_key(node.key, 0)]
+        key, p = node.key, self.page_size
+        del parent.children[key[0] if p == 1 else key[0:p]]  # _child_key(key, 0)
         self._dups.pop(node.nid, None)
         if node.dev:
             parent.ndc -= 1

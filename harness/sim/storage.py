@@ -314,7 +314,8 @@ class FileStore:
 
     def put(self, keys: list[str]) -> int:
         """Store the pages not stored yet; returns how many were written."""
-        new = [k for k in dict.fromkeys(keys) if k not in self._known]
+        known = self._known
+        new = [k for k in dict.fromkeys(keys) if k not in known]
         if self.capacity_pages is not None:
             room = max(0, self.capacity_pages - self.written_pages)
             self.refused += max(0, len(new) - room)
