@@ -451,7 +451,7 @@ class Engine(KvPool):
             for req, _take in batch.parts:
                 if req is self.chunked:
                     if self.caching:
-                        self._cache_tokens(req, req.fill_ids[: req.kv_len])
+                        self._cache_tokens(req, self._computed(req))
                     continue
                 if req.aborted:
                     self._finish(req, end, reason="abort")
@@ -461,7 +461,7 @@ class Engine(KvPool):
                 self._emit_token(req, end)
                 if not req.finished:
                     if self.caching:
-                        self._cache_tokens(req, req.fill_ids[: req.kv_len])
+                        self._cache_tokens(req, self._computed(req))
                     self.running.append(req)
         else:
             self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
@@ -478,6 +478,12 @@ class Engine(KvPool):
             self.hclock.after_forward(self.tree, end)
         if self.l3 is not None:
             self.l3.write_backups(self.tree)
+
+    @staticmethod
+    def _computed(req: SimRequest) -> list[int]:
+        """req.fill_ids[: req.kv_len], without building fill_ids when the prompt alone covers it."""
+        ids = req.input_ids
+        return ids[: req.kv_len] if req.kv_len <= len(ids) else req.fill_ids[: req.kv_len]
 
     def _emit_token(self, req: SimRequest, t: float) -> None:
         req.generated += 1

@@ -480,8 +480,12 @@ class RadixCache:
         if backups_upto is None:
             self._pending_backups = []
         else:
-            self._pending_backups = [b for b in backups if b[0] > backups_upto]
-            backups = [b for b in backups if b[0] <= backups_upto]
+            # ack ids are issued in increasing order (_backup_chain appends them so): the landed ones lead
+            landed, n = 0, len(backups)
+            while landed < n and backups[landed][0] <= backups_upto:
+                landed += 1
+            self._pending_backups = backups[landed:]
+            backups = backups[:landed]
         for ack, node in backups:
             frags = []
             x = node
@@ -551,15 +555,16 @@ class RadixCache:
         reclaimed = freed
         self._flush()
         heap = self._hheap
+        pop, drop, remove, dirty = heapq.heappop, self._drop_host, self._remove_child, self._dirty
         while freed < num_tokens and heap:
-            entry = heapq.heappop(heap)
+            entry = pop(heap)
             x = entry[-1]
             if entry[-2] != x.hver or not x.hleaf:
                 continue
             freed += len(x.key)
-            self._drop_host(x)
-            self._remove_child(x)
-            if self._dirty:
+            drop(x)
+            remove(x)
+            if dirty:
                 self._flush()
         self.stats.host_evicted_tokens += freed - reclaimed
         if len(heap) > 4 * len(self._host_leaves) + 1024:
@@ -799,7 +804,8 @@ class RadixCache:
         self.stats.backup_calls += 1
         if self.backup_log is not None:
             self.backup_log.append(node)
-        self._update_host_leaf(node)
+        if node.hleaf or not node.dev:  # else (on the device, not a host leaf) nothing to update
+            self._update_host_leaf(node)
         return True
 
     def _drop_host(self, node: Node) -> None:
