@@ -272,6 +272,7 @@ class FileStore:
         self.suffix = suffix
         self.capacity_pages = capacity_pages
         self.own = self.dir / f"sim-pages-{os.getpid()}-{id(self):x}{suffix}.keys"
+        self._own_path = os.path.join(os.fspath(self.dir), self.own.name)  # as _refresh's scandir names it
         self._keys_file = re.compile(fnmatch.translate(f"sim-pages-*{suffix}.keys")).fullmatch
         self._known: set[str] = set()
         self._read: dict[str, int] = {}  # keys file -> bytes already read
@@ -329,8 +330,13 @@ class FileStore:
 
     def _write(self, new: list[str]) -> None:
         """Append this server's new page keys where the other servers on the directory read them."""
-        with open(self.own, "a") as f:
-            f.write("\n".join(new) + "\n")
+        data = ("\n".join(new) + "\n").encode()
+        with open(self.own, "ab") as f:
+            start = f.tell()  # the file's end before this write
+            f.write(data)
+        if self._read.get(self._own_path, 0) == start:
+            # everything before was read already and these keys are known now: no lookup reads them back
+            self._read[self._own_path] = start + len(data)
 
     def holds(self, keys: list[str]) -> bool:
         """Every one of these pages is stored (a write the capacity refused is not)."""
