@@ -137,9 +137,9 @@ class KvPool:
         req.retractions += 1
 
     def _set_kv(self, req: SimRequest, kv_len: int) -> None:
-        before = req.private
+        # req.private (kv_len - tree_len) moves by the change in kv_len alone
+        self.private_total += kv_len - req.kv_len
         req.kv_len = kv_len
-        self.private_total += req.private - before
 
     def _cache_tokens(self, req: SimRequest, tokens: list[int]) -> None:
         """checkpoint_kv_cache / release_kv_cache: insert the page-aligned computed tokens (a chunk's too:
