@@ -113,6 +113,7 @@ class RadixCache:
         self.host = host
         self.mode = mode
         self._tlru = self.policy == "tlru"
+        self._lru = self.policy == "lru"  # its key is (last_access_time,): _push builds the entry directly
         self._hit_keyed = self.policy in ("lfu", "slru")
         self.stats = CacheStats()
         self.evict_log: list[tuple] | None = None  # set to [] to record each evicted node's key, in order
@@ -609,12 +610,18 @@ class RadixCache:
     def _push_host(self, node: Node) -> None:
         node.hver += 1
         self._seq += 1
-        heapq.heappush(self._hheap, (*self._key(node), self._seq, node.hver, node))
+        if self._lru:
+            heapq.heappush(self._hheap, (node.last_access_time, self._seq, node.hver, node))
+        else:
+            heapq.heappush(self._hheap, (*self._key(node), self._seq, node.hver, node))
 
     def _push(self, node: Node) -> None:
         node.ver += 1
         self._seq += 1
-        heapq.heappush(self._heap, (*self._key(node), self._seq, node.ver, node))
+        if self._lru:
+            heapq.heappush(self._heap, (node.last_access_time, self._seq, node.ver, node))
+        else:
+            heapq.heappush(self._heap, (*self._key(node), self._seq, node.ver, node))
 
     def _compact(self) -> None:
         heap = []
