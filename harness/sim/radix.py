@@ -249,6 +249,7 @@ class RadixCache:
         unified = self.flavor == "unified"
         host = self.host
         count_hits = host is None or not host.write_back
+        hit_keyed = self._hit_keyed
         root = self.root
         clock = self.clock
         dirty = self._dirty
@@ -288,8 +289,18 @@ class RadixCache:
                 self._update_dup(child)  # a backed-up node restored from fresh KV is a duplicate
             off += plen
             node = child
-            if count_hits and off > inserted_len:
-                self._hit(node)
+            if count_hits and off > inserted_len and node.dev:  # _hit(node), inlined
+                node.hit_count += 1
+                if node.evl and hit_keyed and not node.dirty:
+                    node.dirty = True
+                    dirty.append(node)
+                if (
+                    host is not None
+                    and not node.host
+                    and not host.write_back
+                    and node.hit_count >= host.hit_threshold
+                ):
+                    self._backup_chain(node)
             if off >= n:
                 break
             children = node.children
@@ -381,8 +392,9 @@ class RadixCache:
         declined: list[Node] = []
         skip: set[Node] = set()
         self._flush()
+        pop, evict_leaf, dirty = heapq.heappop, self._evict_leaf, self._dirty
         while freed < num_tokens and heap:
-            entry = heapq.heappop(heap)
+            entry = pop(heap)
             x = entry[-1]
             if entry[-2] != x.ver or not x.evl or x in skip:
                 continue
@@ -391,7 +403,7 @@ class RadixCache:
                 if keep > 0:
                     self._split_raw(x, keep)
             key = x.key
-            n = self._evict_leaf(x)
+            n = evict_leaf(x)
             if n == 0 and x.evl:
                 # a write-back drop declined: the leaf stays on the device, and this walk moves on
                 skip.add(x)
@@ -399,7 +411,7 @@ class RadixCache:
             elif self.evict_log is not None:
                 self.evict_log.append(key)
             freed += n
-            if self._dirty:
+            if dirty:
                 self._flush()
         for x in declined:
             if x.evl:
