@@ -187,8 +187,8 @@ class RadixCache:
         dev_len, last_dev = 0, root
         children = root.children
         ck = key[0] if p == 1 else key[0:p]
-        while ck in children:
-            child = children[ck]
+        child = children.get(ck)  # one lookup a level (a child is never None)
+        while child is not None:
             if not (child.dev or child.host):
                 break
             if not unified:
@@ -220,6 +220,7 @@ class RadixCache:
                 break
             children = child.children
             ck = key[off] if p == 1 else key[off : off + p]
+            child = children.get(ck)
         if unified:
             t = self.clock()
             dirty = self._dirty
@@ -262,8 +263,8 @@ class RadixCache:
         node, off, n = root, 0, len(key)
         ck = key[0] if p == 1 else key[0:p]
         children = root.children
-        while ck in children:
-            child = children[ck]
+        child = children.get(ck)  # one lookup a level (a child is never None)
+        while child is not None:
             child.last_access_time = clock() if unified else t
             if (child.evl or child.hleaf) and not child.dirty:
                 child.dirty = True
@@ -305,6 +306,7 @@ class RadixCache:
                 break
             children = node.children
             ck = key[off] if p == 1 else key[off : off + p]
+            child = children.get(ck)
         prefix = off
         if off < n:
             leaf = self._new_leaf(node, key[off:], priority, ck)
