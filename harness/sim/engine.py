@@ -238,7 +238,6 @@ class Engine(KvPool):
             dev_len = match.device_len
             host_len = match.host_len if self.config.hicache else 0
             self._lock(req, match.last_device_node, dev_len)
-        # (load_back_units is at least 1: no host hit loads nothing without asking it)
         load = host_len if host_len and host_len >= self.config.load_back_units else 0
         if self.l3 is not None and self.l3.pending(req, dev_len + load, self.now) is not None:
             self._unlock(req)
@@ -301,9 +300,7 @@ class Engine(KvPool):
     def _launch_prefill(self, now: float, plan: PrefillPlan) -> Batch:
         """Take the batch's slots (evicting as needed), time it on the card and log it."""
         parts = plan.parts
-        need = 0
-        for p in parts:
-            need += p[1]
+        need = sum([p[1] for p in parts])
         if not self._ensure_free(need):
             # admission counted room as available + evictable, so this is an accounting bug
             raise SchedulerStuck(f"prefill out of memory: {need} tokens admitted; " + stuck_message(self))
@@ -313,18 +310,12 @@ class Engine(KvPool):
         # real SGLang at page 16 prints `#new-token: 12, #cached-token: 288` for a 300-token prompt)
         l3 = plan.storage  # L3 tokens land in host memory first, then load to the device like a host hit
         k = max(1, self.config.key_tokens)  # tokens per key element (kv_bytes_per_token already counts them)
-        timed: list[tuple[int, int]] = []  # (new, cached before) per part, in tokens
-        new_tokens = 0
-        for r, t, c in parts:
-            got = l3.get(id(r), 0) if l3 else 0
-            new_tokens += t - got
-            timed.append(((t - got) * k, (c + got) * k))
+        got = [l3.get(id(r), 0) for r, _, _ in parts] if l3 else [0] * len(parts)
+        new_tokens = need - sum(got)
+        timed = [((t - g) * k, (c + g) * k) for (_, t, c), g in zip(parts, got, strict=True)]  # new, cached
+        kv_bytes = self.config.kv_bytes_per_token
         duration = plan.storage_wait_s + prefill_s(
-            self.hclock,
-            self.card,
-            timed,
-            plan.load_back + sum(l3.values()),
-            self.config.kv_bytes_per_token,
+            self.hclock, self.card, timed, plan.load_back + sum(l3.values()), kv_bytes
         )
         total = new_tokens + plan.cached_hits
         self.stats.last_cache_hit_rate = plan.cached_hits / total if total else 0.0
@@ -451,7 +442,7 @@ class Engine(KvPool):
             for req, _take in batch.parts:
                 if req is self.chunked:
                     if self.caching:
-                        self._cache_tokens(req, self._computed(req))
+                        self._cache_tokens(req, req.computed)
                     continue
                 if req.aborted:
                     self._finish(req, end, reason="abort")
@@ -461,7 +452,7 @@ class Engine(KvPool):
                 self._emit_token(req, end)
                 if not req.finished:
                     if self.caching:
-                        self._cache_tokens(req, self._computed(req))
+                        self._cache_tokens(req, req.computed)
                     self.running.append(req)
         else:
             self.new_token_ratio = max(MIN_NEW_TOKEN_RATIO, self.new_token_ratio - NEW_TOKEN_RATIO_DECAY)
@@ -478,12 +469,6 @@ class Engine(KvPool):
             self.hclock.after_forward(self.tree, end)
         if self.l3 is not None:
             self.l3.write_backups(self.tree)
-
-    @staticmethod
-    def _computed(req: SimRequest) -> list[int]:
-        """req.fill_ids[: req.kv_len], without building fill_ids when the prompt alone covers it."""
-        ids = req.input_ids
-        return ids[: req.kv_len] if req.kv_len <= len(ids) else req.fill_ids[: req.kv_len]
 
     def _emit_token(self, req: SimRequest, t: float) -> None:
         req.generated += 1

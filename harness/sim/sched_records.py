@@ -238,6 +238,12 @@ class SimRequest:
         return self.input_ids + self.output_ids[: self.generated]
 
     @property
+    def computed(self) -> list[int]:
+        """fill_ids[: kv_len], without building fill_ids when the prompt alone covers it (every prefill)."""
+        ids = self.input_ids
+        return ids[: self.kv_len] if self.kv_len <= len(ids) else self.fill_ids[: self.kv_len]
+
+    @property
     def private(self) -> int:
         return self.kv_len - self.tree_len
 
