@@ -114,7 +114,7 @@ class KvPool:
         return self.available() >= tokens
 
     def _lock(self, req: SimRequest, node: Any, tree_len: int) -> None:
-        if self.config.disable_radix_cache:  # not self.caching
+        if not self.caching:
             return
         if node is not None:
             self.tree.inc_lock_ref(node)
@@ -123,7 +123,7 @@ class KvPool:
         req.locked, req.tree_len = node, tree_len
 
     def _unlock(self, req: SimRequest) -> None:
-        if req.locked is not None and not self.config.disable_radix_cache:  # self.caching
+        if self.caching and req.locked is not None:
             self.tree.dec_lock_ref(req.locked)
         req.locked, req.tree_len = None, 0
 

@@ -250,7 +250,6 @@ class RadixCache:
         unified = self.flavor == "unified"
         host = self.host
         count_hits = host is None or not host.write_back
-        hit_keyed = self._hit_keyed
         root = self.root
         clock = self.clock
         dirty = self._dirty
@@ -290,18 +289,8 @@ class RadixCache:
                 self._update_dup(child)  # a backed-up node restored from fresh KV is a duplicate
             off += plen
             node = child
-            if count_hits and off > inserted_len and node.dev:  # _hit(node), inlined
-                node.hit_count += 1
-                if node.evl and hit_keyed and not node.dirty:
-                    node.dirty = True
-                    dirty.append(node)
-                if (
-                    host is not None
-                    and not node.host
-                    and not host.write_back
-                    and node.hit_count >= host.hit_threshold
-                ):
-                    self._backup_chain(node)
+            if count_hits and off > inserted_len:
+                self._hit(node)
             if off >= n:
                 break
             children = node.children
@@ -316,7 +305,6 @@ class RadixCache:
 
     def inc_lock_ref(self, node: Node) -> int:
         """Pin `node` and its ancestors (a running request); returns the change in evictable tokens."""
-        # _update_leaf and _update_host_leaf inlined: a locked node is neither kind of leaf
         delta = 0
         root = self.root
         while node is not root:
@@ -326,63 +314,25 @@ class RadixCache:
                 self._protected += ln
                 delta -= ln
             node.lock_ref += 1
-            if node.lock_ref == 0:  # it was negative (a broken count): the general update
-                self._update_leaf(node)
-                if node.hleaf:
-                    self._update_host_leaf(node)
-            else:
-                if node.evl:
-                    node.evl = False
-                    node.ver += 1
-                    self._n_leaves -= 1
-                if node.hleaf:  # only ever set with a host tier
-                    node.hleaf = False
-                    node.hver += 1
-                    self._host_leaves.discard(node)
-            parent = node.parent
-            node = parent if parent is not None else _parent(node)  # _parent raises: walked past the root
+            self._update_leaf(node)
+            if node.hleaf:
+                self._update_host_leaf(node)
+            node = _parent(node)
         return delta
 
     def dec_lock_ref(self, node: Node) -> int:
-        # _update_leaf and _update_host_leaf inlined (node is never the root here)
         delta = 0
         root = self.root
-        hosted = self.host is not None
-        dirty = self._dirty
         while node is not root:
-            lock = node.lock_ref - 1
-            dev = node.dev
-            if lock == 0 and dev:
+            if node.lock_ref == 1 and node.dev:
                 ln = len(node.key)
                 self._evictable += ln
                 self._protected -= ln
                 delta += ln
-            node.lock_ref = lock
-            if dev and lock == 0 and node.ndc == 0:
-                if not node.evl:
-                    node.evl = True
-                    self._n_leaves += 1
-                    if not node.dirty:
-                        node.dirty = True
-                        dirty.append(node)
-            elif node.evl:
-                node.evl = False
-                node.ver += 1
-                self._n_leaves -= 1
-            if hosted:
-                new = not dev and node.host and not node.children and lock == 0 and node.hlock == 0
-                if new != node.hleaf:
-                    node.hleaf = new
-                    if new:
-                        self._host_leaves.add(node)
-                        if not node.dirty:
-                            node.dirty = True
-                            dirty.append(node)
-                    else:
-                        node.hver += 1
-                        self._host_leaves.discard(node)
-            parent = node.parent
-            node = parent if parent is not None else _parent(node)  # _parent raises: walked past the root
+            node.lock_ref -= 1
+            self._update_leaf(node)
+            self._update_host_leaf(node)
+            node = _parent(node)
         return delta
 
     def evict(self, num_tokens: int) -> int:
@@ -702,8 +652,7 @@ class RadixCache:
     def _update_host_leaf(self, node: Node) -> None:
         if self.host is None:
             return
-        # _is_host_leaf, inlined
-        new = not node.dev and node.host and not node.children and node.lock_ref == 0 and node.hlock == 0
+        new = self._is_host_leaf(node)
         if new != node.hleaf:
             node.hleaf = new
             if new:
@@ -853,8 +802,7 @@ class RadixCache:
 
     def _remove_child(self, node: Node) -> None:
         parent = _parent(node)
-        key, p = node.key, self.page_size
-        del parent.children[key[0] if p == 1 else key[0:p]]  # _child_key(key, 0)
+        del parent.children[self._child_key(node.key, 0)]
         self._dups.pop(node.nid, None)
         if node.dev:
             parent.ndc -= 1

@@ -232,11 +232,9 @@ def _unstored_path(tree: Any, node: Any, gen: int) -> tuple[list[Any], bytes] | 
     path: list[Any] = []
     x = node
     root = tree.root
-    page = tree.page_size
     while x is not root:
         parent = x.parent
-        key = x.key
-        if parent is None or parent.children.get(key[0] if page == 1 else key[0:page]) is not x:  # _child_key
+        if parent is None or parent.children.get(tree._child_key(x.key)) is not x:
             return None
         l3 = x.l3
         if l3 is not None and l3[0] == gen:
