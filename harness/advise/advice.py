@@ -19,9 +19,10 @@ from harness.advise.levers import Levers
 from harness.advise.load import Load, at_load, distinct, shown
 from harness.advise.load import rows as load_rows
 from harness.advise.node import Node, resolve, this_machine
-from harness.advise.physics import Slo, service_times
+from harness.advise.physics import service_times
 from harness.advise.recommend import Recommendation, recommend
 from harness.advise.replays import Replays, Work
+from harness.advise.slo import Slo
 from harness.advise.working_set import WorkingSet, clock, working_set
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile, resolve_profile

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.advise.curve import StackDistances
-from harness.advise.physics import Modelled, Slo
+from harness.advise.physics import Modelled
 from harness.advise.replays import Replays, Work
+from harness.advise.slo import Slo
 from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config

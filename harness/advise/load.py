@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from harness.advise.capacity import Capacity
 from harness.advise.grid import Candidate
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
@@ -106,9 +107,16 @@ class AtLoad:
     one_at_a_time_ttft_ms: dict[str, float]  # mean, p50, p99 one request at a time
     makespan_s: float
     seconds: float  # the replay's wall time
+    overloaded: bool = False  # the queue grows over the replay: the TTFT figures are not steady
+    slo_figures: dict[str, float] = dataclasses.field(default_factory=dict)  # each SLO bound at this load
+    attainment: float | None = None  # share of requests within the SLO at this load
+    capacity: Capacity | None = None  # one replica's highest load within the SLO
+    gpus_needed: int | None = None  # the fewest replicas that meet the SLO at this load (None: none)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["capacity"] = None if self.capacity is None else self.capacity.to_dict()
+        return out
 
 
 def _ttft(ts: list[float]) -> dict[str, float]:

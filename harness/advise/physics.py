@@ -12,15 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.advise.slo import Slo
 from harness.sim.timing import CardProfile
 from harness.whatif.replay import Result
 from harness.whatif.trace import Trace, TraceRequest
-
-
-@dataclass(frozen=True)
-class Slo:
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
-from harness.advise.physics import Slo, model
+from harness.advise.physics import model
+from harness.advise.slo import Slo
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
 from harness.whatif.replay import ideal_hits, replay

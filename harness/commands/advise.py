@@ -144,24 +144,9 @@ def _ints(flag: str, text: str) -> tuple[int, ...]:
 
 
 def parse_slo(text: str | None):
-    from harness.advise.physics import Slo
+    from harness.advise.slo import parse_slo as parse
 
-    if not text:
-        return None
-    vals: dict[str, float] = {}
-    for part in text.split(","):
-        key, eq, val = part.partition("=")
-        key = key.strip()
-        if key not in ("ttft_ms", "tpot_ms") or not eq:
-            raise HarnessError(f"--slo: {part!r}: expected ttft_ms=N or tpot_ms=N")
-        try:
-            v = float(val)
-        except ValueError:
-            raise HarnessError(f"--slo: {key}: bad value {val!r}") from None
-        if v <= 0:
-            raise HarnessError(f"--slo: {key}: {val} must be positive")
-        vals[key] = v
-    return Slo(vals.get("ttft_ms"), vals.get("tpot_ms"))
+    return parse(text)
 
 
 # Python's collector, as advise's replays run (few_collections below): (gen0, gen1, gen2) thresholds

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.advise.advice import Options, advise, check
-from harness.advise.physics import Slo
+from harness.advise.slo import Slo
 from tests.helpers.specs import shared_prefix, write_spec
 
 pytestmark = pytest.mark.slow  # ~40 exact replays of a few hundred 2k-token requests each

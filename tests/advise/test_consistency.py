@@ -20,7 +20,7 @@ from harness.advise.html import render as render_html
 from harness.advise.json_out import to_dict
 from harness.advise.levers import Levers
 from harness.advise.markdown import render as render_md
-from harness.advise.physics import Slo
+from harness.advise.slo import Slo
 from harness.report.html_page import esc
 from harness.sim.timing import resolve_profile
 from tests.helpers.specs import multi_turn, shared_prefix, write_spec
