@@ -76,6 +76,8 @@ class Advice:
     node: Node | None = None  # the host memory and GPUs the advice is sized for
     levers: Levers | None = None  # the card's memory chain: each candidate's launch line (launch_line)
     model_arg: str | None = None  # --model as given: the launch lines' --model-path
+    slo: Any = None  # harness.advise.slo.Slo the capacity figures are at (harness.advise.sizing)
+    headline_at_load: str = ""  # the headline's first sentence: GPUs needed at the user's load
 
     def launch(self, c: grid.Candidate) -> LaunchLine:
         """The candidate as SGLang 0.5.23's launch command (harness.advise.launch_line)."""

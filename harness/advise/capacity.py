@@ -7,6 +7,8 @@ dividing: a host tier changes the hit rate with the load, and the queue is not l
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,3 +49,99 @@ class Capacity:
             "range_rps": None if self.low_rps is None else [self.low_rps, self.high_rps],
             "tried": [t.to_dict() for t in self.tried],
         }
+
+
+# the search's bounds: the load factor moves within [1/MAX_FACTOR, MAX_FACTOR] x the input's, by doubling,
+# then BISECT geometric steps between the last load that met the SLO and the first that did not
+MAX_FACTOR = 64.0
+BISECT = 4
+
+
+def search(
+    probe: Callable[[float], Tried], max_factor: float = MAX_FACTOR, steps: int = BISECT
+) -> list[Tried]:
+    """Probes of the load factor f (x the input's load) until the highest f that serves is bracketed to
+    2^(1/2^steps): doubling from f = 1 while it serves, halving while it does not, then bisection in log
+    space. Every probe is returned; `highest` reads the answer."""
+    tried: list[Tried] = []
+
+    def ok(f: float) -> bool:
+        t = probe(f)
+        tried.append(t)
+        return serves(t)
+
+    lo: float | None
+    hi: float | None
+    if ok(1.0):
+        lo, hi = 1.0, None
+        while hi is None and lo * 2 <= max_factor:
+            if ok(lo * 2):
+                lo *= 2
+            else:
+                hi = lo * 2
+    else:
+        lo, hi = None, 1.0
+        while lo is None and hi / 2 >= 1 / max_factor:
+            if ok(hi / 2):
+                lo = hi / 2
+            else:
+                hi /= 2
+    if lo is None or hi is None:
+        return tried  # nothing served, or everything up to the cap did
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return tried
+
+
+def serves(t: Tried) -> bool:
+    """A probe serves its load when it meets the SLO and its queue does not grow."""
+    return t.meets and not t.overloaded
+
+
+def highest(tried: Sequence[Tried], tokens_per_request: float) -> Capacity:
+    """The capacity the probes found: the highest serving load (None when none served)."""
+    ok = [t for t in tried if serves(t)]
+    if not ok:
+        return Capacity(None, None, None, tuple(tried))
+    best = max(ok, key=lambda t: t.rps)
+    return Capacity(
+        best.rps, best.rps * tokens_per_request, best.hit_rate, tuple(sorted(tried, key=lambda t: t.rps))
+    )
+
+
+def fewest_replicas(probe: Callable[[int], Tried], guess: int, most: int) -> tuple[int | None, list[Tried]]:
+    """The fewest replicas (1..most) that serve the load: from `guess` down while it serves, else up."""
+    tried: list[Tried] = []
+    seen: dict[int, bool] = {}
+
+    def ok(n: int) -> bool:
+        if n not in seen:
+            t = probe(n)
+            tried.append(t)
+            seen[n] = serves(t)
+        return seen[n]
+
+    n = min(max(guess, 1), most)
+    if ok(n):
+        while n > 1 and ok(n - 1):
+            n -= 1
+        return n, tried
+    while n < most:
+        n += 1
+        if ok(n):
+            return n, tried
+    return None, tried
+
+
+def overloaded(arrivals: Sequence[float], ttft_s: Sequence[float]) -> bool:
+    """The queue grew over the replay: more than max(5 %, 5) of the requests get their first token only
+    after the last request arrived (a load the replica keeps up with leaves a handful in flight there)."""
+    if not arrivals:
+        return False
+    last = max(arrivals)
+    late = sum(1 for a, t in zip(arrivals, ttft_s, strict=True) if t != t or a + t > last)
+    return late > max(0.05 * len(arrivals), 5)

@@ -37,6 +37,8 @@ def to_dict(a: Advice) -> dict:
         "confirmed": a.confirmed,
         **({"confirm": a.confirm.to_dict()} if a.confirm is not None else {}),
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
+        "slo": None if a.slo is None else a.slo.to_dict(),
+        "headline_at_load": a.headline_at_load,
         "modelled": {
             "load": None if a.load is None else a.load.to_dict(),
             "one_at_a_time": "curve, candidates, steps and replicas rows",

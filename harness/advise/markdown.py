@@ -158,6 +158,10 @@ def render(a: Advice) -> str:
         from harness.advise.load import markdown as load_markdown
 
         out += load_markdown(a.at_load, a.load)
+        if a.slo is not None:
+            from harness.advise.sizing_words import markdown as capacity_markdown
+
+            out += capacity_markdown(a.at_load, a.load, a.slo, a.node.gpus if a.node is not None else 8)
     if a.replicas is not None:
         from harness.advise.replicas import markdown as replicas_markdown
 

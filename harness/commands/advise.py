@@ -249,6 +249,9 @@ def _run(args: argparse.Namespace) -> int:
             t_load = time.perf_counter()
             a.at_load = shown_at_load(a, trace, a.load, profile, opts.workers)
             a.seconds["at_load"] = time.perf_counter() - t_load
+        from harness.advise.sizing import finish_at_load
+
+        finish_at_load(a, trace, load, profile, opts.slo, opts.workers)
         out = None
         if args.output is not None:
             out = args.output / path.stem if many else args.output

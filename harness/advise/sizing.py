@@ -1,0 +1,237 @@
+"""The shown candidates sized at the user's load: one replica's capacity at the SLO, the replicas the load
+needs, and whether the queue grows — each found by replays through the sim's scheduler (capacity.py's
+searches), one fork-pool job per distinct configuration.
+
+A request whose TTFT one at a time (nothing queued) already misses the SLO misses it at any load: when
+more of them than the percentile allows, no replica count serves the load and the search is skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from harness.advise.capacity import Capacity, Tried, fewest_replicas, highest, overloaded, search
+from harness.advise.grid import Candidate
+from harness.advise.levers import Levers
+from harness.advise.load import AtLoad, Load, at_load, shown
+from harness.advise.node import Node
+from harness.advise.slo import Slo
+from harness.sim.timing import CardProfile
+from harness.whatif.grid import Config
+from harness.whatif.trace import Trace
+
+
+@dataclass(frozen=True)
+class Sized:
+    """One configuration sized at the load (the job's answer)."""
+
+    capacity: Capacity
+    gpus_needed: int | None
+    gpus_tried: tuple[Tried, ...]
+    floor_share: float  # requests whose TTFT one at a time already misses the SLO's TTFT bound
+    at: dict[int, Tried]  # the probe at the input's own load, by replica count
+
+
+@dataclass(frozen=True)
+class Work:
+    trace: Trace
+    profile: CardProfile
+    slo: Slo
+    load: Load
+    router: str
+    most: int  # the most replicas tried: the node's GPUs
+    node: Node | None
+    levers: Levers
+    rows_replicas: int  # the at-load table's replica count (a probe there labels its rows)
+
+
+_WORK: Work | None = None
+
+
+def scaled(load: Load, f: float) -> Load:
+    """`load` x f: a trace's arrival times / (speedup x f), f x the rate, f x the requests in flight."""
+    if load.kind == "trace":
+        return dataclasses.replace(
+            load,
+            speedup=load.speedup * f,
+            offered_rps=(load.offered_rps or 0.0) * f,
+            span_s=(load.span_s or 0.0) / f,
+        )
+    if load.kind == "rate":
+        return dataclasses.replace(load, rate=(load.rate or 0.0) * f, offered_rps=(load.rate or 0.0) * f)
+    return dataclasses.replace(load, concurrency=max(1, round((load.concurrency or 1) * f)))
+
+
+def arrivals(loaded: Trace, load: Load) -> list[float]:
+    """Each request's send time at `load` (empty for a closed loop, whose queue cannot grow)."""
+    if load.kind == "trace":
+        return [r.arrival for r in loaded.requests]
+    if load.kind == "rate":
+        from harness.workloads.arrivals import arrival_offsets
+
+        return arrival_offsets(len(loaded.requests), load.rate or 1.0, loaded.seed)
+    return []
+
+
+def fit_host(cfg: Config, replicas: int, w: Work) -> Config:
+    """The configuration as `replicas` replicas run it: those sharing a node split its host memory, so
+    a host tier larger than a replica's share shrinks to it (off below 1x the device pool)."""
+    node = w.node
+    if cfg.host_ratio <= 0 or node is None or node.host_memory_gb is None:
+        return cfg
+    per_node = node.per_node if node.per_node_given else min(replicas, node.gpus)
+    share = node.host_memory_gb / max(per_node, 1)
+    need = w.levers.host_gb(cfg.pool, cfg.host_ratio)
+    if need <= share:
+        return cfg
+    ratio = math.floor(cfg.host_ratio * share / need * 10) / 10
+    return dataclasses.replace(cfg, host_ratio=ratio if ratio > 1 else 0.0)
+
+
+def probe(cfg: Config, f: float, replicas: int) -> Tried:
+    """One replay of `cfg` on `replicas` workers at f x the input's load."""
+    from harness.whatif.fleet import replay_fleet
+    from harness.whatif.replay import ideal_hits
+    from harness.whatif.routing import RouterConfig
+    from harness.whatif.serve import engine
+
+    w = _WORK
+    assert w is not None, "size() sets the work before the pool forks"
+    load = scaled(w.load, f)
+    loaded = at_load(w.trace, load)
+    run = fit_host(cfg, replicas, w)
+    ideal = ideal_hits(w.trace, cfg.page_size)  # the keys do not change with the load
+    if replicas > 1:
+        fl = replay_fleet(loaded, run, replicas, RouterConfig(w.router), w.profile, ideal=ideal)
+        res, ttft, span = fl.aggregate, fl.ttft_s, fl.makespan_s
+    else:
+        got = engine(loaded, run, ideal, w.profile)
+        res, ttft, span = got.result, got.ttft_s, got.makespan_s
+    rps = load.offered_rps if load.kind != "concurrency" else None
+    if rps is None:  # a closed loop offers what it completes
+        rps = len(ttft) / span if span > 0 else 0.0
+    return Tried(
+        rps=rps,
+        scale=load.speedup if load.kind == "trace" else (load.rate or float(load.concurrency or 1)),
+        replicas=replicas,
+        meets=w.slo.meets(ttft),
+        overloaded=overloaded(arrivals(loaded, load), ttft),
+        attainment=w.slo.attainment(ttft),
+        figures=w.slo.figures(ttft),
+        hit_rate=res.hit_rate,
+    )
+
+
+def floor_share(cfg: Config) -> float:
+    """The share of requests whose TTFT one request at a time (no queue) is over the SLO's TTFT bound."""
+    from harness.whatif.replay import ideal_hits
+    from harness.whatif.serve import sequential
+
+    w = _WORK
+    assert w is not None
+    got = sequential(w.trace, cfg, ideal_hits(w.trace, cfg.page_size), w.profile)
+    bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    return sum(1 for t in got.ttft_s if t * 1e3 > bound.ms) / max(len(got.ttft_s), 1)
+
+
+def size_one(cfg: Config) -> Sized:
+    """Capacity on one replica, then the fewest replicas for the input's load (a job of the pool)."""
+    w = _WORK
+    assert w is not None
+    ttft_bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    floor = floor_share(cfg)
+    tokens = sum(r.tokens for r in w.trace.requests) / max(len(w.trace.requests), 1)
+    at: dict[int, Tried] = {}
+    if floor > 1 - ttft_bound.percentile / 100:  # no load, no replica count meets it
+        if w.rows_replicas >= 1:
+            at[w.rows_replicas] = probe(cfg, 1.0, w.rows_replicas)
+        return Sized(Capacity(None, None, None), None, (), floor, at)
+    tried = search(lambda f: probe(cfg, f, 1))
+    at[1] = next(t for t in tried if t.scale == _scale(w.load))
+    cap = highest(tried, tokens)
+    need: int | None = None
+    fleet: list[Tried] = []
+    if cap.rps is not None and cap.rps > 0:
+        user_rps = at[1].rps
+        guess = max(1, math.ceil(user_rps / cap.rps))
+        need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n), guess, w.most)
+        for t in fleet:
+            at.setdefault(t.replicas, t)
+    if w.rows_replicas not in at:
+        at[w.rows_replicas] = probe(cfg, 1.0, w.rows_replicas)
+    return Sized(cap, need, tuple(fleet), floor, at)
+
+
+def _scale(load: Load) -> float:
+    return load.speedup if load.kind == "trace" else (load.rate or float(load.concurrency or 1))
+
+
+def size(
+    a: Any, trace: Trace, load: Load, profile: CardProfile, slo: Slo, workers: int | None = None
+) -> dict[Config, Sized]:
+    """Each shown candidate's configuration sized at `load`; the rows at load (a.at_load) get their
+    capacity, GPUs needed, overload and SLO figures. a: harness.advise.advice.Advice."""
+    global _WORK
+    pairs: list[tuple[str, Candidate]] = shown(a.recommendation, a.candidates)
+    configs = list(dict.fromkeys(c.config for _, c in pairs))
+    node: Node | None = a.node
+    levers: Levers = a.levers or Levers(profile, trace.unit, a.unit)
+    n_rows = a.at_load[0].replicas if a.at_load else 1
+    router = a.at_load[0].router if a.at_load and a.at_load[0].router != "-" else "cache_aware"
+    most = node.gpus if node is not None else 8
+    _WORK = Work(trace, profile, slo, load, router, most, node, levers, n_rows)
+    try:
+        n = min(workers or os.cpu_count() or 1, len(configs))
+        if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            got = [size_one(c) for c in configs]
+        else:
+            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+                got = list(ex.map(size_one, configs))
+    finally:
+        _WORK = None
+    by = dict(zip(configs, got, strict=True))
+    a.at_load = [_fill(r, by[c.config]) for r, (_, c) in zip(a.at_load, pairs, strict=True)]
+    return by
+
+
+def _fill(row: AtLoad, s: Sized) -> AtLoad:
+    t = s.at.get(row.replicas)
+    return dataclasses.replace(
+        row,
+        overloaded=bool(t and t.overloaded),
+        slo_figures=dict(t.figures) if t else {},
+        attainment=t.attainment if t else None,
+        capacity=s.capacity,
+        gpus_needed=s.gpus_needed,
+        floor_share=s.floor_share,
+    )
+
+
+def finish_at_load(
+    a: Any, trace: Trace, load: Load, profile: CardProfile, slo: Slo | None, workers: int | None
+) -> None:
+    """Size the rows at load and lead the headline with the answer at the user's load (the steps'
+    one-request-at-a-time sentence follows it). a: harness.advise.advice.Advice with its rows at load."""
+    import time
+
+    from harness.advise.sizing_words import card_name, headline
+    from harness.advise.slo import DEFAULT_SLO
+
+    if not a.at_load:
+        return
+    t0 = time.perf_counter()
+    a.slo = slo or DEFAULT_SLO
+    size(a, trace, load, profile, a.slo, workers)
+    most = a.node.gpus if a.node is not None else 8
+    longest = max((r.tokens for r in trace.requests), default=0)
+    a.headline_at_load = headline(a.at_load, load, a.slo, card_name(profile), most, longest)
+    if a.headline_at_load:
+        rec = a.recommendation
+        rec.headline = f"{a.headline_at_load} One request at a time: {rec.headline}"
+    a.seconds["capacity"] = time.perf_counter() - t0

@@ -1,0 +1,135 @@
+"""The at-load answer in words: the headline's first sentence (GPUs needed with and without the
+recommendation, or that no replica count meets the SLO) and the capacity table of advise.md.
+
+One-request-at-a-time figures (the grid's, the steps') stay in their own columns and sentences; the
+headline leads with the load because that is the question a serving team asks of a host tier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.advise.load import AtLoad, Load
+from harness.advise.slo import Slo
+
+
+def card_name(profile: Any) -> str:
+    """The card as a headline names it (H100), from the profile's datasheet entry when it has one."""
+    hw = getattr(profile, "hw", None)
+    name = hw.name if hw is not None else str(getattr(profile, "name", "GPU"))
+    return name.upper()
+
+
+def _gpus(n: int | None, card: str, most: int) -> str:
+    if n is None:
+        return f"more than {most} {card}s"
+    return f"{n} {card}" + ("s" if n != 1 else "")
+
+
+def _row(rows: list[AtLoad], role: str) -> AtLoad | None:
+    return next((r for r in rows if r.role == role), None)
+
+
+def _load_words(load: Load) -> str:
+    if load.kind == "trace" and load.offered_rps:
+        return f"{load.offered_rps:.2f} req/s"
+    if load.kind == "rate":
+        return f"{load.rate:g} req/s"
+    return f"{load.concurrency} in flight"
+
+
+def _ttft_bound(slo: Slo) -> tuple[float, float]:
+    b = next(b for b in slo.capacity_bounds() if b.metric == "ttft")
+    return b.percentile, b.ms
+
+
+def headline(rows: list[AtLoad], load: Load, slo: Slo, card: str, most: int, longest_tokens: int) -> str:
+    """The at-load sentence that leads the headline (empty when nothing was sized)."""
+    today, rec = _row(rows, "today"), _row(rows, "recommendation")
+    if today is None or rec is None or today.capacity is None:
+        return ""
+    head = f"At your load ({_load_words(load)}, {slo.describe()})"
+    pct, ms = _ttft_bound(slo)
+    if today.gpus_needed is None and rec.gpus_needed is None and today.capacity.rps is None:
+        share = min(r.floor_share or 0.0 for r in (today, rec))
+        return (
+            f"{head} no number of {card}s meets the SLO: {share:.1%} of the requests take longer than "
+            f"{ms / 1000:g} s to prefill even alone (prompts up to {longest_tokens:,} tokens), more than the "
+            f"{100 - pct:g}% the p{pct:g} allows; levers: tensor parallelism (--tp 2 or more), a faster card "
+            f"(--card), or a looser SLO (--slo ttft_p{pct:g}_ms=N)."
+        )
+    t, r = today.gpus_needed, rec.gpus_needed
+    same_cfg = today.label == rec.label
+    if t == 1 and (r == 1 or same_cfg):
+        a, b = today.slo_figures, rec.slo_figures
+        key = next(iter(a), None)
+        fig = f": TTFT p{pct:g} at load {a[key] / 1000:.2f} -> {b.get(key, 0) / 1000:.2f} s" if key else ""
+        return f"{head} one {card} meets the SLO with today's configuration and with the recommendation{fig}."
+    if same_cfg:
+        return (
+            f"{head} today's configuration needs {_gpus(t, card, most)}; no change the steps found saves one."
+        )
+    rec_n = str(r) if r is not None else f"more than {most}"
+    text = f"{head}: today's configuration needs {_gpus(t, card, most)}, the recommendation ({rec.label}) {rec_n}"
+    if t is not None and r is not None and r < t:
+        tier = "HiCache" if "host" in rec.label and "host" not in today.label else "the recommendation"
+        text += f": {tier} saves {t - r} of {t} GPUs"
+    elif t is None and r is not None:
+        text += f": it serves the load where today's configuration cannot on {most}"
+    elif t is not None and r is not None and r > t:
+        text += " (it needs more at this load: its one-at-a-time gain does not hold here)"
+    return text + "."
+
+
+CAP_HEAD = [
+    "shown as",
+    "configuration",
+    "capacity req/s (1 replica)",
+    "hit rate there",
+    "GPUs needed at your load",
+    "at your load",
+    "SLO at your load",
+]
+
+
+def capacity_row(r: AtLoad, most: int) -> list[str]:
+    c = r.capacity
+    if c is None:
+        return [r.role, r.label, "-", "-", "-", "-", "-"]
+    if c.rps is None:
+        cap = "none" + (f" ({r.floor_share:.0%} miss alone)" if r.floor_share else "")
+    else:
+        cap = f"{c.rps:.3g}"
+        if c.low_rps is not None and c.high_rps is not None:
+            cap += f" ({c.low_rps:.3g}-{c.high_rps:.3g})"
+    need = (
+        "-"
+        if c.rps is None and r.gpus_needed is None
+        else (str(r.gpus_needed) if r.gpus_needed is not None else f"> {most}")
+    )
+    state = "overloaded (queue grows)" if r.overloaded else "keeps up"
+    slo = ", ".join(f"{k.split(' <=')[0]} {v / 1000:.2f} s" for k, v in r.slo_figures.items())
+    if r.attainment is not None:
+        slo += f"; {r.attainment:.0%} of requests within"
+    hit = f"{c.hit_rate:.1%}" if c.hit_rate is not None else "-"
+    return [r.role, r.label, cap, hit, need, f"{state} on {r.replicas}", slo or "-"]
+
+
+def markdown(rows: list[AtLoad], load: Load, slo: Slo, most: int) -> list[str]:
+    """The capacity section of advise.md."""
+    if not rows or rows[0].capacity is None:
+        return []
+    out = [
+        "",
+        "## Capacity at the SLO",
+        "",
+        f"SLO: {slo.describe()}. Capacity is the highest offered load one replica serves within it with its "
+        f"queue steady (the input's load x a factor: doubled or halved from 1, then bisected); GPUs needed "
+        f"is the fewest replicas behind the modelled router, replayed at {load.describe()}, up to the "
+        f"node's {most} GPUs. An overloaded row's TTFT keeps growing with the replay's length: it is no "
+        "steady figure.",
+        "",
+    ]
+    out += ["| " + " | ".join(CAP_HEAD) + " |", "|" + "---|" * len(CAP_HEAD)]
+    out += ["| " + " | ".join(capacity_row(r, most)) + " |" for r in rows]
+    return out
