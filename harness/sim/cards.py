@@ -67,6 +67,7 @@ class Measurement:
     measured_s: float  # seconds per decode step, or per prefill forward
     work: float  # decode: bytes read per step; prefill: FLOPs per forward
     kind: str  # "decode" or "prefill"
+    layers: int = 32  # the model's layers: a prefill forward pays PREFILL_PER_LAYER_S for each
 
 
 def _measurements() -> list[Measurement]:
@@ -116,21 +117,23 @@ def _measurements() -> list[Measurement]:
         ),
         Measurement(
             "l4",
-            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
+            "Qwen3-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
             " back with the next chunk: 1,573.58 token/s",
-            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 17:34:02)",
+            "SGLang server log of the seed's real L4 serving Qwen3-8B (docs/sglang-facts.md, 2026-10-17 17:34:02)",
             4096 / 1573.58,
-            _prefill_flops(llama, [(1366, 0), (1365, 0), (1365, 0)]),
+            _prefill_flops(qwen3, [(1366, 0), (1365, 0), (1365, 0)]),
             "prefill",
+            qwen3.layers,
         ),
         Measurement(
             "l4",
-            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
+            "Qwen3-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
             " 1,431.87 token/s",
-            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 18:19:03)",
+            "SGLang server log of the seed's real L4 serving Qwen3-8B (docs/sglang-facts.md, 2026-10-17 18:19:03)",
             4096 / 1431.87,
-            _prefill_flops(llama, [(1024, 549)] * 4),
+            _prefill_flops(qwen3, [(1024, 549)] * 4),
             "prefill",
+            qwen3.layers,
         ),
         Measurement(
             "h100",
@@ -173,7 +176,7 @@ def fit_efficiencies() -> tuple[float, float, list[tuple[Measurement, float]]]:
             eff = m.work / (card.bw_gb_s * 1e9 * (m.measured_s - DECODE_PER_SEQ_S))
         else:
             peak = card.bf16_tflops * 1e12 * card.sm_typical_mhz / card.sm_max_mhz
-            eff = m.work / (peak * (m.measured_s - 32 * PREFILL_PER_LAYER_S))
+            eff = m.work / (peak * (m.measured_s - m.layers * PREFILL_PER_LAYER_S))
         per.append((m, eff))
 
     def gmean(kind: str) -> float:
