@@ -80,6 +80,20 @@ class PhysicsError:
     def capacity_range(self, capacity_rps: float) -> tuple[float, float]:
         return capacity_rps * self.low, capacity_rps * self.high
 
+    def summary(self) -> str:
+        """One line for a report: where the range comes from, so a reader can weigh it."""
+        parts = [
+            f"{b.kind} {b.worst_ratio:.2f}x on {b.card} ({b.rows} row{'s' if b.rows > 1 else ''})"
+            for b in (self.prefill, self.decode)
+            if b is not None
+        ]
+        if not parts:
+            return f"{self.profile}: no published measurement applies (a hand-set profile)"
+        return (
+            f"{self.profile}: modelled/measured rate, worst {'; '.join(parts)}: "
+            f"capacity x [{self.low:.2f}, {self.high:.2f}]"
+        )
+
     def to_dict(self) -> dict:
         def band(b: Band | None) -> dict | None:
             if b is None:

@@ -200,3 +200,12 @@ def test_the_figures_the_prose_quotes_are_the_codes() -> None:
         f"capacity × [{h.low:.2f}, {h.high:.2f}]" in text
         and f"capacity × [{q.low:.2f}, {q.high:.2f}]" in text
     )
+
+
+def test_the_summary_names_the_worst_rows_and_the_range() -> None:
+    e = physics_error(resolve_profile("h200", "Llama-3.1-8B-Instruct"))
+    assert e.summary() == (
+        "h200/Llama-3.1-8B-Instruct: modelled/measured rate, worst prefill 0.61x on h100 (1 row);"
+        " decode 0.84x on h100 (1 row): capacity x [1.00, 1.64]"
+    )
+    assert "no published measurement" in physics_error(resolve_profile("tiny-test")).summary()
