@@ -178,6 +178,7 @@ def test_the_figures_the_prose_quotes_are_the_codes() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert f"η_bw = {ETA_BW:.2f}" in text and f"η_c = {ETA_C:.2f}" in text
     assert f"(0.31208 → {ETA_C:.5f})" in text
+    assert f"the worst row is {LARGE * 100:.0f} % or more off" in text
     decode = [c.ratio for c in checks() if c.measurement.kind == "decode"]
     assert f"within −{(1 - min(decode)) * 100:.0f} % to +{(max(decode) - 1) * 100:.0f} %" in text
     l4 = [c for c in checks() if c.measurement.card == "l4" and c.measurement.kind == "prefill"]
