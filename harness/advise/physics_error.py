@@ -1,8 +1,8 @@
 """How far the card physics is from published measurements, and the range that puts on a capacity.
 
 GPUs needed rests on the modelled prefill and decode rates, so a capacity is only as good as they are.
-Each public measurement the timing model is fitted to (harness.sim.cards) is costed again with the fitted
-efficiencies; its ratio modelled rate / measured rate says how optimistic (> 1) or pessimistic (< 1) the
+Each public measurement the timing model is fitted to (harness.sim.cards), and each one held out of the
+fit, is costed again with the fitted efficiencies; its ratio modelled rate / measured rate says how optimistic (> 1) or pessimistic (< 1) the
 model is on that card. A profile takes the rows of its own card, per step kind, and the nearest card's
 (by datasheet bandwidth and peak) where its own has none. The error is the card's, whatever the model:
 the model's shape enters the modelled figure exactly, the efficiencies are what a card gets wrong.
@@ -26,6 +26,7 @@ from harness.sim.cards import (
     PREFILL_PER_LAYER_S,
     Card,
     Measurement,
+    held_out,
 )
 from harness.sim.timing import CardProfile, PhysicsProfile
 
@@ -122,15 +123,16 @@ def modelled_s(m: Measurement) -> float:
     layer), on the measurement's own bytes and FLOPs (so an FP8 or foreign-model row is costed too)."""
     card = CARDS[m.card]
     if m.kind == "decode":
-        return m.work / (ETA_BW * card.bw_gb_s * 1e9) + DECODE_PER_SEQ_S
+        return m.work / (ETA_BW * card.bw_gb_s * 1e9) + m.batch * DECODE_PER_SEQ_S
     peak = ETA_C * card.bf16_tflops * 1e12 * card.sm_typical_mhz / card.sm_max_mhz
     return m.work / peak + m.layers * PREFILL_PER_LAYER_S
 
 
 @lru_cache(maxsize=1)
 def checks() -> tuple[Check, ...]:
-    """Every fitted measurement with its modelled figure (fixed for the process: the fit is)."""
-    return tuple(Check(m, modelled_s(m)) for m, _ in FIT_POINTS)
+    """Every measurement with its modelled figure, the fitted ones first, then those held out of the fit
+    (fixed for the process: the fit is)."""
+    return tuple(Check(m, modelled_s(m)) for m in [*(m for m, _ in FIT_POINTS), *held_out()])
 
 
 def _distance(a: Card, b: Card) -> float:

@@ -3,12 +3,14 @@ rests on, and docs/physics.md's figures recomputed from the code (never hand-typ
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
 
 from harness.advise.physics_error import LARGE, checks, modelled_s, physics_error
-from harness.sim.cards import FIT_POINTS, Measurement
+from harness.sim.cards import FIT_POINTS, Measurement, held_out
 from harness.sim.timing import resolve_profile
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "physics.md"
@@ -39,14 +41,15 @@ def _num(cell: str) -> float:
 
 def test_each_documented_row_is_the_models_figure_for_that_measurement() -> None:
     rows = _table("## Each measurement against the model")
-    assert len(rows) == len(checks()) == len(FIT_POINTS)
+    assert len(rows) == len(checks()) == len(FIT_POINTS) + len(held_out())
+    fitted = {id(m) for m, _ in FIT_POINTS}
     for row, c in zip(rows, checks(), strict=True):
         m = c.measurement
-        assert (row[1], row[2]) == (m.card, m.kind), row
-        assert row[3] == m.what and row[4] == m.source, row
-        assert _num(row[5]) == pytest.approx(m.measured_s * 1e3, abs=0.005), row
-        assert _num(row[6]) == pytest.approx(c.modelled_s * 1e3, abs=0.005), row
-        assert _num(row[7]) == pytest.approx(c.ratio, abs=0.0005), row
+        assert (row[1], row[2], row[3]) == (m.card, m.kind, "yes" if id(m) in fitted else "no"), row
+        assert row[4] == m.what and row[5] == m.source, row
+        assert _num(row[6]) == pytest.approx(m.measured_s * 1e3, abs=0.005), row
+        assert _num(row[7]) == pytest.approx(c.modelled_s * 1e3, abs=0.005), row
+        assert _num(row[8]) == pytest.approx(c.ratio, abs=0.0005), row
 
 
 def test_each_documented_band_is_what_physics_error_returns() -> None:
@@ -88,6 +91,9 @@ def test_the_modelled_figure_is_the_profiles_own_for_bf16_rows() -> None:
     )
     warm = next(c for c in checks() if "2,196 cached" in c.measurement.what)
     assert l4.batch_prefill_time([(1024, 549)] * 4) == pytest.approx(warm.modelled_s, rel=1e-9)
+    h200 = next(c for c in checks() if c.measurement.card == "h200")  # batch 8 at its mean context
+    profile = resolve_profile("h200", "Llama-3.1-8B-Instruct")
+    assert profile.decode_time(8, 8 * (32 + 64)) == pytest.approx(h200.modelled_s, rel=1e-9)
 
 
 def test_the_seeds_l4_lines_are_costed_as_qwen3_8b() -> None:
@@ -104,8 +110,11 @@ def test_a_profile_takes_its_own_cards_rows_else_the_nearest_cards() -> None:
     l4 = physics_error(resolve_profile("l4", "Qwen3-8B"))
     assert l4.prefill is not None and l4.decode is not None
     assert (l4.prefill.card, l4.prefill.rows, l4.decode.card, l4.decode.rows) == ("l4", 2, "l4", 1)
-    h200 = physics_error(resolve_profile("h200", "Llama-3.1-8B-Instruct"))  # none of its own: the H100's
+    h200 = physics_error(
+        resolve_profile("h200", "Llama-3.1-8B-Instruct")
+    )  # no prefill of its own: the H100's
     assert h200.prefill is not None and h200.prefill.card == "h100"
+    assert h200.decode is not None and (h200.decode.card, h200.decode.rows) == ("h200", 1)  # its held-out row
     gb10 = physics_error(resolve_profile("gb10"))  # decode rows of its own, prefill from the nearest card
     assert gb10.decode is not None and gb10.decode.card == "gb10" and gb10.decode.rows == 2
     assert gb10.prefill is not None and gb10.prefill.card != "gb10"
@@ -173,14 +182,32 @@ def test_modelled_s_costs_a_foreign_row_by_its_own_work() -> None:
 
 def test_the_figures_the_prose_quotes_are_the_codes() -> None:
     """docs/physics.md's sentences quote figures too: each is recomputed here."""
-    from harness.sim.cards import CARDS, ETA_BW, ETA_C, PREFILL_PER_LAYER_S
+    from harness.sim.cards import CARDS, DECODE_PER_SEQ_S, ETA_BW, ETA_C, PREFILL_PER_LAYER_S
 
     text = DOC.read_text(encoding="utf-8")
     assert f"η_bw = {ETA_BW:.2f}" in text and f"η_c = {ETA_C:.2f}" in text
     assert f"(0.31208 → {ETA_C:.5f})" in text
     assert f"the worst row is {LARGE * 100:.0f} % or more off" in text
-    decode = [c.ratio for c in checks() if c.measurement.kind == "decode"]
+    for name, label in (("l4", "an L4"), ("h100", "an H100")):
+        hw = CARDS[name]
+        assert f"{hw.sm_typical_mhz:,.0f}/{hw.sm_max_mhz:,.0f} on {label}" in text
+    fitted = {id(m) for m, _ in FIT_POINTS}
+    decode = [c.ratio for c in checks() if c.measurement.kind == "decode" and id(c.measurement) in fitted]
     assert f"within −{(1 - min(decode)) * 100:.0f} % to +{(max(decode) - 1) * 100:.0f} %" in text
+    h200 = next(c for c in checks() if c.measurement.card == "h200")
+    m = h200.measurement
+    assert (
+        f"took {m.measured_s * 1e3:.2f} ms a token" in text and f"says {h200.modelled_s * 1e3:.2f} ms" in text
+    )
+    assert f"{h200.ratio:.2f}× optimistic" in text
+    implied = m.work / (CARDS["h200"].bw_gb_s * 1e9 * (m.measured_s - m.batch * DECODE_PER_SEQ_S))
+    with_it = math.exp(
+        statistics.fmean([*(math.log(e) for x, e in FIT_POINTS if x.kind == "decode"), math.log(implied)])
+    )
+    assert f"imply η_bw {implied:.2f} and move the fitted η_bw" in text
+    assert (
+        f"from {ETA_BW:.2f} to {with_it:.2f} ({(with_it / ETA_BW - 1) * 100:.0f} %)".replace("-", "−") in text
+    )
     l4 = [c for c in checks() if c.measurement.card == "l4" and c.measurement.kind == "prefill"]
     lo, hi = sorted(c.ratio for c in l4)
     assert f"{lo:.2f}–{hi:.2f}×" in text
@@ -195,6 +222,9 @@ def test_the_figures_the_prose_quotes_are_the_codes() -> None:
             CARDS["l4"].sm_typical_mhz * (c.modelled_s - fixed) / (c.measurement.measured_s - fixed)
         )
     assert f"at {clocks[0]:,.0f} and {clocks[1]:,.0f} MHz" in text
+    for card in ("h100", "h200"):
+        e = physics_error(resolve_profile(card, "Llama-3.1-8B-Instruct"))
+        assert f"capacity × [{e.low:.2f}, {e.high:.2f}]" in text
     h = physics_error(resolve_profile("h100", "Llama-3.1-8B-Instruct"))
     q = physics_error(resolve_profile("l4", "Qwen3-8B"))
     assert (
@@ -207,6 +237,6 @@ def test_the_summary_names_the_worst_rows_and_the_range() -> None:
     e = physics_error(resolve_profile("h200", "Llama-3.1-8B-Instruct"))
     assert e.summary() == (
         "h200/Llama-3.1-8B-Instruct: modelled/measured rate, worst prefill 0.61x on h100 (1 row);"
-        " decode 0.84x on h100 (1 row): capacity x [1.00, 1.64]"
+        " decode 1.49x on h200 (1 row): capacity x [0.67, 1.64]"
     )
     assert "no published measurement" in physics_error(resolve_profile("tiny-test")).summary()
