@@ -6,7 +6,8 @@ from its config.json (harness.sim.models), the card's bandwidth, bf16 peak and c
 (CARDS), and two efficiencies, eta_bw (achieved / datasheet bandwidth in a decode step) and eta_c
 (achieved / peak FLOP/s in a prefill forward, at the clock it ran), are fitted once to public
 measurements of real cards (`_measurements`, each with its source); `FIT_POINTS` keeps what each point
-alone implies, so the spread is visible. The profile a card name resolves to: harness.sim.timing.
+alone implies, so the spread is visible. `held_out` lists measurements kept out of the fit, the model's
+out-of-sample check (harness.advise.physics_error, docs/physics.md). The profile a card name resolves to: harness.sim.timing.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class Measurement:
     measured_s: float  # seconds per decode step, or per prefill forward
     work: float  # decode: bytes read per step; prefill: FLOPs per forward
     kind: str  # "decode" or "prefill"
+    layers: int = 32  # the model's layers: a prefill forward pays PREFILL_PER_LAYER_S for each
+    batch: int = 1  # decode: sequences in the step (each pays DECODE_PER_SEQ_S)
 
 
 def _measurements() -> list[Measurement]:
@@ -116,21 +119,23 @@ def _measurements() -> list[Measurement]:
         ),
         Measurement(
             "l4",
-            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
+            "Qwen3-8B bf16, SGLang prefill batch of 4,096 new tokens (3 sequences, 0 cached) back to"
             " back with the next chunk: 1,573.58 token/s",
-            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 17:34:02)",
+            "SGLang server log of the seed's real L4 serving Qwen3-8B (docs/sglang-facts.md, 2026-10-17 17:34:02)",
             4096 / 1573.58,
-            _prefill_flops(llama, [(1366, 0), (1365, 0), (1365, 0)]),
+            _prefill_flops(qwen3, [(1366, 0), (1365, 0), (1365, 0)]),
             "prefill",
+            qwen3.layers,
         ),
         Measurement(
             "l4",
-            "Llama-3.1-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
+            "Qwen3-8B bf16, SGLang prefill batch of 4,096 new tokens after 2,196 cached (4 sequences):"
             " 1,431.87 token/s",
-            "SGLang server log of a real L4 (docs/sglang-facts.md, 2026-10-17 18:19:03)",
+            "SGLang server log of the seed's real L4 serving Qwen3-8B (docs/sglang-facts.md, 2026-10-17 18:19:03)",
             4096 / 1431.87,
-            _prefill_flops(llama, [(1024, 549)] * 4),
+            _prefill_flops(qwen3, [(1024, 549)] * 4),
             "prefill",
+            qwen3.layers,
         ),
         Measurement(
             "h100",
@@ -143,6 +148,28 @@ def _measurements() -> list[Measurement]:
         ),
     ]
     return out
+
+
+def held_out() -> list[Measurement]:
+    """Public measurements the fit does not use: checks of the fitted model on cards and regimes the fit
+    has no point for (harness.advise.physics_error sets them beside it; docs/physics.md)."""
+    from harness.sim.models import load_model
+
+    llama = load_model("Llama-3.1-8B-Instruct")
+    assert llama is not None
+    return [
+        Measurement(
+            "h200",
+            "Llama-3.1-8B bf16, vLLM latency test, batch of 8, 32 input + 128 output tokens each: 833.421 ms"
+            " end to end (a step per output token, the first a prefill of 256 tokens)",
+            "vLLM performance benchmark, buildkite.com/vllm/performance-benchmark/builds/9515"
+            " (latency_llama8B_tp1, H200)",
+            0.833421 / 128,
+            llama.step_weight_bytes(8) + 8 * (32 + 64) * llama.kv_bytes_per_token,  # the mean context
+            "decode",
+            batch=8,
+        ),
+    ]
 
 
 def _prefill_flops(shape, parts: list[tuple[int, int]]) -> float:
@@ -170,10 +197,10 @@ def fit_efficiencies() -> tuple[float, float, list[tuple[Measurement, float]]]:
     for m in _measurements():
         card = CARDS[m.card]
         if m.kind == "decode":
-            eff = m.work / (card.bw_gb_s * 1e9 * (m.measured_s - DECODE_PER_SEQ_S))
+            eff = m.work / (card.bw_gb_s * 1e9 * (m.measured_s - m.batch * DECODE_PER_SEQ_S))
         else:
             peak = card.bf16_tflops * 1e12 * card.sm_typical_mhz / card.sm_max_mhz
-            eff = m.work / (peak * (m.measured_s - 32 * PREFILL_PER_LAYER_S))
+            eff = m.work / (peak * (m.measured_s - m.layers * PREFILL_PER_LAYER_S))
         per.append((m, eff))
 
     def gmean(kind: str) -> float:
