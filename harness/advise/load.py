@@ -120,6 +120,8 @@ class AtLoad:
     capacity: Capacity | None = None  # one replica's highest load within the SLO
     gpus_needed: int | None = None  # the fewest replicas that meet the SLO at this load (None: none)
     floor_share: float | None = None  # requests whose TTFT one at a time already misses the SLO
+    gpus_needed_range: tuple[int, int] | None = None  # with the card physics' error band (physics_error)
+    needed_figures: dict[str, float] = dataclasses.field(default_factory=dict)  # the SLO on gpus_needed
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -16,11 +16,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from harness.advise.capacity import Capacity, Tried, fewest_replicas, highest, overloaded, search
+from harness.advise.capacity import Capacity, Tried, fewest_replicas, highest, overloaded, search, serves
 from harness.advise.grid import Candidate
 from harness.advise.levers import Levers
 from harness.advise.load import AtLoad, Load, at_load, shown
 from harness.advise.node import Node
+from harness.advise.physics_error import PhysicsError, physics_error
 from harness.advise.slo import Slo
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
@@ -157,9 +158,10 @@ def size_one(cfg: Config) -> Sized:
     cap = highest(tried, tokens)
     need: int | None = None
     fleet: list[Tried] = []
-    if cap.rps is not None and cap.rps > 0:
-        user_rps = at[1].rps
-        guess = max(1, math.ceil(user_rps / cap.rps))
+    if serves(at[1]):
+        need = 1
+    else:  # from the capacity's ratio; a replica that serves no load tried still splits a burst with others
+        guess = max(2, math.ceil(at[1].rps / cap.rps)) if cap.rps else 2
         need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n), guess, w.most)
         for t in fleet:
             at.setdefault(t.replicas, t)
@@ -196,20 +198,36 @@ def size(
     finally:
         _WORK = None
     by = dict(zip(configs, got, strict=True))
-    a.at_load = [_fill(r, by[c.config]) for r, (_, c) in zip(a.at_load, pairs, strict=True)]
+    err = physics_error(profile)
+    a.at_load = [_fill(r, by[c.config], err) for r, (_, c) in zip(a.at_load, pairs, strict=True)]
     return by
 
 
-def _fill(row: AtLoad, s: Sized) -> AtLoad:
+def _fill(row: AtLoad, s: Sized, err: PhysicsError) -> AtLoad:
+    """The row at load with its sizing; where the card physics' error is large, capacity and GPUs needed
+    carry its range (a capacity x [low, high] needs the replicas / [high, low])."""
     t = s.at.get(row.replicas)
+    cap = s.capacity
+    need_range: tuple[int, int] | None = None
+    if err.is_large and cap.rps is not None:
+        lo, hi = err.capacity_range(cap.rps)
+        cap = dataclasses.replace(cap, low_rps=lo, high_rps=hi)
+        if s.gpus_needed is not None:
+            need_range = (
+                max(1, math.ceil(s.gpus_needed / err.high - 1e-9)),
+                math.ceil(s.gpus_needed / err.low - 1e-9),
+            )
+    at_need = s.at.get(s.gpus_needed) if s.gpus_needed is not None else None
     return dataclasses.replace(
         row,
         overloaded=bool(t and t.overloaded),
         slo_figures=dict(t.figures) if t else {},
         attainment=t.attainment if t else None,
-        capacity=s.capacity,
+        capacity=cap,
         gpus_needed=s.gpus_needed,
+        gpus_needed_range=need_range,
         floor_share=s.floor_share,
+        needed_figures=dict(at_need.figures) if at_need else {},
     )
 
 
@@ -234,4 +252,10 @@ def finish_at_load(
     if a.headline_at_load:
         rec = a.recommendation
         rec.headline = f"{a.headline_at_load} One request at a time: {rec.headline}"
+    err = physics_error(profile)
+    if err.is_large:
+        a.notes.append(
+            f"capacity and GPUs needed carry the card physics' error band (x{err.low:.2f}-{err.high:.2f} on "
+            f"capacity; docs/physics.md): {err.summary()}"
+        )
     a.seconds["capacity"] = time.perf_counter() - t0

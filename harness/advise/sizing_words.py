@@ -20,10 +20,13 @@ def card_name(profile: Any) -> str:
     return name.upper()
 
 
-def _gpus(n: int | None, card: str, most: int) -> str:
+def _gpus(n: int | None, card: str, most: int, rng: tuple[int, int] | None = None) -> str:
     if n is None:
         return f"more than {most} {card}s"
-    return f"{n} {card}" + ("s" if n != 1 else "")
+    text = f"{n} {card}" + ("s" if n != 1 else "")
+    if rng is not None and rng != (n, n):
+        text += f" ({rng[0]}-{rng[1]} within the card physics' error)"
+    return text
 
 
 def _row(rows: list[AtLoad], role: str) -> AtLoad | None:
@@ -50,8 +53,8 @@ def headline(rows: list[AtLoad], load: Load, slo: Slo, card: str, most: int, lon
         return ""
     head = f"At your load ({_load_words(load)}, {slo.describe()})"
     pct, ms = _ttft_bound(slo)
-    if today.gpus_needed is None and rec.gpus_needed is None and today.capacity.rps is None:
-        share = min(r.floor_share or 0.0 for r in (today, rec))
+    share = min(r.floor_share or 0.0 for r in (today, rec))
+    if today.gpus_needed is None and rec.gpus_needed is None and share > 1 - pct / 100:
         return (
             f"{head} no number of {card}s meets the SLO: {share:.1%} of the requests take longer than "
             f"{ms / 1000:g} s to prefill even alone (prompts up to {longest_tokens:,} tokens), more than the "
@@ -97,7 +100,9 @@ def capacity_row(r: AtLoad, most: int) -> list[str]:
     if c is None:
         return [r.role, r.label, "-", "-", "-", "-", "-"]
     if c.rps is None:
-        cap = "none" + (f" ({r.floor_share:.0%} miss alone)" if r.floor_share else "")
+        cap = "none: " + (
+            f"{r.floor_share:.1%} miss it alone" if not c.tried else "misses even at 1/64 of your load"
+        )
     else:
         cap = f"{c.rps:.3g}"
         if c.low_rps is not None and c.high_rps is not None:

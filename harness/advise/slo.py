@@ -72,7 +72,7 @@ class Slo:
             if not xs:
                 continue
             arr = np.asarray([x if x == x else math.inf for x in xs], dtype=float) * 1e3
-            out[b.describe()] = float(np.percentile(arr, b.percentile, method="higher"))
+            out[b.describe()] = float(np.percentile(arr, b.percentile, method="inverted_cdf"))
         return out
 
     def meets(self, ttft_s: Sequence[float], tpot_s: Sequence[float] | None = None) -> bool:
