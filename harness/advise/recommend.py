@@ -262,7 +262,7 @@ def _together(here: Candidate, better: Better | None, levers: Levers | None) -> 
     if c.config.host_ratio != here.config.host_ratio and c.config.host_ratio > 0:
         host = f"HiCache host tier {c.config.host_ratio:g}x, {c.config.write_policy}"
         if levers is not None:
-            host += f" (--hicache-ratio {c.config.host_ratio:g}: {levers.host_gb(c.config.pool, c.config.host_ratio):,.1f} GB)"
+            host += f" ({levers.host_lever(c.config.pool, c.config.host_ratio, None)})"
         parts.append(host)
     if (c.config.policy, c.config.policy_config) != (here.config.policy, here.config.policy_config):
         parts.append(f"eviction policy {c.config.policy}")
