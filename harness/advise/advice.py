@@ -131,12 +131,19 @@ def check(inputs: list[Path], opts: Options) -> CardProfile:
     return profile
 
 
-def node_for(opts: Options, profile: CardProfile) -> Node:
-    """The node the advice is sized for; this machine is asked only for what the flags leave open."""
+def node_for(opts: Options, profile: CardProfile, pool_tokens: int | None = None) -> Node:
+    """The node the advice is sized for; this machine is asked only for what the flags leave open (a
+    unified-memory card's host tier: what a pool of `pool_tokens` leaves)."""
     ask = opts.host_memory_gb is None or opts.gpus_per_node is None
     machine = this_machine(profile) if ask else None
     return resolve(
-        profile, opts.host_memory_gb, opts.replicas, opts.replicas_per_node, opts.gpus_per_node, machine
+        profile,
+        opts.host_memory_gb,
+        opts.replicas,
+        opts.replicas_per_node,
+        opts.gpus_per_node,
+        machine,
+        pool_tokens,
     )
 
 
@@ -160,7 +167,7 @@ def advise(
     unit_tokens = trace.unit
     device = max(profile.default_pool_tokens // unit_tokens, 1)
     current = opts.pool or _capture_pool(path) or device
-    node = node_for(opts, profile)
+    node = node_for(opts, profile, current * unit_tokens)
     host_mem = node.share_gb  # one replica's share of the node's host memory
     unit_name = "blocks" if trace.kind == "blocks" else "tokens"
     levers = Levers(profile, unit_tokens, unit_name)
@@ -201,6 +208,8 @@ def advise(
             if host_mem is not None and kv_gb > 0
             else "no host ratio fits the host memory"
         )
+        if node.unified:  # one memory for CPU and GPU: the host tier is what the device pool leaves
+            no_host = node.unified
         rec = recommend(
             cands, start, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
         )
@@ -243,6 +252,8 @@ def advise(
             f"pools past FP8 KV at the largest memory fraction ({levers.largest_pool_tokens():,} tokens) not "
             f"offered: {', '.join(levers.size(p) for p in dropped)}"
         )
+    if node.unified:
+        notes.append(node.unified)
     if not has_priorities:
         notes.append("priority not in the grid: the input carries no request priorities")
     if sd.longest_request > min(pools):

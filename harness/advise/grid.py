@@ -116,7 +116,7 @@ def host_ratios(
 ) -> list[float]:
     """The ratios whose host pool fits the host memory (SGLang sizes it as ratio x device pool, in the
     device pool's KV dtype: `levers` says which pools are FP8). Where a ratio overshoots the share and the
-    share still holds over 1.25x the largest ratio that fits (or over 1x with none), the share itself
+    share still holds over 1.1x the largest ratio that fits (or over 1x with none), the share itself
     (`--hicache-size`, whole 0.1 GB) as a ratio of its own (harness.advise.levers.size_ratio)."""
     if host_memory_gb is None:
         return list(HOST_RATIOS)
@@ -127,7 +127,7 @@ def host_ratios(
     if len(fits) < len(HOST_RATIOS):
         gb = int(host_memory_gb * 10) / 10  # --hicache-size in whole 0.1 GB, within the share
         ratio = gb * 1e9 / pool_bytes
-        if ratio > 1.25 * max(fits, default=0.8):  # SGLang wants a host pool larger than the device's
+        if ratio > 1.1 * max(fits, default=0.91):  # SGLang wants a host pool larger than the device's
             fits.append(ratio)
     return fits
 

@@ -118,7 +118,7 @@ class Lengths:
 
 
 def _pct(x: float) -> str:
-    return f"{x:.0%}" if x >= 0.01 or x == 0 else f"{x:.2%}"
+    return f"{x:.1%}" if x >= 0.001 or x == 0 else f"{x:.2%}"
 
 
 def fixes(
