@@ -70,7 +70,9 @@ def test_the_l4_default_pool_is_flagged_and_tp_or_a_larger_card_fixes_it():
     s = _serve("l4", LENGTHS)
     assert s.today.pool_tokens == 3_072 and s.flagged
     assert s.today.requests == sum(n > 5 for n in LENGTHS)  # 12 of 16
-    assert s.headline.startswith("SGLang's default pool on an L4 (3,072 tokens) rejects 75.0% of the requests")
+    assert s.headline.startswith(
+        "SGLang's default pool on an L4 (3,072 tokens) rejects 75.0% of the requests"
+    )
     kinds = [f.kind for f in s.fixes]
     assert kinds == ["fp8", "tp", "card"], kinds
     fp8, tp, card = s.fixes
