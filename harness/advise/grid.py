@@ -67,7 +67,7 @@ class Candidate:
         c = self.config
         pc = policy_config_tokens(c, self.unit_tokens)
         pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in pc.items())} tokens)" if pc else "")
-        host = f", host {c.host_ratio:g}x {c.write_policy}" if c.host_ratio > 0 else ""
+        host = f", host {c.host_ratio:.3g}x {c.write_policy}" if c.host_ratio > 0 else ""
         storage = f", storage {c.storage}" if c.storage else ""
         return f"{pol}, pool {c.pool:,}{host}{storage}"
 
