@@ -79,6 +79,12 @@ class Advice:
     model_arg: str | None = None  # --model as given: the launch lines' --model-path
     serveable: Serveability | None = None  # what today's and the default pool reject, and the fixes
 
+    @property
+    def device_plus_host(self) -> int:
+        """The pool the recommendation starts from (today's unless it rejects requests) with its host tier."""
+        start = self.serveable.start_pool if self.serveable is not None else self.current_pool
+        return start + self.host_pool
+
     def launch(self, c: grid.Candidate) -> LaunchLine:
         """The candidate as SGLang 0.5.23's launch command (harness.advise.launch_line)."""
         levers = self.levers or Levers(resolve_profile(self.card), self.unit_tokens, self.unit)

@@ -135,7 +135,7 @@ def render(a: Advice) -> str:
         f"Distinct reused prefix live at the peak: {ws.within['1m']:,} {u} within 1 minute, {ws.within['5m']:,} "
         f"within 5, {ws.within['15m']:,} within 15; {ws.overall:,} {u} reused over the whole input "
         f"({ws.distinct:,} distinct). Pools: current {a.current_pool:,}, card default {a.device_pool:,}, "
-        f"device + host {a.current_pool + a.host_pool:,}."
+        f"device + host {a.device_plus_host:,}."
     )
     out.append("")
     out.append(
@@ -147,7 +147,7 @@ def render(a: Advice) -> str:
     )
     out += ["", "## Hit rate by pool (LRU)", "", "| pool | one pass | exact replay |", "|---|---|---|"]
     marks = {a.current_pool: " (current)", a.device_pool: " (card default)"}
-    marks[a.current_pool + a.host_pool] = marks.get(a.current_pool + a.host_pool, "") + " (device + host)"
+    marks[a.device_plus_host] = marks.get(a.device_plus_host, "") + " (device + host)"
     step = max(1, len(a.curve) // 20)
     shown = [p for i, p in enumerate(a.curve) if i % step == 0 or p.pool in marks]
     out += [
