@@ -22,6 +22,7 @@ from harness.advise.node import Node, resolve, this_machine
 from harness.advise.physics import service_times
 from harness.advise.recommend import Recommendation, recommend
 from harness.advise.replays import Replays, Work
+from harness.advise.serveable import Lengths, Serveability, serveability
 from harness.advise.slo import Slo
 from harness.advise.working_set import WorkingSet, clock, working_set
 from harness.errors import HarnessError
@@ -78,6 +79,13 @@ class Advice:
     model_arg: str | None = None  # --model as given: the launch lines' --model-path
     slo: Any = None  # harness.advise.slo.Slo the capacity figures are at (harness.advise.sizing)
     headline_at_load: str = ""  # the headline's first sentence: GPUs needed at the user's load
+    serveable: Serveability | None = None  # what today's and the default pool reject, and the fixes
+
+    @property
+    def device_plus_host(self) -> int:
+        """The pool the recommendation starts from (today's unless it rejects requests) with its host tier."""
+        start = self.serveable.start_pool if self.serveable is not None else self.current_pool
+        return start + self.host_pool
 
     def launch(self, c: grid.Candidate) -> LaunchLine:
         """The candidate as SGLang 0.5.23's launch command (harness.advise.launch_line)."""
@@ -131,12 +139,19 @@ def check(inputs: list[Path], opts: Options) -> CardProfile:
     return profile
 
 
-def node_for(opts: Options, profile: CardProfile) -> Node:
-    """The node the advice is sized for; this machine is asked only for what the flags leave open."""
+def node_for(opts: Options, profile: CardProfile, pool_tokens: int | None = None) -> Node:
+    """The node the advice is sized for; this machine is asked only for what the flags leave open (a
+    unified-memory card's host tier: what a pool of `pool_tokens` leaves)."""
     ask = opts.host_memory_gb is None or opts.gpus_per_node is None
     machine = this_machine(profile) if ask else None
     return resolve(
-        profile, opts.host_memory_gb, opts.replicas, opts.replicas_per_node, opts.gpus_per_node, machine
+        profile,
+        opts.host_memory_gb,
+        opts.replicas,
+        opts.replicas_per_node,
+        opts.gpus_per_node,
+        machine,
+        pool_tokens,
     )
 
 
@@ -160,45 +175,53 @@ def advise(
     unit_tokens = trace.unit
     device = max(profile.default_pool_tokens // unit_tokens, 1)
     current = opts.pool or _capture_pool(path) or device
-    node = node_for(opts, profile)
+    node = node_for(opts, profile, current * unit_tokens)
     host_mem = node.share_gb  # one replica's share of the node's host memory
     unit_name = "blocks" if trace.kind == "blocks" else "tokens"
     levers = Levers(profile, unit_tokens, unit_name)
-    around = grid.pools_around(current, device, sd)
+    lengths = Lengths(trace, profile.context_length)
+    serve = serveability(lengths, profile, levers, opts.model, current, device, node.gpus)
+    start = serve.start_pool  # today's pool, unless it rejects requests a lever's pool serves
+    if serve.tp > 1:  # one card cannot serve the input, --tp N can: every line runs on N GPUs
+        levers = Levers(profile, unit_tokens, unit_name, tp=serve.tp)
+    around = sorted({current, *grid.pools_around(start, device, sd)})
+    most = lengths.rejects(start).requests  # no candidate rejects more than the pool the advice starts at
     pools = [
-        p for p in around if p == current or levers.reachable(p)
-    ]  # past FP8 at the top fraction: no lever
+        p for p in around if (p == start or levers.reachable(p)) and lengths.rejects(p).requests <= most
+    ]  # past FP8 at the top fraction: no lever; a pool that rejects requests: no candidate
     typical = _typical_prompt_tokens(trace)
     fast, slow = breakeven.storage_split(profile, typical)
     has_priorities = any(r.priority is not None for r in trace.requests)  # a spec's `priorities:`
-    configs = grid.build(trace, pools, profile, host_mem, priorities=has_priorities)
+    configs = grid.build(trace, pools, profile, host_mem, priorities=has_priorities, levers=levers)
     # the curve's named sizes read the host ratios the grid tries at today's pool (the L3 step adds none)
-    ratios = [c.host_ratio for c in configs if c.pool == current]
-    host_pool = int(current * max(ratios, default=0))
-    named = sorted({current, device, current + host_pool, *opts.curve_at})
+    ratios = [c.host_ratio for c in configs if c.pool == start]
+    host_pool = int(start * max(ratios, default=0))
+    named = sorted({current, device, start + host_pool, *opts.curve_at})
     loaded = at_load(trace, load) if load is not None else None
     remember_ideal(trace, 1, sd.request_hits)  # before the workers fork: every job reads it from the memo
     with Replays(Work(trace, profile, opts.slo, loaded), opts.workers) as pool:
         at_load_jobs: dict[Config, Future] = {}
         if loaded is not None:  # today's row at load (recommend's baseline) needs no step: it starts first
-            today = Config("lru", current)
+            today = Config("lru", start)
             at_load_jobs[today] = pool.submit("load", today)
         grid_jobs = [pool.submit("grid", c) for c in configs]
         curve_jobs = [pool.submit("curve", Config("lru", p, mode="exact")) for p in named]
         cands = grid.candidates(trace, configs, pool.gather(grid_jobs))
         t_grid = time.perf_counter()
-        kv_gb = current * unit_tokens * profile.kv_bytes_per_token / 1e9
+        kv_gb = start * unit_tokens * levers.kv_bytes(start) / 1e9
         no_host = (
-            f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({current:,} "
+            f"{host_mem:g} GB of host memory holds {host_mem / kv_gb:.2f}x the device pool ({start:,} "
             f"{unit_name} = {kv_gb:,.0f} GB of KV); the grid tries "
             f"{' and '.join(f'{r:g}x' for r in grid.HOST_RATIOS)}"
             if host_mem is not None and kv_gb > 0
             else "no host ratio fits the host memory"
         )
+        if node.unified:  # one memory for CPU and GPU: the host tier is what the device pool leaves
+            no_host = node.unified
         rec = recommend(
-            cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
+            cands, start, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
         )
-        stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast)
+        stored = grid.storage_configs(trace, rec.chosen.config.pool, profile, host_mem, fast, levers)
         # the rows at load as they stand: the L3 step rarely changes them, so they run beside its replays
         if loaded is not None:
             for c in distinct(shown(rec, cands)):
@@ -207,10 +230,12 @@ def advise(
         if stored:  # L3 at the pool the steps before it chose, then the steps again with it in the grid
             cands += grid.run_storage(trace, stored, profile, opts.slo, pool=pool)
             rec = recommend(
-                cands, current, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
+                cands, start, ws, unit_name, no_host, slow, typical, levers=levers, host_memory_gb=host_mem
             )
         if host_mem is not None:
             rec.headline += f" [host memory: {_host_words(node)}]"
+        if serve.headline:  # what rejects the traffic comes first (its own field too: Advice.serveable)
+            rec.headline = f"{serve.headline} {rec.headline}"
         t_storage = time.perf_counter()
         exact = {p: r.hit_rate for p, r in zip(named, pool.gather(curve_jobs), strict=True)}
         pts = [dataclasses.replace(pt, replayed=exact.get(pt.pool)) for pt in curve_points(sd, named)]
@@ -223,12 +248,20 @@ def advise(
             rows = load_rows(final, dict(zip(need, pool.gather(jobs), strict=True)))
     t_load = time.perf_counter()
     notes = list(trace.notes)
-    dropped = sorted(set(around) - set(pools))
+    rejecting = sorted(p for p in set(around) - set(pools) if lengths.rejects(p).requests > most)
+    if rejecting:
+        notes.append(
+            "pools that reject requests SGLang 0.5.23 would take at a larger pool (prompt + output over the "
+            f"pool) not offered: {', '.join(levers.size(p) for p in rejecting)}"
+        )
+    dropped = sorted(set(around) - set(pools) - set(rejecting))
     if dropped:
         notes.append(
             f"pools past FP8 KV at the largest memory fraction ({levers.largest_pool_tokens():,} tokens) not "
             f"offered: {', '.join(levers.size(p) for p in dropped)}"
         )
+    if node.unified:
+        notes.append(node.unified)
     if not has_priorities:
         notes.append("priority not in the grid: the input carries no request priorities")
     if sd.longest_request > min(pools):
@@ -268,6 +301,7 @@ def advise(
         load=load,
         at_load=rows,
         model_arg=opts.model,
+        serveable=serve,
     )
 
 

@@ -2,7 +2,8 @@
 
 Pools: the current one, the card x model default (memory fraction), twice the larger (FP8 KV), and
 the one-pass curve's knee points (half, 3/4, 90% and all of the ceiling) where they lie between.
-Host ratios: 2x and 4x the device pool where the host memory holds them (`--host-memory`). Every policy replays device-only and with a write_through host tier; lru also
+Host ratios: 2x and 4x the device pool where the host memory holds them (`--host-memory`; a pool only FP8
+KV reaches has a host tier of half the bytes), and the whole share as `--hicache-size` where 4x overshoots it. Every policy replays device-only and with a write_through host tier; lru also
 with every write policy. tlru at two thresholds from the input's prompt lengths. L3 (`storage_configs`):
 lru behind the largest host tier, one per backend that loads a typical prompt faster than recomputing
 it (harness.advise.breakeven), at the recommended pool. All through
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.advise.curve import StackDistances
+from harness.advise.levers import HOST_RATIOS, Levers
 from harness.advise.physics import Modelled
 from harness.advise.replays import Replays, Work
 from harness.advise.slo import Slo
@@ -27,8 +29,6 @@ from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
 from harness.whatif.replay import Result
 from harness.whatif.trace import Trace
-
-HOST_RATIOS = (2.0, 4.0)
 
 
 def policy_config_tokens(c: Config, unit_tokens: int) -> dict[str, int]:
@@ -67,7 +67,7 @@ class Candidate:
         c = self.config
         pc = policy_config_tokens(c, self.unit_tokens)
         pol = c.policy + (f"({','.join(f'{k}={v}' for k, v in pc.items())} tokens)" if pc else "")
-        host = f", host {c.host_ratio:g}x {c.write_policy}" if c.host_ratio > 0 else ""
+        host = f", host {c.host_ratio:.3g}x {c.write_policy}" if c.host_ratio > 0 else ""
         storage = f", storage {c.storage}" if c.storage else ""
         return f"{pol}, pool {c.pool:,}{host}{storage}"
 
@@ -108,17 +108,37 @@ def pools_around(current: int, device: int, sd: StackDistances) -> list[int]:
 
 
 def host_ratios(
-    pool_units: int, unit: int, profile: CardProfile, host_memory_gb: float | None
+    pool_units: int,
+    unit: int,
+    profile: CardProfile,
+    host_memory_gb: float | None,
+    levers: Levers | None = None,
 ) -> list[float]:
-    """The ratios whose host pool fits the host memory (SGLang sizes it as ratio x device pool)."""
+    """The ratios whose host pool fits the host memory (SGLang sizes it as ratio x device pool, in the
+    device pool's KV dtype: `levers` says which pools are FP8). Where a ratio overshoots the share and the
+    share still holds over 1.1x the largest ratio that fits (or over 1x with none), the share itself
+    (`--hicache-size`, whole 0.1 GB) as a ratio of its own (harness.advise.levers.size_ratio)."""
     if host_memory_gb is None:
         return list(HOST_RATIOS)
-    cap = host_memory_gb * 1e9 / max(pool_units * unit * profile.kv_bytes_per_token, 1)
-    return [r for r in HOST_RATIOS if r <= cap]
+    per_token = levers.kv_bytes(pool_units) if levers is not None else profile.kv_bytes_per_token
+    pool_bytes = max(pool_units * unit * per_token, 1)
+    cap = host_memory_gb * 1e9 / pool_bytes
+    fits = [r for r in HOST_RATIOS if r <= cap]
+    if len(fits) < len(HOST_RATIOS):
+        gb = int(host_memory_gb * 10) / 10  # --hicache-size in whole 0.1 GB, within the share
+        ratio = gb * 1e9 / pool_bytes
+        if ratio > 1.1 * max(fits, default=0.91):  # SGLang wants a host pool larger than the device's
+            fits.append(ratio)
+    return fits
 
 
 def build(
-    trace: Trace, pools: list[int], profile: CardProfile, host_memory_gb: float | None, priorities: bool
+    trace: Trace,
+    pools: list[int],
+    profile: CardProfile,
+    host_memory_gb: float | None,
+    priorities: bool,
+    levers: Levers | None = None,
 ) -> list[Config]:
     policies: list[tuple[str, tuple]] = [("lru", ()), ("lfu", ()), ("slru", ())]
     if priorities:
@@ -128,19 +148,24 @@ def build(
     for pol, pc in policies:
         for pool in pools:
             out.append(Config(pol, pool, policy_config=pc))
-            for ratio in host_ratios(pool, trace.unit, profile, host_memory_gb):
+            for ratio in host_ratios(pool, trace.unit, profile, host_memory_gb, levers):
                 for w in WRITE_POLICIES if pol == "lru" else ("write_through",):
                     out.append(Config(pol, pool, ratio, w, policy_config=pc))
     return out
 
 
 def storage_configs(
-    trace: Trace, pool: int, profile: CardProfile, host_memory_gb: float | None, backends: tuple[str, ...]
+    trace: Trace,
+    pool: int,
+    profile: CardProfile,
+    host_memory_gb: float | None,
+    backends: tuple[str, ...],
+    levers: Levers | None = None,
 ) -> list[Config]:
     """L3 behind the largest host tier that fits at `pool` (lru, write_through: SGLang writes to L3 what
     the host tier backed up), one per backend. An L3 replay runs the whole engine (~20x a tree replay), so
     advise tries them at the recommended pool only."""
-    ratios = host_ratios(pool, trace.unit, profile, host_memory_gb)
+    ratios = host_ratios(pool, trace.unit, profile, host_memory_gb, levers)
     if not ratios:
         return []
     return [Config("lru", pool, max(ratios), "write_through", storage=b) for b in backends]

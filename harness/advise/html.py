@@ -24,7 +24,7 @@ def curve_svg(a: Advice) -> str:
     marks = [
         (a.current_pool, "current", "#c0392b"),
         (a.device_pool, "card default", "#2c7fb8"),
-        (a.current_pool + a.host_pool, "device + host", "#27ae60"),
+        (a.device_plus_host, "device + host", "#27ae60"),
     ]
     lo = math.log10(max(1, min(p.pool for p in pts)))
     hi = math.log10(max(max(p.pool for p in pts), *(m[0] for m in marks), 10))

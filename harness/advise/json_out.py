@@ -30,6 +30,7 @@ def to_dict(a: Advice) -> dict:
         "knee_pool": a.knee_pool,
         "working_set": a.working_set.to_dict(),
         "node": None if a.node is None else a.node.to_dict(),
+        "serveable": None if a.serveable is None else a.serveable.to_dict(),
         "candidates": [c.to_dict() | {"launch": a.launch(c).to_dict()} for c in best_first],
         "breakeven": {tier: [t.to_dict() for t in rows] for tier, rows in a.breakeven.items()},
         "slower_than_recompute": slower_than_recompute(a.breakeven),

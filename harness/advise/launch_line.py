@@ -5,7 +5,7 @@ Everything is in tokens, whatever unit the input's pools are in: the device pool
 (the size that was replayed; SGLang caps its pool there), the memory lever that makes room for it
 (`--mem-fraction-static`, `--kv-cache-dtype fp8_e4m3`; harness.advise.levers), the eviction policy and its
 config with SGLang's own keys (tlru's `threshold` and `next_prompt_estimate`, scaled from blocks to
-tokens), the host tier as `--hicache-ratio` of that pool, and the storage backend with the environment
+tokens), the host tier as `--hicache-ratio` of that pool (or `--hicache-size` GB, a replica's whole host share), and the storage backend with the environment
 variables its SGLang client reads. tests/advise/test_launch_line.py parses every line advise can
 emit with SGLang 0.5.23's own parser and every smg line with smg 1.13.0's.
 """
@@ -99,6 +99,8 @@ def sglang_line(
     """`cfg` as SGLang 0.5.23's launch command (tokens throughout; see the module doc)."""
     tokens = levers.tokens(cfg.pool)
     argv: list[str] = [*SGLANG_LAUNCH, "--model-path", model_path(model)]
+    if levers.tp > 1:
+        argv += ["--tp", str(levers.tp)]
     if port is not None:
         argv += ["--port", str(port)]
     argv += ["--max-total-tokens", str(tokens)]
@@ -119,8 +121,9 @@ def sglang_line(
         argv += ["--radix-eviction-policy-config", json.dumps(pc, sort_keys=True, separators=(",", ":"))]
     env: list[tuple[str, str]] = []
     if cfg.host_ratio > 0:
-        argv += ["--enable-hierarchical-cache", "--hicache-ratio", f"{cfg.host_ratio:g}"]
-        argv += ["--hicache-write-policy", cfg.write_policy]
+        gb = levers.size_gb(cfg.pool, cfg.host_ratio)  # a replica's whole host share: GB, not a ratio
+        size = ["--hicache-ratio", f"{cfg.host_ratio:g}"] if gb is None else ["--hicache-size", f"{gb:g}"]
+        argv += ["--enable-hierarchical-cache", *size, "--hicache-write-policy", cfg.write_policy]
         if cfg.storage:
             argv += ["--hicache-storage-backend", cfg.storage]
             for k, v in STORAGE_ENV.get(cfg.storage, ()):

@@ -70,6 +70,24 @@ CAND_HEAD = [
 ]
 
 
+def _serveable(a: Advice) -> list[str]:
+    """What today's and the default pool reject, and each lever that fixes it with its line (advise.serveable)."""
+    s = a.serveable
+    if s is None or not s.headline:
+        return []
+    out = ["## Serveability", "", s.headline, ""]
+    for f in s.fixes:
+        rejects = f"still rejects {_pct(f.rejects.share)}" if f.rejects.requests else "serves every request"
+        out += [f"- {f.kind}: {f.text}; {rejects}", ""] + _block(f.launch.line())
+    if s.flagged:
+        out += [
+            f"Today's configuration rejects {_pct(s.today.share)} of the requests; not to launch as is:",
+            "",
+        ]
+        out += _block(s.today_launch.line())
+    return out
+
+
 def render(a: Advice) -> str:
     r = a.recommendation
     ws = a.working_set
@@ -84,6 +102,7 @@ def render(a: Advice) -> str:
     if a.node is not None:
         out += [a.node.sentence()[0].upper() + a.node.sentence()[1:] + ".", ""]
     out += [f"**{r.headline}**", ""]
+    out += _serveable(a)
     if a.load is not None:
         out += [
             f"Modelled figures are one request at a time, except *At the input's load* ({a.load.describe()}).",
@@ -104,7 +123,9 @@ def render(a: Advice) -> str:
     out += ["", f"Launch the recommendation ({r.chosen.label()}) on SGLang {SGLANG_VERSION}:", ""]
     out += _block(a.launch(r.chosen).line())
     if r.chosen is not r.baseline:
-        out += [f"Today's configuration ({r.baseline.label()}):", ""] + _block(a.launch(r.baseline).line())
+        flagged = a.serveable is not None and a.serveable.flagged  # then the baseline is the lever's pool
+        base = "The smallest pool that serves the input" if flagged else "Today's configuration"
+        out += [f"{base} ({r.baseline.label()}):", ""] + _block(a.launch(r.baseline).line())
     if r.better is not None:
         out += ["", "### A better candidate the steps did not take", "", f"**{r.better.figures()}**", ""]
         out += [f"- {w}" for w in r.better.why]
@@ -114,7 +135,7 @@ def render(a: Advice) -> str:
         f"Distinct reused prefix live at the peak: {ws.within['1m']:,} {u} within 1 minute, {ws.within['5m']:,} "
         f"within 5, {ws.within['15m']:,} within 15; {ws.overall:,} {u} reused over the whole input "
         f"({ws.distinct:,} distinct). Pools: current {a.current_pool:,}, card default {a.device_pool:,}, "
-        f"device + host {a.current_pool + a.host_pool:,}."
+        f"device + host {a.device_plus_host:,}."
     )
     out.append("")
     out.append(
@@ -126,7 +147,7 @@ def render(a: Advice) -> str:
     )
     out += ["", "## Hit rate by pool (LRU)", "", "| pool | one pass | exact replay |", "|---|---|---|"]
     marks = {a.current_pool: " (current)", a.device_pool: " (card default)"}
-    marks[a.current_pool + a.host_pool] = marks.get(a.current_pool + a.host_pool, "") + " (device + host)"
+    marks[a.device_plus_host] = marks.get(a.device_plus_host, "") + " (device + host)"
     step = max(1, len(a.curve) // 20)
     shown = [p for i, p in enumerate(a.curve) if i % step == 0 or p.pool in marks]
     out += [

@@ -4,6 +4,10 @@
 far as the node's GPUs go) split it, so each replica's host tier gets its share. Without `--host-memory`
 the machine advise runs on is read when it has the card's GPU (NVML names it), else the card's typical
 host (`Card.host_mem_gb`); the headline says which.
+
+A unified-memory card (the GB10: `Card.unified`) is one GPU whose CPU and GPU share one memory, which
+already holds the weights, the device pool and SGLang's reserve: its node has that one GPU, and its host
+tier only what those leave (`unified_host_gb`), so a host tier trades GB for GB against the device pool.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Node:
     replicas: int  # the largest --replicas count (1 without --replicas)
     per_node: int  # replicas sharing one node's memory and GPUs
     per_node_given: bool = False
+    unified: str = ""  # a unified-memory card: the trade a host tier makes there, in words
 
     @property
     def nodes(self) -> int:
@@ -52,7 +57,8 @@ class Node:
             if self.host_memory_gb is None
             else f"{self.host_memory_gb:g} GB host memory"
         )
-        text = f"node: {mem} ({self.source}), {self.gpus} GPUs ({self.gpus_source})"
+        gpus = f"{self.gpus} GPU" + ("s" if self.gpus != 1 else "")
+        text = f"node: {mem} ({self.source}), {gpus} ({self.gpus_source})"
         if self.replicas > 1:
             how = "--replicas-per-node" if self.per_node_given else "default: all replicas on one node"
             text += (
@@ -76,6 +82,7 @@ class Node:
             "replicas_per_node": self.per_node,
             "nodes": self.nodes,
             "host_memory_per_replica_gb": self.share_gb,
+            "unified_memory": self.unified or None,
         }
 
 
@@ -104,6 +111,26 @@ def this_machine(profile: CardProfile) -> Machine | None:
     return Machine(len(match), match[0], round(mem, 1))
 
 
+def unified_host_gb(profile: CardProfile, total_gb: float, pool_tokens: int) -> tuple[float, str]:
+    """What a unified memory of `total_gb` leaves a host tier after the weights, a device pool of
+    `pool_tokens` and SGLang's reserve (activations, CUDA graphs: harness.sim.gpu_memory), and the trade."""
+    from harness.sim import gpu_memory
+
+    hw, shape = getattr(profile, "hw", None), getattr(profile, "shape", None)
+    assert hw is not None and shape is not None
+    weights = shape.weight_bytes / 1e9
+    pool = pool_tokens * profile.kv_bytes_per_token / 1e9
+    reserve = gpu_memory.reserved_mib(hw) * gpu_memory.MIB / 1e9
+    left = max(0.0, round(total_gb - weights - pool - reserve, 1))
+    trade = (
+        f"the {hw.name.upper()} has one {total_gb:g} GB memory for CPU and GPU, holding the weights "
+        f"({weights:.1f} GB), the device pool ({pool:.1f} GB) and SGLang's reserve ({reserve:.1f} GB); a host "
+        f"tier takes the {left:g} GB they leave, and any more comes out of the device pool (a smaller "
+        "--mem-fraction-static): a bigger device pool or a host tier, from the same memory"
+    )
+    return left, trade
+
+
 def resolve(
     profile: CardProfile,
     host_memory_gb: float | None,
@@ -111,9 +138,21 @@ def resolve(
     per_node: int | None,
     gpus_per_node: int | None,
     machine: Machine | None = None,
+    pool_tokens: int | None = None,
 ) -> Node:
-    """The node from the flags, this machine (when it has the GPU) and the card's typical host."""
+    """The node from the flags, this machine (when it has the GPU) and the card's typical host; on a
+    unified-memory card, one GPU and the memory the pool (`pool_tokens`, default the card's) leaves."""
     hw = getattr(profile, "hw", None)
+    if hw is not None and hw.unified and getattr(profile, "shape", None) is not None:
+        total = host_memory_gb if host_memory_gb is not None else float(hw.mem_gb)
+        left, trade = unified_host_gb(profile, total, pool_tokens or profile.default_pool_tokens)
+        src = f"the {hw.name.upper()}'s unified memory less the weights, the device pool and SGLang's reserve"
+        if per_node is not None and per_node > 1:
+            raise HarnessError(
+                f"--replicas-per-node: {per_node}, but a {hw.name} node has one GPU (unified memory)"
+            )
+        one = f"a {hw.name.upper()} is one GPU"
+        return Node(left, src, 1, one, replicas, 1, per_node is not None, trade)
     if host_memory_gb is not None:
         mem, source = host_memory_gb, "--host-memory"
     elif machine is not None:

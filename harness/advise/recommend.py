@@ -151,7 +151,7 @@ def recommend(
             )
             steps.append(
                 Step(
-                    f"enable HiCache: host tier {best_host.config.host_ratio:g}x, write_through"
+                    f"enable HiCache: host tier {best_host.config.host_ratio:.3g}x, write_through"
                     + (
                         f" ({levers.host_lever(pool, best_host.config.host_ratio, host_memory_gb)})"
                         if levers is not None
@@ -260,9 +260,9 @@ def _together(here: Candidate, better: Better | None, levers: Levers | None) -> 
         size = levers.size(c.config.pool) if levers is not None else f"{c.config.pool:,}"
         parts.append(f"device pool {size}" + (f" ({lever.text})" if lever is not None else ""))
     if c.config.host_ratio != here.config.host_ratio and c.config.host_ratio > 0:
-        host = f"HiCache host tier {c.config.host_ratio:g}x, {c.config.write_policy}"
+        host = f"HiCache host tier {c.config.host_ratio:.3g}x, {c.config.write_policy}"
         if levers is not None:
-            host += f" (--hicache-ratio {c.config.host_ratio:g}: {levers.host_gb(c.config.pool, c.config.host_ratio):,.1f} GB)"
+            host += f" ({levers.host_lever(c.config.pool, c.config.host_ratio, None)})"
         parts.append(host)
     if (c.config.policy, c.config.policy_config) != (here.config.policy, here.config.policy_config):
         parts.append(f"eviction policy {c.config.policy}")
@@ -303,7 +303,7 @@ def _storage_step(
             Step(
                 f"storage tier (HiCache L3, {best.config.storage}) behind the host tier; instances that should "
                 "share prefixes point at one store",
-                f"the host tier ({best.config.host_ratio:g}x) evicts prefixes that come back; L3 keeps what it "
+                f"the host tier ({best.config.host_ratio:.3g}x) evicts prefixes that come back; L3 keeps what it "
                 f"backed up: {best.result.storage_hit_tokens:,} prompt tokens come back from storage",
                 here,
                 best,

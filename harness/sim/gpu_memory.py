@@ -60,20 +60,20 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def reserved_mib(card: Card) -> float:
-    """SGLang's reserved_mem (activations, metadata, CUDA graphs) in MiB, tp 1, pp 1."""
+def reserved_mib(card: Card, tp: int = 1) -> float:
+    """SGLang's reserved_mem (activations, metadata, CUDA graphs) in MiB, pp 1 (its 1024 x tp x pp / 8)."""
     chunk, max_bs = sglang_defaults(card)
     graphs = max_bs * 2 + len(prefill_graph_sizes(chunk)) * 8
-    reserved = 512 + max(chunk, 2048) * 1.5 + 1024 / 8 + graphs
+    reserved = 512 + max(chunk, 2048) * 1.5 + 1024 * tp / 8 + graphs
     if card.visible_gib * 1024 > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return reserved
 
 
-def mem_fraction_static(card: Card) -> float:
+def mem_fraction_static(card: Card, tp: int = 1) -> float:
     """SGLang's default mem_fraction_static for this card: (memory - reserved_mem) / memory, to 3 places."""
     gpu_mib = card.visible_gib * 1024
-    return round((gpu_mib - reserved_mib(card)) / gpu_mib, 3)
+    return round((gpu_mib - reserved_mib(card, tp)) / gpu_mib, 3)
 
 
 def max_mem_fraction(card: Card) -> float:

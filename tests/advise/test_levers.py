@@ -67,3 +67,27 @@ def test_a_profile_without_a_card_chain_offers_every_pool_by_its_size():
     assert lv.reachable(big) and lv.largest_pool_tokens() is None
     lever = lv.pool_lever(big)
     assert lever is not None and f"--max-total-tokens {big}" in lever.text
+
+
+def test_a_pool_only_fp8_reaches_has_a_host_tier_of_half_the_bytes_and_says_so():
+    """SGLang 0.5.23's host pool takes the device buffers' dtype (mem_cache/pool_host/mha.py)."""
+    from harness.advise.levers import FP8_CAVEAT
+
+    lv = _levers("h100", "llama-3.1-8b-instruct", unit=512)
+    assert lv.kv_bytes(808) == 131_072 and lv.kv_bytes(1_616) == 65_536
+    assert lv.host_gb(1_616, 2.0) == pytest.approx(2 * 1_616 * 512 * 65_536 / 1e9)
+    lever = lv.pool_lever(1_616)
+    assert lever is not None and FP8_CAVEAT in lever.text
+    assert lv.host_lever(1_616, 2.0, 128) == "--hicache-ratio 2: 108.4 GB of the 128 GB host memory"
+
+
+def test_tp_levers_reach_the_pool_across_the_gpus_and_no_further():
+    from harness.advise.levers import tp_pool_tokens
+
+    lv = Levers(resolve_profile("l4", None), 512, "blocks", tp=2)
+    most = tp_pool_tokens(lv.profile, 2)
+    assert (
+        lv.largest_pool_tokens() == most and lv.reachable(most // 512) and not lv.reachable(most // 512 + 1)
+    )
+    lever = lv.pool_lever(most // 512)
+    assert lever is not None and lever.kind == "tp" and lever.text.startswith("--tp 2:")
