@@ -122,6 +122,7 @@ class AtLoad:
     floor_share: float | None = None  # requests whose TTFT one at a time already misses the SLO
     gpus_needed_range: tuple[int, int] | None = None  # with the card physics' error band (physics_error)
     needed_figures: dict[str, float] = dataclasses.field(default_factory=dict)  # the SLO on gpus_needed
+    tp: int = 1  # GPUs a replica takes (--tp): gpus_needed counts GPUs, replicas x tp
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -141,8 +141,10 @@ def floor_share(cfg: Config) -> float:
     return sum(1 for t in got.ttft_s if t * 1e3 > bound.ms) / max(len(got.ttft_s), 1)
 
 
-def size_one(cfg: Config) -> Sized:
-    """Capacity on one replica, then the fewest replicas for the input's load (a job of the pool)."""
+def size_one(job: tuple[Config, int]) -> Sized:
+    """Capacity on one replica, then the fewest replicas (up to `most`) for the input's load (a job of
+    the pool)."""
+    cfg, most = job
     w = _WORK
     assert w is not None
     ttft_bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
@@ -162,7 +164,7 @@ def size_one(cfg: Config) -> Sized:
         need = 1
     else:  # from the capacity's ratio; a replica that serves no load tried still splits a burst with others
         guess = max(2, math.ceil(at[1].rps / cap.rps)) if cap.rps else 2
-        need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n), guess, w.most)
+        need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n), guess, most)
         for t in fleet:
             at.setdefault(t.replicas, t)
     if w.rows_replicas not in at:
@@ -188,24 +190,34 @@ def size(
     router = a.at_load[0].router if a.at_load and a.at_load[0].router != "-" else "cache_aware"
     most = node.gpus if node is not None else 8
     _WORK = Work(trace, profile, slo, load, router, most, node, levers, n_rows)
+    # on --tp N (one card cannot serve the input: every candidate starts there) a replica takes N GPUs
+    tp = {c: _tp(a) for c in configs}
+    jobs = [(c, max(1, most // tp[c])) for c in configs]
     try:
         n = min(workers or os.cpu_count() or 1, len(configs))
         if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            got = [size_one(c) for c in configs]
+            got = [size_one(j) for j in jobs]
         else:
             with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
-                got = list(ex.map(size_one, configs))
+                got = list(ex.map(size_one, jobs))
     finally:
         _WORK = None
     by = dict(zip(configs, got, strict=True))
     err = physics_error(profile)
-    a.at_load = [_fill(r, by[c.config], err) for r, (_, c) in zip(a.at_load, pairs, strict=True)]
+    a.at_load = [
+        _fill(r, by[c.config], err, tp[c.config]) for r, (_, c) in zip(a.at_load, pairs, strict=True)
+    ]
     return by
 
 
-def _fill(row: AtLoad, s: Sized, err: PhysicsError) -> AtLoad:
-    """The row at load with its sizing; where the card physics' error is large, capacity and GPUs needed
-    carry its range (a capacity x [low, high] needs the replicas / [high, low])."""
+def _tp(a: Any) -> int:
+    s = getattr(a, "serveable", None)
+    return int(getattr(s, "tp", 1) or 1)
+
+
+def _fill(row: AtLoad, s: Sized, err: PhysicsError, tp: int = 1) -> AtLoad:
+    """The row at load with its sizing, GPUs = replicas x tp; where the card physics' error is large,
+    capacity and GPUs needed carry its range (a capacity x [low, high] needs the replicas / [high, low])."""
     t = s.at.get(row.replicas)
     cap = s.capacity
     need_range: tuple[int, int] | None = None
@@ -214,8 +226,8 @@ def _fill(row: AtLoad, s: Sized, err: PhysicsError) -> AtLoad:
         cap = dataclasses.replace(cap, low_rps=lo, high_rps=hi)
         if s.gpus_needed is not None:
             need_range = (
-                max(1, math.ceil(s.gpus_needed / err.high - 1e-9)),
-                math.ceil(s.gpus_needed / err.low - 1e-9),
+                tp * max(1, math.ceil(s.gpus_needed / err.high - 1e-9)),
+                tp * math.ceil(s.gpus_needed / err.low - 1e-9),
             )
     at_need = s.at.get(s.gpus_needed) if s.gpus_needed is not None else None
     return dataclasses.replace(
@@ -224,8 +236,9 @@ def _fill(row: AtLoad, s: Sized, err: PhysicsError) -> AtLoad:
         slo_figures=dict(t.figures) if t else {},
         attainment=t.attainment if t else None,
         capacity=cap,
-        gpus_needed=s.gpus_needed,
+        gpus_needed=None if s.gpus_needed is None else s.gpus_needed * tp,
         gpus_needed_range=need_range,
+        tp=tp,
         floor_share=s.floor_share,
         needed_figures=dict(at_need.figures) if at_need else {},
     )
@@ -249,9 +262,18 @@ def finish_at_load(
     most = a.node.gpus if a.node is not None else 8
     longest = max((r.tokens for r in trace.requests), default=0)
     a.headline_at_load = headline(a.at_load, load, a.slo, card_name(profile), most, longest)
-    if a.headline_at_load:
+    if a.headline_at_load:  # what the pool rejects first, then the load, then one request at a time
         rec = a.recommendation
-        rec.headline = f"{a.headline_at_load} One request at a time: {rec.headline}"
+        first = getattr(getattr(a, "serveable", None), "headline", "") or ""
+        rest = (
+            rec.headline[len(first) :].strip() if first and rec.headline.startswith(first) else rec.headline
+        )
+        rec.headline = " ".join(x for x in (first, a.headline_at_load, f"One request at a time: {rest}") if x)
+    if _tp(a) > 1:
+        a.notes.append(
+            f"capacity on --tp {_tp(a)} is timed as one card's prefill and decode (the sim has no tensor-parallel "
+            "timing): a lower bound; GPUs needed count the replicas x --tp"
+        )
     err = physics_error(profile)
     if err.is_large:
         a.notes.append(
