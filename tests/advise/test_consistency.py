@@ -96,7 +96,7 @@ def hold_levers(a: Advice, opts: Options) -> None:
         if s.action.startswith("grow the device pool"):
             assert any(w in s.action for w in LEVER_WORDS), s.action
         if s.action.startswith("enable HiCache"):
-            assert "--hicache-ratio" in s.action
+            assert "--hicache-ratio" in s.action or "--hicache-size" in s.action
     assert all(c.config.pool == a.current_pool or levers.reachable(c.config.pool) for c in a.candidates)
 
 
