@@ -112,7 +112,9 @@ def resolve(
     gpus_per_node: int | None,
     machine: Machine | None = None,
 ) -> Node:
-    """The node from the flags, this machine (when it has the GPU) and the card's typical host."""
+    """The node from the flags, this machine (when it has the GPU) and the card's typical host. With one
+    replica (no --replicas) `--replicas-per-node K` is honored as given: K replicas share the node, so the
+    one advised gets a K-th of its host memory; with a fleet, K caps how many of its replicas a node holds."""
     hw = getattr(profile, "hw", None)
     if host_memory_gb is not None:
         mem, source = host_memory_gb, "--host-memory"
@@ -137,7 +139,7 @@ def resolve(
             raise HarnessError(
                 f"--replicas-per-node: {per_node} replicas need a GPU each, more than the node's {gpus} ({gsource})"
             )
-        k = min(per_node, replicas)
+        k = per_node if replicas == 1 else min(per_node, replicas)
     else:
         k = min(replicas, gpus)
     return Node(mem, source, gpus, gsource, replicas, max(k, 1), per_node is not None)

@@ -147,3 +147,17 @@ def test_host_memory_takes_gb_with_or_without_a_unit(text, gb):
 
     args = build_parser("harness advise").parse_args(["t.jsonl", "--host-memory", text])
     assert args.host_memory == pytest.approx(gb)
+
+
+@pytest.mark.parametrize(("per_node", "ratios"), [([], {2.0, 4.0}), (["--replicas-per-node", "2"], {2.0})])
+def test_replicas_per_node_alone_sizes_one_replica_at_its_share(tmp_path, capsys, per_node, ratios):
+    """Issue 58: `--replicas-per-node 2` without --replicas: two replicas share the node's host memory, so
+    the one advised gets half (a 4x host tier of the 20-block pool, 168 MB on an L4 with Llama-3.1-8B,
+    fits 0.3 GB but not its 0.15 GB half)."""
+    argv = ["advise", str(_trace(tmp_path)), "--card", "l4", "--block-size", "16", "--pool", "20"]
+    argv += ["--host-memory", "0.3", "--workers", "1", "--json", *per_node]
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    share = 0.3 / (2 if per_node else 1)
+    assert d["node"]["host_memory_per_replica_gb"] == pytest.approx(share)
+    assert {c["host_ratio"] for c in d["candidates"] if c["pool"] == 20} - {0.0} == ratios
