@@ -132,3 +132,23 @@ def test_confirm_launches_the_chosen_fleet_behind_smg(tmp_path: Path) -> None:
     assert info["replicas"] == 2 and info["policy"] == fleet["fleet"].rsplit(", ", 1)[1]
     assert "### Confirmed live behind smg" in (out / "advise.md").read_text()
     assert "Confirmed live behind smg" in (out / "advise.html").read_text()
+
+
+def test_fewer_larger_replicas_only_at_a_pool_a_lever_reaches() -> None:
+    """Issue 58: on an H100 with Llama-3.1-8B, FP8 KV at the largest memory fraction holds 1,923 blocks of
+    512 tokens; 2 x pool 1,616 against 1 x pool 3,232 compared a pool nothing gives. And a trace's L3 rows
+    replay through the scheduler, its host-tier row one request at a time: the step says so."""
+    from harness.advise.levers import Levers
+
+    profile = profile_for(Options(card="h100", model="llama-3.1-8b-instruct"))
+    top = (Levers(profile, 512).largest_pool_tokens() or 0) // 512
+    assert 1616 <= top < 3232
+    reqs = [TraceRequest((i % 3, 100 + i), 1024, float(i), 4, index=i) for i in range(12)]
+    trace = Trace("blocks", reqs, unit=512, kind="blocks")
+    ra = advise_replicas(trace, Config("lru", 1616, 2.0), [2], profile, seeds=1, workers=1)
+    pool_step = next(s for s in ra.steps if s.kind == "pool")
+    assert pool_step.action == "keep 2 replicas (1 with twice the pool are out of reach)"
+    assert f"holds {top:,} blocks a replica" in pool_step.why and not pool_step.taken
+    assert all(r.pool <= top for r in ra.rows) and {r.replicas for r in ra.rows} == {2}
+    l3_step = next(s for s in ra.steps if s.kind == "l3")
+    assert "part of the gap is the replay's, not the L3's" in l3_step.why
