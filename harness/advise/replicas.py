@@ -156,6 +156,11 @@ class _Rows:
         return self.rows([(cfg, n, policy, shared)])[0]
 
 
+def fleet_row(trace: Trace, cfg: Config, n: int, policy: str, profile: CardProfile, seeds: int = 5) -> Row:
+    """One fleet's row on `trace` as the table replays it (a confirm's slice predicts its fleets so)."""
+    return _Rows(trace, profile, None, seeds, 1).row(cfg, n, policy, False)
+
+
 def _row(
     runs: list[FleetResult], cfg: Config, n: int, policy: str, shared: bool, slo_ms: float | None
 ) -> Row:

@@ -318,7 +318,7 @@ def _run(args: argparse.Namespace) -> int:
                 from harness.advise.replicas_confirm import confirm_fleets
 
                 fleet_keep = keep / "replicas" if keep else None
-                a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm)
+                a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm, trace)
                 failed += sum(c["status"] == "failed" for c in a.replicas.confirmed)
             if a.confirm.partial:
                 stopped = a.confirm.stop.exit_code
