@@ -69,7 +69,7 @@ def read_mooncake(path: Path, block_size: int = 512) -> Trace:
                 raise HarnessError(f"{path}:{no}: timestamp: expected a number (ms), got {ts!r}")
             if last_ts is not None and ts < last_ts:
                 raise HarnessError(
-                    f"{path}:{no}: timestamp: {ts!r} ms is before line {last_no}'s {last_ts!r}; a Mooncake "
+                    f"{path}:{no}: timestamp: {ts!r} ms is before line {last_no}'s {last_ts!r} ms; a Mooncake "
                     "trace lists its requests in arrival order (sort the file by timestamp)"
                 )
             last_ts, last_no = ts, no

@@ -60,7 +60,7 @@ def test_mooncake_reader_keeps_arrival_order_and_refuses_a_timestamp_out_of_it(t
     assert [r.key for r in t.requests] == [(1,), (1, 2)]
     assert t.hit_tokens(t.requests[1], 2) == 600 and t.hit_tokens(t.requests[1], 1) == 512
     p = write(tmp_path, [GOOD, '{"timestamp": 500, "hash_ids": [1]}', '{"timestamp": 100, "hash_ids": [3]}'])
-    with pytest.raises(HarnessError, match=r"trace.jsonl:3: timestamp: 100 ms is before line 2's 500;"):
+    with pytest.raises(HarnessError, match=r"trace.jsonl:3: timestamp: 100 ms is before line 2's 500 ms;"):
         read_mooncake(p)
 
 
