@@ -141,7 +141,9 @@ def resolve(
     pool_tokens: int | None = None,
 ) -> Node:
     """The node from the flags, this machine (when it has the GPU) and the card's typical host; on a
-    unified-memory card, one GPU and the memory the pool (`pool_tokens`, default the card's) leaves."""
+    unified-memory card, one GPU and the memory the pool (`pool_tokens`, default the card's) leaves. With one
+    replica (no --replicas) `--replicas-per-node K` is honored as given: K replicas share the node, so the
+    one advised gets a K-th of its host memory; with a fleet, K caps how many of its replicas a node holds."""
     hw = getattr(profile, "hw", None)
     if hw is not None and hw.unified and getattr(profile, "shape", None) is not None:
         total = host_memory_gb if host_memory_gb is not None else float(hw.mem_gb)
@@ -176,7 +178,7 @@ def resolve(
             raise HarnessError(
                 f"--replicas-per-node: {per_node} replicas need a GPU each, more than the node's {gpus} ({gsource})"
             )
-        k = min(per_node, replicas)
+        k = per_node if replicas == 1 else min(per_node, replicas)
     else:
         k = min(replicas, gpus)
     return Node(mem, source, gpus, gsource, replicas, max(k, 1), per_node is not None)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.advise.levers import Levers
 from harness.advise.node import Node
 from harness.advise.recommend import MIN_GAIN
 from harness.errors import HarnessError
@@ -153,6 +154,11 @@ class _Rows:
 
     def row(self, cfg: Config, n: int, policy: str, shared: bool) -> Row:
         return self.rows([(cfg, n, policy, shared)])[0]
+
+
+def fleet_row(trace: Trace, cfg: Config, n: int, policy: str, profile: CardProfile, seeds: int = 5) -> Row:
+    """One fleet's row on `trace` as the table replays it (a confirm's slice predicts its fleets so)."""
+    return _Rows(trace, profile, None, seeds, 1).row(cfg, n, policy, False)
 
 
 def _row(
@@ -297,6 +303,11 @@ def _l3_step(
     )
     if base.host_ratio == 0:
         why += "; the L3 sits behind a host tier, so this step compares with a 2x host tier"
+    if rows.trace.concurrency is None:  # harness.whatif.fleet: an L3 replays through the engine
+        why += (
+            "; the L3 rows replay through the sim's scheduler in virtual time, the own-host-tier row one "
+            "request at a time (a trace has no concurrency): part of the gap is the replay's, not the L3's"
+        )
     if _pays(own_host, shared) and shared.hit_rate - own_l3.hit_rate >= MIN_GAIN:
         return ReplicaStep(
             f"{n} replicas: share one {L3_BACKEND} L3 across the replicas",
@@ -318,6 +329,17 @@ def _bigger_step(
 ) -> ReplicaStep:
     """n replicas at the pool against n/2 at twice the pool: the same memory."""
     bigger = dataclasses.replace(base, pool=base.pool * 2)
+    trace = rows.trace
+    levers = Levers(rows.profile, trace.unit, "blocks" if trace.kind == "blocks" else "tokens")
+    if not levers.reachable(bigger.pool):  # a pool no --mem-fraction-static nor FP8 KV gives is no option
+        top = levers.largest_pool_tokens() or 0
+        return ReplicaStep(
+            f"keep {n} replicas ({n // 2} with twice the pool are out of reach)",
+            f"{n // 2} x pool {bigger.pool:,} is past every lever: FP8 KV at the largest memory fraction "
+            f"holds {top // trace.unit:,} {levers.unit_name} a replica",
+            (current,),
+            "pool",
+        )
     need = _host_gb(bigger, rows.trace, rows.profile)
     if share_gb is not None and need > share_gb * 1.000001:
         return ReplicaStep(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,39 @@ from harness.advise.live_spec import live_block, live_spec
 from harness.advise.replicas import ReplicaAdvice, Row
 from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
+from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
+from harness.whatif.trace import Trace
 
 
 def fleets(ra: ReplicaAdvice, k: int) -> list[Row]:
     """The first K replica counts' chosen fleets, fewest replicas first."""
     return [ra.chosen[n] for n in sorted(ra.chosen)][:k]
+
+
+@dataclass(frozen=True)
+class SlicedFleet:
+    """A fleet as `--confirm-requests N` launches it: each replica's pool scaled to the slice as a single
+    candidate's is (harness.advise.confirm_slice), and predicted by the table's routing replay on it."""
+
+    pool: int
+    hit_rate: float
+
+
+def sliced_fleets(
+    rows: list[Row], base: Config, whole: Trace, part: Trace, profile: CardProfile, live_unit: int
+) -> list[SlicedFleet]:
+    """Each fleet on the slice (each replica runs `base` at the row's host tier, as launched): the measured
+    traffic and the prediction are the same requests and pools."""
+    from harness.advise.confirm_slice import scale_pool
+    from harness.advise.replicas import fleet_row
+
+    out = []
+    for r in rows:
+        pool = scale_pool(r.pool, whole, part, live_unit)
+        cfg = dataclasses.replace(base, pool=pool, host_ratio=r.host_ratio, storage="")
+        out.append(SlicedFleet(pool, fleet_row(part, cfg, r.replicas, r.policy, profile).hit_rate))
+    return out
 
 
 def confirm_replicas(
@@ -37,10 +65,12 @@ def confirm_replicas(
     keep: Path | None = None,
     log: Callable[[str], None] = lambda _msg: None,
     on_stop: Callable[[KeyboardInterrupt], None] | None = None,
+    trace: Trace | None = None,
 ) -> list[dict[str, Any]]:
     """Launch each chosen fleet for the input's first point and compare; `keep` holds captures and logs.
     `on_stop`: a stop (time limit, Ctrl-C) is handed to it and the fleets that finished are still reported;
-    without it the stop goes on up."""
+    without it the stop goes on up. With `--confirm-requests N` the fleets replay the trace's first N
+    requests (`trace`: the whole input, read again when not given), as the single candidates do."""
     from harness.advise.confirm_rows import read_point
     from harness.summarize.routing_check import check_point
 
@@ -59,10 +89,22 @@ def confirm_replicas(
     with tempfile.TemporaryDirectory(prefix="advise-replicas-") as tmp:
         root = keep if keep is not None else Path(tmp)
         block = live_block(launch.server_kind, a.unit_tokens, launch.block_tokens)
+        sliced: list[SlicedFleet] | None = None
+        if launch.requests is not None:
+            from harness.advise.confirm_slice import slice_file
+            from harness.whatif.inputs import read_mooncake
+
+            whole = trace if trace is not None else read_mooncake(path, a.unit_tokens)
+            path = slice_file(path, launch.requests, root)
+            part = read_mooncake(path, a.unit_tokens)
+            if a.levers is None:
+                raise HarnessError("--confirm-requests with --replicas: no card profile to predict the slice")
+            sliced = sliced_fleets(rows, base, whole, part, a.levers.profile, block.tokens)
         live = live_spec(path, root, block.tokens, a.unit_tokens)
         servers = []
         for i, r in enumerate(rows, 1):
-            cfg = dataclasses.replace(base, pool=r.pool, host_ratio=r.host_ratio, storage="")
+            pool = sliced[i - 1].pool if sliced is not None else r.pool
+            cfg = dataclasses.replace(base, pool=pool, host_ratio=r.host_ratio, storage="")
             args = config_args(cfg, live.unit_tokens, launch.server_kind)
             servers.append({"name": f"fleet-{i}", "launch": launch_as, "args": args, "replicas": r.replicas,
                             "router": {"policy": r.policy}})  # fmt: skip
@@ -76,9 +118,16 @@ def confirm_replicas(
             on_stop(e)
             stopped = True
             points = [d if d.is_dir() and read_point(d).status == "ok" else None for d in run.dirs]
-        for r, pdir in zip(rows, points, strict=True):
+        for i, (r, pdir) in enumerate(zip(rows, points, strict=True)):
+            predicted = sliced[i].hit_rate if sliced is not None else r.hit_rate
             entry: dict[str, Any] = {"fleet": r.label(), "server_kind": launch.server_kind,
-                                     "predicted_hit_rate": round(r.hit_rate, 6)}  # fmt: skip
+                                     "predicted_hit_rate": round(predicted, 6)}  # fmt: skip
+            if sliced is not None:
+                entry |= {
+                    "slice_requests": launch.requests,
+                    "pool": sliced[i].pool,
+                    "pool_scaled_from": r.pool,
+                }
             if pdir is None:
                 status = "not run" if stopped else "failed"  # a fleet stopped part way is not reported
                 out.append(entry | {"status": status, "measured_hit_rate": None, "workers": []})
@@ -92,7 +141,7 @@ def confirm_replicas(
                     "measured_hit_rate": round(c.measured_hit_rate, 6),
                     "followed_hit_rate": round(c.followed_hit_rate, 6),
                     "drawn_hit_rate": round(c.predicted_mean, 6),
-                    "difference_points": round((c.measured_hit_rate - r.hit_rate) * 100, 3),
+                    "difference_points": round((c.measured_hit_rate - predicted) * 100, 3),
                     "off_model": c.off_model,
                     "workers": d["workers"],
                 }
@@ -101,7 +150,7 @@ def confirm_replicas(
 
 
 def confirm_fleets(
-    path: Path, a: Advice, launch: Launch, keep: Path | None, info: ConfirmInfo
+    path: Path, a: Advice, launch: Launch, keep: Path | None, info: ConfirmInfo, trace: Trace | None = None
 ) -> list[dict[str, Any]]:
     """confirm_replicas under what is left of --confirm-time-limit; stopped (the limit, Ctrl-C, SIGTERM), the
     confirm is partial: the fleets that finished are reported, the running one is not (its workers' figures
@@ -121,6 +170,6 @@ def confirm_fleets(
     try:
         with display(launch.quiet) as shown, limit:  # the fleets' bars on stderr, as the candidates'
             log = shown.log if shown is not None else lambda _msg: None
-            return confirm_replicas(path, a, launch, keep, log, stopped)
+            return confirm_replicas(path, a, launch, keep, log, stopped, trace)
     finally:
         info.elapsed_s += limit.elapsed()

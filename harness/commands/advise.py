@@ -9,15 +9,49 @@ import argparse
 import contextlib
 import gc
 import json
+import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.engines.confirm import CONFIRM_TARGETS
 from harness.errors import HarnessError
 
 DEFAULT_OUTPUT = "advise-out"
+
+
+# a GiB in GB: --host-memory takes GB (1e9 bytes), as `free -g` does not and the cards' sheets do
+GIB_IN_GB = 2**30 / 1e9
+
+
+def _number(flag: str, kind: type[int] | type[float], example: str) -> Callable[[str], Any]:
+    """argparse's type for a numeric flag: a bad value is one line naming the flag (a HarnessError, which
+    argparse lets through to the CLI), not the whole usage that `type=int` prints."""
+
+    def parse(text: str) -> int | float:
+        try:
+            return kind(text.strip().replace("_", ""))
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise HarnessError(f"{flag}: {text!r}: expected {what}, e.g. {example}") from None
+
+    return parse
+
+
+def host_memory(text: str) -> float:
+    """--host-memory: GB, bare or with a GB / GiB suffix (256, 256GB, 238.4GiB); anything else, one line."""
+    m = re.fullmatch(r"\s*([0-9.eE+_-]+)\s*(GB|GIB)?\s*", text, re.IGNORECASE)
+    try:
+        if m is None:
+            raise ValueError(text)
+        value = float(m.group(1).replace("_", ""))
+    except ValueError:
+        raise HarnessError(
+            f"--host-memory: {text!r}: expected a number of GB, e.g. 256 (or 256GB, 238.4GiB)"
+        ) from None
+    return value * GIB_IN_GB if (m.group(2) or "").upper() == "GIB" else value
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -40,35 +74,48 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pool",
-        type=int,
+        type=_number("--pool", int, "20000"),
         default=None,
         help="current device pool (tokens; blocks for block traces; default: the card's)",
     )
     p.add_argument(
         "--host-memory",
-        type=float,
+        type=host_memory,
         default=None,
         help="host memory of one node for HiCache, GB; its replicas share it (default: this machine's when it "
         "has the card's GPU, else the card's typical host)",
     )
     p.add_argument(
         "--replicas-per-node",
-        type=int,
+        type=_number("--replicas-per-node", int, "2"),
         default=None,
         help="replicas sharing one node's host memory and GPUs (default: all of them, as far as the GPUs go)",
     )
     p.add_argument(
         "--gpus-per-node",
-        type=int,
+        type=_number("--gpus-per-node", int, "8"),
         default=None,
         help="GPUs a node has, one per replica (default: this machine's when it has the card's GPU, else 8)",
     )
     p.add_argument("--slo", default=None, help="ttft_ms=N,tpot_ms=M: goodput against this SLO")
     p.add_argument("--curve-at", default="", help="pool sizes the curve must include exactly, comma list")
-    p.add_argument("--block-size", type=int, default=512, help="tokens per hash id in Mooncake traces")
-    p.add_argument("--workers", type=int, default=None, help="processes for the grid (default: all cores)")
     p.add_argument(
-        "--confirm", type=int, default=0, help="launch the top K candidates live (as bench does) and measure"
+        "--block-size",
+        type=_number("--block-size", int, "512"),
+        default=512,
+        help="tokens per hash id in Mooncake traces",
+    )
+    p.add_argument(
+        "--workers",
+        type=_number("--workers", int, "4"),
+        default=None,
+        help="processes for the grid (default: all cores)",
+    )
+    p.add_argument(
+        "--confirm",
+        type=_number("--confirm", int, "3"),
+        default=0,
+        help="launch the top K candidates live (as bench does) and measure",
     )
     p.add_argument(
         "--server-kind",
@@ -84,20 +131,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--live-block-tokens",
-        type=int,
+        type=_number("--live-block-tokens", int, "16"),
         default=None,
         help="--confirm on a Mooncake trace: tokens sent per hash id (default: the trace's --block-size on "
         "--server-kind sglang, 16 on the sim and the CPU servers)",
     )
     p.add_argument(
         "--confirm-requests",
-        type=int,
+        type=_number("--confirm-requests", int, "600"),
         default=None,
         help="--confirm on a trace's first N requests, each pool scaled to the slice (docs/advise.md)",
     )
     p.add_argument(
         "--confirm-time-limit",
-        type=float,
+        type=_number("--confirm-time-limit", float, "300"),
         default=None,
         metavar="S",
         help="stop --confirm after S seconds: what finished is kept as a partial confirm, exit 124 "
@@ -111,12 +158,22 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--speedup",
-        type=float,
+        type=_number("--speedup", float, "2"),
         default=1.0,
         help="at-load replay of a trace: its arrival times divided by this (as harness run sends it)",
     )
-    p.add_argument("--concurrency", type=int, default=None, help="at-load replay: N requests in flight")
-    p.add_argument("--rate", type=float, default=None, help="at-load replay: Poisson arrivals, requests/s")
+    p.add_argument(
+        "--concurrency",
+        type=_number("--concurrency", int, "8"),
+        default=None,
+        help="at-load replay: N requests in flight",
+    )
+    p.add_argument(
+        "--rate",
+        type=_number("--rate", float, "2.5"),
+        default=None,
+        help="at-load replay: Poisson arrivals, requests/s",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown")
     p.add_argument("--quiet", action="store_true", help="print only the headline")
     p.add_argument(
@@ -264,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
                 from harness.advise.replicas_confirm import confirm_fleets
 
                 fleet_keep = keep / "replicas" if keep else None
-                a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm)
+                a.replicas.confirmed = confirm_fleets(path, a, launch, fleet_keep, a.confirm, trace)
                 failed += sum(c["status"] == "failed" for c in a.replicas.confirmed)
             if a.confirm.partial:
                 stopped = a.confirm.stop.exit_code

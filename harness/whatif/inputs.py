@@ -25,8 +25,16 @@ __all__ = ["Trace", "TraceRequest", "read_capture", "read_input", "read_mooncake
 
 
 def read_mooncake(path: Path, block_size: int = 512) -> Trace:
-    """Mooncake JSONL: `hash_ids` (required), `input_length`, `output_length`, `timestamp` (ms)."""
+    """Mooncake JSONL: `hash_ids` (required), `input_length`, `output_length`, `timestamp` (ms).
+
+    Each hash id stands for `block_size` tokens but the last, which may be partial: `input_length` is
+    within (len(hash_ids) - 1) x block_size + 1 .. len(hash_ids) x block_size (absent: all blocks full),
+    as the load generator's reader (harness.workloads.trace_files) and the bailian reader require. The
+    requests are in arrival order (Mooncake's published traces are): a timestamp before the line above it
+    is refused, because a slice (`--confirm-requests`) and a live replay send the file in its order."""
     reqs: list[TraceRequest] = []
+    last_ts: float | None = None
+    last_no = 0
     try:
         f = path.open()
     except OSError as e:
@@ -50,15 +58,26 @@ def read_mooncake(path: Path, block_size: int = 512) -> Trace:
                 raise HarnessError(
                     f"{path}:{no}: input_length: expected a non-negative integer, got {n_in!r}"
                 )
+            if n_in > len(ids) * block_size or n_in <= (len(ids) - 1) * block_size:
+                lo = (len(ids) - 1) * block_size + 1 if ids else 0
+                raise HarnessError(
+                    f"{path}:{no}: input_length: {n_in} tokens with {len(ids)} hash_ids of {block_size} "
+                    f"tokens (--block-size); expected {lo}..{len(ids) * block_size}: every block full but the last"
+                )
             ts = obj.get("timestamp", 0)
             if not isinstance(ts, int | float):
                 raise HarnessError(f"{path}:{no}: timestamp: expected a number (ms), got {ts!r}")
+            if last_ts is not None and ts < last_ts:
+                raise HarnessError(
+                    f"{path}:{no}: timestamp: {ts!r} ms is before line {last_no}'s {last_ts!r} ms; a Mooncake "
+                    "trace lists its requests in arrival order (sort the file by timestamp)"
+                )
+            last_ts, last_no = ts, no
             out = obj.get("output_length", 0)
             reqs.append(TraceRequest(tuple(ids), n_in, ts / 1000.0, int(out or 0)))
     if not reqs:
         raise HarnessError(f"{path}: no requests")
-    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)  # stable: file order breaks ties
-    return Trace(path.stem, [reqs[i] for i in order], unit=block_size, kind="blocks")
+    return Trace(path.stem, reqs, unit=block_size, kind="blocks")
 
 
 def read_spec(path: Path, seed: int = 0, answer_seed: int = 0, point_index: int = 0) -> Trace:

@@ -108,6 +108,8 @@ def test_the_node_is_shared_by_its_replicas_and_bounded_by_its_gpus() -> None:
     node = resolve(H100, 256.0, 2, None, None)
     assert node.per_node == 2 and node.share_gb == 128.0 and "all replicas on one node" in node.sentence()
     assert resolve(H100, 256.0, 4, 2, None).share_gb == 128.0
+    alone = resolve(H100, 512.0, 1, 2, None)  # no --replicas: the one advised shares the node with another
+    assert alone.per_node == 2 and alone.share_gb == 256.0
     assert resolve(H100, 256.0, 16, None, None).per_node == 8  # 8 GPUs a node bound the replicas
     with pytest.raises(HarnessError, match="--replicas-per-node: 4 replicas need a GPU each"):
         resolve(H100, 256.0, 4, 4, 2)

@@ -132,3 +132,44 @@ def test_confirm_launches_the_chosen_fleet_behind_smg(tmp_path: Path) -> None:
     assert info["replicas"] == 2 and info["policy"] == fleet["fleet"].rsplit(", ", 1)[1]
     assert "### Confirmed live behind smg" in (out / "advise.md").read_text()
     assert "Confirmed live behind smg" in (out / "advise.html").read_text()
+
+
+def test_fewer_larger_replicas_only_at_a_pool_a_lever_reaches() -> None:
+    """Issue 58: on an H100 with Llama-3.1-8B, FP8 KV at the largest memory fraction holds 1,923 blocks of
+    512 tokens; 2 x pool 1,616 against 1 x pool 3,232 compared a pool nothing gives. And a trace's L3 rows
+    replay through the scheduler, its host-tier row one request at a time: the step says so."""
+    from harness.advise.levers import Levers
+
+    profile = profile_for(Options(card="h100", model="llama-3.1-8b-instruct"))
+    top = (Levers(profile, 512).largest_pool_tokens() or 0) // 512
+    assert 1616 <= top < 3232
+    reqs = [TraceRequest((i % 3, 100 + i), 1024, float(i), 4, index=i) for i in range(12)]
+    trace = Trace("blocks", reqs, unit=512, kind="blocks")
+    ra = advise_replicas(trace, Config("lru", 1616, 2.0), [2], profile, seeds=1, workers=1)
+    pool_step = next(s for s in ra.steps if s.kind == "pool")
+    assert pool_step.action == "keep 2 replicas (1 with twice the pool are out of reach)"
+    assert f"holds {top:,} blocks a replica" in pool_step.why and not pool_step.taken
+    assert all(r.pool <= top for r in ra.rows) and {r.replicas for r in ra.rows} == {2}
+    l3_step = next(s for s in ra.steps if s.kind == "l3")
+    assert "part of the gap is the replay's, not the L3's" in l3_step.why
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("smg") is None and not (Path(sys.executable).parent / "smg").exists(),
+                    reason="smg (the router extra) is not installed")  # fmt: skip
+def test_confirm_requests_slices_the_fleets_too(tmp_path: Path) -> None:
+    """Issue 58: `--confirm-requests N` said N requests each, then the fleet replayed the whole trace.
+    The fleet now replays the same first N requests as the single candidates, at the pools scaled to them."""
+    lines = [json.dumps({"hash_ids": [s * 100 + b for b in range(turn + 2)], "input_length": (turn + 2) * 512,
+                         "output_length": 1, "timestamp": turn * 1000 + s}) for turn in range(6) for s in range(4)]  # fmt: skip
+    trace = tmp_path / "sessions.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "o"
+    r = harness("advise", str(trace), "--card", "l4", "--replicas", "2", "--confirm", "1", "--confirm-requests",
+                "10", "--workers", "1", "-o", str(out), "--quiet", timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    d = json.loads((out / "advise.json").read_text())
+    (fleet,) = d["replicas"]["confirmed"]
+    assert fleet["status"] == "ok" and sum(w["requests"] for w in fleet["workers"]) == 10, fleet
+    assert fleet["slice_requests"] == 10 and fleet["pool"] <= fleet["pool_scaled_from"], fleet
+    assert 0 <= fleet["predicted_hit_rate"] <= 1

@@ -106,6 +106,13 @@ def test_writes_markdown_html_and_json_with_the_issue_keys(tmp_path, capsys):
             "--confirm-time-limit: nan must be a positive",
         ),
         (["BAD"], "bad.jsonl:2: hash_ids: expected a list of integers, got 'x'"),
+        # issue 58: a number argparse cannot read is one line naming the flag, not the whole usage
+        (["T", "--host-memory", "256TB"], "--host-memory: '256TB': expected a number of GB, e.g. 256"),
+        (["T", "--host-memory", "lots"], "--host-memory: 'lots': expected a number of GB"),
+        (["T", "--pool", "1e5"], "--pool: '1e5': expected an integer, e.g."),
+        (["T", "--replicas-per-node", "two"], "--replicas-per-node: 'two': expected an integer"),
+        (["T", "--rate", "fast"], "--rate: 'fast': expected a number, e.g."),
+        (["T", "--confirm-requests", "600.5"], "--confirm-requests: '600.5': expected an integer"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, args, message):
@@ -129,3 +136,28 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, args, m
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "gb"),
+    [("256", 256.0), ("256GB", 256.0), ("256 gb", 256.0), ("1GiB", 2**30 / 1e9), ("1_024", 1024.0)],
+)
+def test_host_memory_takes_gb_with_or_without_a_unit(text, gb):
+    from harness.commands.advise import build_parser
+
+    args = build_parser("harness advise").parse_args(["t.jsonl", "--host-memory", text])
+    assert args.host_memory == pytest.approx(gb)
+
+
+@pytest.mark.parametrize(("per_node", "ratios"), [([], {2.0, 4.0}), (["--replicas-per-node", "2"], {2.0})])
+def test_replicas_per_node_alone_sizes_one_replica_at_its_share(tmp_path, capsys, per_node, ratios):
+    """Issue 58: `--replicas-per-node 2` without --replicas: two replicas share the node's host memory, so
+    the one advised gets half (a 4x host tier of the 20-block pool, 168 MB on an L4 with Llama-3.1-8B,
+    fits 0.3 GB but not its 0.15 GB half)."""
+    argv = ["advise", str(_trace(tmp_path)), "--card", "l4", "--block-size", "16", "--pool", "20"]
+    argv += ["--host-memory", "0.3", "--workers", "1", "--json", *per_node]
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    share = 0.3 / (2 if per_node else 1)
+    assert d["node"]["host_memory_per_replica_gb"] == pytest.approx(share)
+    assert {c["host_ratio"] for c in d["candidates"] if c["pool"] == 20} - {0.0} == ratios

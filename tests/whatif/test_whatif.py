@@ -46,17 +46,38 @@ def test_mooncake_reader_names_the_bad_line(tmp_path, bad, message):
         read_mooncake(p)
 
 
-def test_mooncake_reader_orders_by_timestamp(tmp_path):
+def test_mooncake_reader_keeps_arrival_order_and_refuses_a_timestamp_out_of_it(tmp_path):
+    """Issue 58: a slice and a live replay send the file in its order, so a request listed after a later
+    one is refused (naming both lines), not sorted silently; equal timestamps keep the file's order."""
     p = write(
         tmp_path,
         [
-            '{"timestamp": 500, "input_length": 600, "hash_ids": [1, 2]}',
             '{"timestamp": 100, "input_length": 512, "hash_ids": [1]}',
+            '{"timestamp": 100, "input_length": 600, "hash_ids": [1, 2]}',
         ],
     )
     t = read_mooncake(p)
     assert [r.key for r in t.requests] == [(1,), (1, 2)]
     assert t.hit_tokens(t.requests[1], 2) == 600 and t.hit_tokens(t.requests[1], 1) == 512
+    p = write(tmp_path, [GOOD, '{"timestamp": 500, "hash_ids": [1]}', '{"timestamp": 100, "hash_ids": [3]}'])
+    with pytest.raises(HarnessError, match=r"trace.jsonl:3: timestamp: 100 ms is before line 2's 500 ms;"):
+        read_mooncake(p)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"input_length": 100000, "hash_ids": [1]}', "input_length: 100000 tokens with 1 hash_ids of 512"),
+        ('{"input_length": 512, "hash_ids": [1, 2]}', r"input_length: 512 tokens .* expected 513\.\.1024"),
+        ('{"input_length": 3, "hash_ids": []}', r"input_length: 3 tokens with 0 hash_ids .* expected 0\.\.0"),
+    ],
+)
+def test_mooncake_reader_refuses_an_input_length_its_hash_ids_cannot_hold(tmp_path, line, message):
+    """Issue 58: every hash id a full block of --block-size tokens but the last, which may be partial."""
+    with pytest.raises(HarnessError, match=rf"trace.jsonl:2: {message}"):
+        read_mooncake(write(tmp_path, [GOOD, line]))
+    edges = ['{"input_length": 513, "hash_ids": [1, 2]}', '{"input_length": 1024, "hash_ids": [1, 2]}']
+    assert [r.tokens for r in read_mooncake(write(tmp_path, edges)).requests] == [513, 1024]
 
 
 def brute_force_ideal(keys: list[tuple], page: int) -> list[int]:
@@ -140,7 +161,7 @@ def test_command_prints_table_json_and_chart(tmp_path):
     p = write(
         tmp_path,
         [
-            json.dumps({"timestamp": i, "input_length": 2048, "hash_ids": [0, 1 + i % 3, 10 + i]})
+            json.dumps({"timestamp": i, "input_length": 1536, "hash_ids": [0, 1 + i % 3, 10 + i]})
             for i in range(30)
         ],
     )
