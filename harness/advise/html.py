@@ -202,7 +202,19 @@ def at_load_html(a: Advice) -> str:
         return ""
     from harness.advise.load import HEAD, row
 
-    return (
+    out = (
         f"<h2>At the input's load</h2><p>Replayed through the sim's scheduler at {esc(a.load.describe())}; "
         "every other table is one request at a time.</p>" + _table(HEAD, [row(r) for r in a.at_load])
+    )
+    if a.slo is None or a.at_load[0].capacity is None:
+        return out
+    from harness.advise.sizing_words import CAP_HEAD, capacity_row
+
+    most = a.node.gpus if a.node is not None else 8
+    return (
+        out
+        + f"<h2>Capacity at the SLO</h2><p>SLO: {esc(a.slo.describe())}. Capacity: the highest offered load one "
+        "replica serves within it with a steady queue; GPUs needed: the fewest replicas behind the modelled "
+        f"router at {esc(a.load.describe())}, up to the node's {most} GPUs.</p>"
+        + _table(CAP_HEAD, [capacity_row(r, most) for r in a.at_load])
     )
