@@ -99,33 +99,52 @@ def seed_funnel(sc: SeedCapture) -> HicacheFunnel | None:
 def add_health(point: Any, seeds: list[SeedCapture]) -> None:
     """Point.hicache_funnel ({seed: funnel}, HiCache points) and Point.health (every verdict that applies)."""
     from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
-    from harness.verdicts import health
+    from harness.verdicts import coverage, health
 
     funnels: dict[str, HicacheFunnel] = {}
     series: dict[str, Any] = {}
     found: list[Any] = []
+    gaps: list[Any] = []
     for sc in seeds:
         seed = str(sc.seed)
         t0 = float((sc.point or {}).get("start_mono") or 0.0)
         t1 = float((sc.point or {}).get("end_mono") or t0)
+        window = [0.0, round(t1 - t0, 3)]
         found += health.point_file_verdicts(seed, sc.point)
         f = seed_funnel(sc)
         if f is not None:
             funnels[seed] = f
-            v = health.host_tier_inert(seed, f, [0.0, round(t1 - t0, 3)])
+            v = health.host_tier_inert(seed, f, window)
             if v is not None:
                 found.append(v)
+            gaps += coverage.inert_gaps(seed, f)
         _, samples = read_timeline(sc.path / METRICS_TIMELINE)
         if (ts := timeline_series(samples, t0)) is not None:
             series[seed] = ts
         ev = health.eviction_verdict(seed, samples, t0)
         if ev is not None:
             found.append(ev)
+        missing, by_counters = coverage.eviction_gaps(seed, samples)
+        gaps += missing
+        if by_counters and ev is None:  # no gauges (or no timeline): the storm from the point's counters
+            storm, why = coverage.counter_storm(seed, _point_counters(sc), window)
+            found += [storm] if storm is not None else []
+            gaps = [g for g in gaps if (g.verdict, g.seed) != ("evict-storm", seed)] + (
+                [why] if why is not None else []
+            )
     if funnels:
         point.hicache_funnel = funnels
     if series:
         point.metrics_timeline = series  # the page's timeline chart (harness.report.timeline_chart)
     point.health = found
+    point.not_judged = gaps or None
+
+
+def _point_counters(sc: SeedCapture) -> dict[str, Any] | None:
+    """The point's counter figures (before/after /metrics), or None without both scrapes."""
+    if sc.before is None or sc.after is None:
+        return None
+    return counters.cache_figures(metrics.counter_deltas(sc.before, sc.after))
 
 
 SERIES_POINTS = 300

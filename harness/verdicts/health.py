@@ -11,9 +11,15 @@ from typing import Any
 from harness.summary.funnel import HealthVerdict, HicacheFunnel
 
 INERT_MIN_TOKENS = 64  # returning tokens off the device before "no host hit" means anything
-# evict-storm is judged on the ticks with load-backs only: a storm is load-back evicting others (#35129)
-STORM_RATIO = 4.0  # tokens evicted per token the allocations in the same ticks needed
-EXCESS_FRACTION = 0.25  # of tokens evicted beside load-backs, the share still free at the end of the tick
+# evict-storm is judged on the ticks with load-backs only: a storm is load-back evicting others (#35129).
+# Each load-back tick is judged with the scrape after it: on a loaded host a load-back's evictions and the
+# allocation they made room for can fall in different ticks (a healthy SGLang 0.5.23 on CPU once showed 2,435
+# tokens "still free" at the load-back tick's end, gone by the next scrape). Free space counts as excess only
+# when it is still free at both scrapes. Measured healthy, and the margin: docs/faults.md#evict-storm-thresholds.
+STORM_RATIO = 4.0  # tokens evicted per token the allocations in the load-back tick and the next needed
+EXCESS_FRACTION = (
+    0.2  # of tokens evicted beside load-backs, the share still free at that tick's end and the next
+)
 # over-eviction on the other ticks: of their evicted tokens, the share still free at the tick's end;
 # node-granular eviction of a healthy pool reaches 0.41-0.54 (whole 400-token nodes for shorter shortfalls)
 # and 0.55 (decode steps evicting whole leaves: tests/verdicts/test_health.py), so above it; and at least a
@@ -44,6 +50,7 @@ def host_tier_inert(seed: str, f: HicacheFunnel, window: list[float]) -> HealthV
         ),
         window_s=window,
         figures=f.model_dump(exclude_none=True),
+        evidence="token-ids",
     )
 
 
@@ -54,6 +61,24 @@ def _free(v: dict[str, float]) -> float | None:
     if pool is None or used is None or ev is None:
         return None
     return max(0.0, pool - used - ev)
+
+
+def _with_next_tick(
+    va: dict[str, float], vb: dict[str, float], c: dict[str, Any] | None
+) -> tuple[float, float, float]:
+    """A load-back tick a->b merged with the tick after it (b->c): (evicted, needed, free at both b and c).
+
+    Why: the allocation a load-back evicted for can land after the scrape that saw the eviction; judged with
+    the next scrape, room it used is not counted as free. Without a next scrape the tick stands alone."""
+    fa, fb = _free(va), _free(vb)
+    assert fa is not None and fb is not None
+    vc = c["values"] if c is not None and "values" in c else None
+    fc = _free(vc) if vc is not None and "evicted_tokens" in vc else None
+    if vc is None or fc is None:
+        ev = vb["evicted_tokens"] - va["evicted_tokens"]
+        return ev, max(0.0, ev - (fb - fa)), fb
+    ev = vc["evicted_tokens"] - va["evicted_tokens"]
+    return ev, max(0.0, ev - (fc - fa)), min(fb, fc)
 
 
 def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> HealthVerdict | None:
@@ -69,7 +94,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
     first = last = None
     peak = pool = 0.0
     for rows in by_src.values():
-        for a, b in zip(rows, rows[1:], strict=False):
+        for i, (a, b) in enumerate(zip(rows, rows[1:], strict=False)):
             va, vb = a["values"], b["values"]
             if "evicted_tokens" not in va or "evicted_tokens" not in vb:
                 continue
@@ -83,9 +108,10 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             pool = max(pool, vb.get("pool_tokens", 0.0))
             loaded = vb.get("load_back_tokens", 0.0) - va.get("load_back_tokens", 0.0)
             if loaded > 0:  # evictions beside load-backs: what a load-back evicted beyond its room
+                ev_w, need_w, kept = _with_next_tick(va, vb, rows[i + 2] if i + 2 < len(rows) else None)
                 evicted_lb += ev
-                needed_lb += need
-                excess_lb += min(ev, fb)
+                needed_lb += need_w * ev / max(ev_w, ev)  # the window's need, in this tick's share
+                excess_lb += min(ev, kept)
             else:
                 excess += min(ev, fb)
                 if vb.get("pool_tokens"):
@@ -120,10 +146,11 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             seed=seed,
             reason=(
                 f"{evicted_lb:.0f} tokens evicted beside load-backs ({ratio_lb:.1f}x what the allocations needed); "
-                f"{excess_lb:.0f} of them were still free after their tick: load-back evicting others, {span}"
+                f"{excess_lb:.0f} of them were still free after their tick and the next: load-back evicting others, {span}"
             ),
             window_s=window,
             figures=figures,
+            evidence="kv-gauges",
         )
     kept_free = free_share is None or free_share >= OVER_EVICTION_FREE_SHARE
     if (
@@ -142,6 +169,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             ),
             window_s=window,
             figures=figures,
+            evidence="kv-gauges",
         )
     return None
 
@@ -161,6 +189,7 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
                 reason=str(st.get("reason")),
                 window_s=[round(st["since_mono"] - t0, 3), round(st["detected_mono"] - t0, 3)],
                 figures={k: st[k] for k in ("in_flight", "limit_s", "thread_dump") if k in st},
+                evidence="point-file",
             )
         )
     if point.get("server_died"):  # set where the harness saw the process gone (sweep.bench), not from wording
@@ -171,16 +200,18 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
                 seed=seed,
                 reason=str(point.get("failure") or "the server died during the point")[:2000],
                 figures={"exit_code": code} if code is not None else {},
+                evidence="point-file",
             )
         )
     return out
 
 
-def summary_health(summary: Any) -> list[dict[str, Any]]:
-    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named."""
+def summary_health(summary: Any, key: str = "health") -> list[dict[str, Any]]:
+    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named;
+    `key="not_judged"`: what could not be judged, and why."""
     out = []
     for p in summary.get("points") or [] if isinstance(summary, dict) else []:
-        for v in p.get("health") or []:
+        for v in p.get(key) or []:
             out.append(
                 {"experiment": p.get("experiment"), "server": p.get("server"), "sweep": p.get("sweep"), **v}
             )
