@@ -79,8 +79,12 @@ def counter_storm(
     loaded = float(cf.get("load_back_tokens") or 0.0)
     could_need = uncached + loaded + float(gen)
     ratio = evicted / max(could_need, 1.0)
-    if ratio < COUNTER_STORM_RATIO:
-        return None, None
+    if ratio < COUNTER_STORM_RATIO:  # below it, a storm that evicts reusable prefixes looks like health
+        why = (
+            f"no KV gauges: judged from counters only ({ratio:.2f}x what allocations could need, storm at "
+            f"{COUNTER_STORM_RATIO:g}x), which see eviction beyond all allocations, not load-back evicting others"
+        )
+        return None, NotJudged(verdict="evict-storm", seed=seed, why=why)
     figures = {
         "evicted_tokens": evicted,
         "uncached_prompt_tokens": uncached,
