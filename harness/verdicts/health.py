@@ -12,11 +12,11 @@ from harness.summary.funnel import HealthVerdict, HicacheFunnel
 
 INERT_MIN_TOKENS = 64  # returning tokens off the device before "no host hit" means anything
 # evict-storm is judged on the ticks with load-backs only: a storm is load-back evicting others (#35129).
-# Each load-back tick is judged with the scrape after it: on a loaded host a load-back's evictions and the
-# allocation they made room for can fall in different ticks (a healthy SGLang 0.5.23 on CPU once showed 2,435
-# tokens "still free" at the load-back tick's end, gone by the next scrape). Free space counts as excess only
-# when it is still free at both scrapes. Measured healthy, and the margin: docs/faults.md#evict-storm-thresholds.
-STORM_RATIO = 4.0  # tokens evicted per token the allocations in the load-back tick and the next needed
+# Each load-back tick is judged up to the next scrape whose KV gauges changed: SGLang refreshes them when it logs
+# a batch, so a scrape can see a load-back's evictions beside a free count from before the allocation they made
+# room for (a healthy SGLang 0.5.23 on CPU in CI: 2,435 tokens "still free", a false storm). Free space counts
+# as excess only when it is still free at the refresh. Measured healthy and the margin: docs/faults.md.
+STORM_RATIO = 4.0  # tokens evicted per token the allocations up to the gauges' refresh needed
 EXCESS_FRACTION = (
     0.2  # of tokens evicted beside load-backs, the share still free at that tick's end and the next
 )
@@ -63,22 +63,31 @@ def _free(v: dict[str, float]) -> float | None:
     return max(0.0, pool - used - ev)
 
 
-def _with_next_tick(
-    va: dict[str, float], vb: dict[str, float], c: dict[str, Any] | None
-) -> tuple[float, float, float]:
-    """A load-back tick a->b merged with the tick after it (b->c): (evicted, needed, free at both b and c).
+GAUGE_FIELDS = ("kv_available_tokens", "kv_used_tokens", "kv_evictable_tokens")
 
-    Why: the allocation a load-back evicted for can land after the scrape that saw the eviction; judged with
-    the next scrape, room it used is not counted as free. Without a next scrape the tick stands alone."""
+
+def _until_refresh(rows: list[dict[str, Any]], i: int) -> tuple[float, float, float]:
+    """The load-back tick rows[i] -> rows[i+1] merged up to the first later scrape whose KV gauges changed:
+    (evicted, needed, free both at the tick's end and at that refresh).
+
+    Why: SGLang sets its KV gauges when it logs a batch's stats, not when it evicts, so the scrape that sees a
+    load-back's evictions can show a free count from before the allocation they made room for (a loaded
+    CPU host: seconds). Until the gauges move again the free space is not known to have stayed free. Without
+    a later refresh the tick stands alone."""
+    va, vb = rows[i]["values"], rows[i + 1]["values"]
     fa, fb = _free(va), _free(vb)
     assert fa is not None and fb is not None
-    vc = c["values"] if c is not None and "values" in c else None
-    fc = _free(vc) if vc is not None and "evicted_tokens" in vc else None
-    if vc is None or fc is None:
-        ev = vb["evicted_tokens"] - va["evicted_tokens"]
-        return ev, max(0.0, ev - (fb - fa)), fb
-    ev = vc["evicted_tokens"] - va["evicted_tokens"]
-    return ev, max(0.0, ev - (fc - fa)), min(fb, fc)
+    seen = tuple(vb.get(k) for k in GAUGE_FIELDS)
+    for r in rows[i + 2 :]:
+        vc = r["values"]
+        fc = _free(vc)
+        if "evicted_tokens" not in vc or fc is None:
+            break
+        if tuple(vc.get(k) for k in GAUGE_FIELDS) != seen:
+            ev = vc["evicted_tokens"] - va["evicted_tokens"]
+            return ev, max(0.0, ev - (fc - fa)), min(fb, fc)
+    ev = vb["evicted_tokens"] - va["evicted_tokens"]
+    return ev, max(0.0, ev - (fb - fa)), fb
 
 
 def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> HealthVerdict | None:
@@ -108,7 +117,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             pool = max(pool, vb.get("pool_tokens", 0.0))
             loaded = vb.get("load_back_tokens", 0.0) - va.get("load_back_tokens", 0.0)
             if loaded > 0:  # evictions beside load-backs: what a load-back evicted beyond its room
-                ev_w, need_w, kept = _with_next_tick(va, vb, rows[i + 2] if i + 2 < len(rows) else None)
+                ev_w, need_w, kept = _until_refresh(rows, i)
                 evicted_lb += ev
                 needed_lb += need_w * ev / max(ev_w, ev)  # the window's need, in this tick's share
                 excess_lb += min(ev, kept)
@@ -146,7 +155,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             seed=seed,
             reason=(
                 f"{evicted_lb:.0f} tokens evicted beside load-backs ({ratio_lb:.1f}x what the allocations needed); "
-                f"{excess_lb:.0f} of them were still free after their tick and the next: load-back evicting others, {span}"
+                f"{excess_lb:.0f} of them were still free when the gauges next moved: load-back evicting others, {span}"
             ),
             window_s=window,
             figures=figures,
