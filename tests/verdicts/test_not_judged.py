@@ -49,6 +49,15 @@ def test_a_load_back_whose_allocation_lands_in_the_next_scrape_is_not_a_storm():
         _tick(0.6, 2435, 40, 400),
     ]
     assert eviction_verdict("0", split, 0.0) is None
+    # SGLang refreshes its KV gauges when it logs a batch: two scrapes repeat the stale free count before the
+    # refresh shows the allocation; judged up to the refresh, not a storm either
+    stale = [
+        _tick(0.0, 0, 0, 0),
+        _tick(0.2, 2435, 2435, 400),
+        _tick(0.4, 2435, 2435, 400),
+        _tick(0.6, 2435, 40, 400),
+    ]
+    assert eviction_verdict("0", stale, 0.0) is None
     # the same eviction still free at the next scrape: load-back evicting others
     storm = [_tick(0.0, 0, 0, 0), _tick(0.2, 2435, 2435, 400), _tick(0.4, 2435, 2300, 400)]
     got = eviction_verdict("0", storm, 0.0)
