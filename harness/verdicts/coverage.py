@@ -54,7 +54,25 @@ def eviction_gaps(seed: str, samples: list[dict[str, Any]]) -> tuple[list[NotJud
     if evicted < MIN_EVICTED:
         why = f"too few evictions ({evicted:.0f} tokens < {MIN_EVICTED})"
         return [NotJudged(verdict=v, seed=seed, why=why) for v in both], False
+    loaded, beside = _beside_load_backs(counted)
+    if loaded > 0 and beside < MIN_EVICTED:
+        why = (
+            f"{loaded:.0f} tokens loaded back, but only {beside:.0f} evicted in the same scrape ticks "
+            f"(< {MIN_EVICTED}): the server's eviction and load-back counters moved apart"
+        )
+        return [NotJudged(verdict="evict-storm", seed=seed, why=why)], False
     return [], False
+
+
+def _beside_load_backs(rows: list[dict[str, float]]) -> tuple[float, float]:
+    """(tokens loaded back, tokens evicted in the ticks where load_back_tokens grew)."""
+    loaded = beside = 0.0
+    for a, b in zip(rows, rows[1:], strict=False):
+        lb = b.get("load_back_tokens", 0.0) - a.get("load_back_tokens", 0.0)
+        if lb > 0:
+            loaded += lb
+            beside += max(0.0, b["evicted_tokens"] - a["evicted_tokens"])
+    return loaded, beside
 
 
 def counter_storm(

@@ -98,6 +98,10 @@ def test_each_gap_of_the_timeline_is_named():
     assert not by_counters and {g.verdict for g in gaps} == {"evict-storm", "over-eviction"}
     assert all("too few evictions (100 tokens < 256)" in g.why for g in gaps)
     assert eviction_gaps("0", [_tick(0.0, 0, 10, 0), _tick(1.0, 0, 10, 0)]) == ([], False)  # nothing evicted
+    # SGLang on CPU: evictions and load-backs counted in different scrapes, so none beside a load-back
+    apart = [_tick(0.0, 0, 10, 0), _tick(1.0, 1187, 11, 0), _tick(2.0, 1187, 372, 508)]
+    (g,) = eviction_gaps("0", apart)[0]
+    assert g.verdict == "evict-storm" and g.why.startswith("508 tokens loaded back, but only 0 evicted"), g
 
 
 def test_a_host_tier_without_token_ids_or_host_counters_is_not_judged_inert():
