@@ -43,6 +43,11 @@ class HicacheFunnel(Record):
         None, description="returning tokens the device did not serve: what the host should have held"
     )
     returning_why_none: str | None = None
+    returning_basis: str | None = Field(
+        None,
+        description="`token-ids` (the ids sent, rebuilt exactly) or `workload-structure` (ids unknown: the share "
+        "of the workload's own words that repeat an earlier prompt, times the server's prompt token count)",
+    )
 
 
 class HealthVerdict(Record):

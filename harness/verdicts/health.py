@@ -47,10 +47,15 @@ def host_tier_inert(seed: str, f: HicacheFunnel, window: list[float]) -> HealthV
             f"{f.backed_up_tokens:.0f} tokens backed up to host and {f.evicted_tokens:.0f} evicted from the "
             f"device; {f.returning_off_device_tokens:.0f} returning prompt tokens were not on the device, and "
             "the host matched none of them"
+            + (
+                " (returning tokens estimated from the workload's own repeats and the server's prompt tokens)"
+                if f.returning_basis == "workload-structure"
+                else ""
+            )
         ),
         window_s=window,
         figures=f.model_dump(exclude_none=True),
-        evidence="token-ids",
+        evidence=f.returning_basis or "token-ids",
     )
 
 

@@ -117,6 +117,15 @@ def test_a_host_tier_without_token_ids_or_host_counters_is_not_judged_inert():
     assert inert_gaps("0", HicacheFunnel(host_hit_tokens=0, returning_off_device_tokens=500)) == []
 
 
+def test_an_inert_host_tier_is_named_from_the_workloads_structure_when_ids_are_unknown():
+    from harness.verdicts.health import host_tier_inert
+
+    f = HicacheFunnel(backed_up_tokens=800, evicted_tokens=900, host_hit_tokens=0, returning_off_device_tokens=500,
+                      returning_basis="workload-structure", returning_why_none="tokenizer unknown")  # fmt: skip
+    v = host_tier_inert("0", f, [0.0, 1.0])
+    assert v is not None and v.evidence == "workload-structure" and "workload's own repeats" in v.reason, v
+
+
 def _no_gauge_script(path: Path) -> Path:
     """A host tier that evicts 8,000 tokens per request (~38x what it takes in) and exports no KV gauges."""
     pages = []
@@ -157,17 +166,20 @@ def test_without_gauges_or_token_ids_every_output_says_not_judged_and_the_storm_
         "health"
     ]
     assert pt["health"][0]["figures"]["ratio_to_allocations"] > 30
+    # the ids sent are unknown, so the returning tokens come from the workload's own repeats: judged, not silent
+    f = pt["hicache_funnel"]["0"]
+    assert f["returning_basis"] == "workload-structure" and f["returning_off_device_tokens"] > 0, f
+    assert "tokenizer unknown" in f["returning_why_none"]
     gaps = {g["verdict"]: g["why"] for g in pt["not_judged"]}
-    assert set(gaps) == {"host-tier-inert", "over-eviction"}, gaps
-    assert "tokenizer unknown" in gaps["host-tier-inert"] and "no KV gauges" in gaps["over-eviction"]
+    assert set(gaps) == {"over-eviction"} and "no KV gauges" in gaps["over-eviction"], gaps
     md = render_markdown(data)
     for verdict, why in gaps.items():
         assert f"not judged: **{verdict}**" in md and why in md, md
     assert "**evict-storm** fake" in md and "[counters]" in md
     html = render_page(data)
-    assert "not judged: <strong>host-tier-inert</strong>" in html and "<strong>evict-storm</strong>" in html
+    assert "not judged: <strong>over-eviction</strong>" in html and "<strong>evict-storm</strong>" in html
     r = harness("validate", str(tmp_path / "summaries" / "n.json"), timeout=60)
-    assert r.returncode == 1 and "health not judged:" in r.stdout and "host-tier-inert" in r.stdout, r.stdout
+    assert r.returncode == 1 and "health not judged:" in r.stdout and "no KV gauges" in r.stdout, r.stdout
     r = harness("validate", str(tmp_path / "summaries" / "n.json"), "--json", timeout=60)
     out = json.loads(r.stdout)
     assert {g["verdict"] for g in out["not_judged"]} == set(gaps) and out["health"][0][
