@@ -217,14 +217,20 @@ def run(args: argparse.Namespace) -> int:
     th = resolve_thresholds(summary, given, source=str(args.summary))
     result = judge(summary, th, source=str(args.summary))
     health = summary_health(summary)  # beside the clock verdicts (harness.verdicts.health)
+    gaps = summary_health(summary, "not_judged")  # what could not be judged: never read as healthy
     if args.json:
-        print(json.dumps({**result.to_json(), "health": health}, indent=2, default=str))
+        print(json.dumps({**result.to_json(), "health": health, "not_judged": gaps}, indent=2, default=str))
     else:
         if result.note:
             print(result.note)
         print_tables(result, str(args.summary))
         for h in health:
+            basis = f" [{h['evidence']}]" if h.get("evidence") else ""
             print(
-                f"health: {h['experiment']}/{h['server']} {_sweep(h['sweep'])} seed {h['seed']}: {h['verdict']}: {h['reason']}"
+                f"health: {h['experiment']}/{h['server']} {_sweep(h['sweep'])} seed {h['seed']}: {h['verdict']}: {h['reason']}{basis}"
+            )
+        for g in gaps:
+            print(
+                f"health not judged: {g['experiment']}/{g['server']} {_sweep(g['sweep'])} seed {g['seed']}: {g['verdict']}: {g['why']}"
             )
     return 0 if result.ok and not health else 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from html import escape
 from typing import Any
 
 FUNNEL = (
@@ -38,13 +40,46 @@ def health_lines(points: list[Any]) -> list[str]:
         out += ["| server | point | seed | " + " | ".join(h for h, _ in FUNNEL) + " |"]
         out += ["|---|---|---|" + "---:|" * len(FUNNEL), *rows, ""]
     verdicts = [(p, v) for p in points for v in getattr(p, "health", None) or []]
-    if verdicts:
+    gaps = not_judged_lines(points)
+    if verdicts or gaps:
         out += ["### Health", ""]
         for p, v in verdicts:
             w = v.get("window_s")
             when = f" ({w[0]:.1f}-{w[1]:.1f} s)" if w else ""
+            basis = f" [{v['evidence']}]" if v.get("evidence") else ""
             out.append(
-                f"- **{v['verdict']}** {p.server} `{p.point_key}` seed {v['seed']}{when}: {v['reason']}"
+                f"- **{v['verdict']}** {p.server} `{p.point_key}` seed {v['seed']}{when}: {v['reason']}{basis}"
             )
+        out += [f"- {line}" for line in gaps]
         out.append("")
     return out
+
+
+def not_judged_lines(points: list[Any]) -> list[str]:
+    """One line per point x seed x verdict that could not be judged: "not judged: **verdict** ...: why".
+
+    Why: a point with no health verdict is healthy only where each verdict could be judged on it."""
+    out = []
+    for p in points:
+        for g in getattr(p, "not_judged", None) or []:
+            out.append(
+                f"not judged: **{g['verdict']}** {p.server} `{p.point_key}` seed {g['seed']}: {g['why']}"
+            )
+    return out
+
+
+def health_html(points: list[Any]) -> str:
+    """The page's health block: each verdict and each verdict not judged, as the .md says them."""
+    lines = health_lines(points)
+    if "### Health" not in lines:
+        return ""
+    items = [ln[2:] for ln in lines[lines.index("### Health") + 2 :] if ln.startswith("- ")]
+    body = "".join(f"<li>{_inline(i)}</li>" for i in items)
+    return f'<h3>Health</h3><ul class="problems health">{body}</ul>'
+
+
+def _inline(text: str) -> str:
+    """The .md line's **bold** and `code` as HTML, the rest escaped."""
+    out = escape(text, quote=False)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)

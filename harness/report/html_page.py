@@ -23,6 +23,7 @@ from harness.report.capacity import capacity_tables
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale, verdict_word
+from harness.report.health import health_html
 from harness.report.tables import (
     Badge,
     Table,
@@ -401,6 +402,7 @@ def render(summary: Any) -> str:
             parts.append(table_html(by_worker))
         parts += [table_html(t) for t in capacity_tables(pts, entry.servers)]  # search, intervals
         parts += [table_html(t) for t in traffic_tables(pts)]
+        parts.append(health_html(pts))  # health verdicts and those not judged (harness.report.health)
         parts.append("<h3>Evidence</h3>" + evidence_html(pts))
         parts.append("</section>")
         sections.append("".join(parts))

@@ -89,43 +89,110 @@ def seed_funnel(sc: SeedCapture) -> HicacheFunnel | None:
     prompts, why = _sent_prompts(sc)
     if prompts is None:
         f["returning_why_none"] = why
+        ret_est = _returning_by_structure(sc, cf.get("prompt_tokens"))
+        if ret_est is not None and device is not None:  # the workload's own repeats, in the server's tokens
+            f["returning_tokens"] = ret_est
+            f["returning_off_device_tokens"] = max(0.0, ret_est - device)
+            f["returning_basis"] = "workload-structure"
     else:
         ret = float(returning_tokens(prompts))
         f["returning_tokens"] = ret
         f["returning_off_device_tokens"] = max(0.0, ret - device) if device is not None else None
+        f["returning_basis"] = "token-ids"
     return HicacheFunnel.model_validate(f)
+
+
+def _returning_by_structure(sc: SeedCapture, server_prompt_tokens: float | None) -> float | None:
+    """Returning tokens when the ids the server saw are unknown: the share of the prompts' words (as the
+    workload built them, in send order) that repeat an earlier prompt's prefix, times the server's own prompt
+    token count. Why: a multi-turn history, a shared prefix or a trace's repeated blocks return whatever the
+    tokenizer; only the count needs the server's. None when the prompts cannot be rebuilt even as words."""
+    from harness.capture import REQUESTS, read_jsonl
+    from harness.whatif.captured import captured_point
+    from harness.whatif.routing import routing_text
+    from harness.workloads import build_schedule
+    from harness.workloads.prompts import PromptBuilder, Turnout
+    from harness.workloads.tokenizers import load_prompt_maker
+
+    if not server_prompt_tokens:
+        return None
+    try:
+        spec, point = captured_point(sc.path)
+        records, _bad = read_jsonl(sc.path / REQUESTS)
+        sent = sorted(
+            (r for r in records if r.get("sent_mono") is not None and not r.get("warmup")),
+            key=lambda r: (r.get("sent_mono") or 0.0, r.get("index", 0)),
+        )
+        maker = load_prompt_maker(spec.tokenizer)
+        schedule = build_schedule(spec, point.workload, int(sent[0].get("seed") or 0) if sent else 0, maker)
+    except (HarnessError, OSError, ValueError, KeyError, IndexError):
+        return None
+    builder = PromptBuilder(schedule, spec.api)
+    by_index = {r.index: (c, r, k) for c in schedule.conversations for k, r in enumerate(c.turns)}
+    history: dict[int, list[Any]] = {}
+    words: dict[str, int] = {}
+    prompts: list[tuple[int, ...]] = []
+    for rec in sent:
+        if rec.get("index") not in by_index:
+            return None
+        conv, req, place = by_index[rec["index"]]
+        hist = history.setdefault(conv.id, [])
+        text = routing_text(builder.build(conv, req, hist[:place]).payload)
+        prompts.append(tuple(words.setdefault(w, len(words)) for w in text.split()))
+        hist.append(Turnout(answer=rec.get("answer") or ""))
+    total = sum(len(p) for p in prompts)
+    return round(returning_tokens(prompts) / total * float(server_prompt_tokens)) if total else None
 
 
 def add_health(point: Any, seeds: list[SeedCapture]) -> None:
     """Point.hicache_funnel ({seed: funnel}, HiCache points) and Point.health (every verdict that applies)."""
     from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
-    from harness.verdicts import health
+    from harness.verdicts import coverage, health
 
     funnels: dict[str, HicacheFunnel] = {}
     series: dict[str, Any] = {}
     found: list[Any] = []
+    gaps: list[Any] = []
     for sc in seeds:
         seed = str(sc.seed)
         t0 = float((sc.point or {}).get("start_mono") or 0.0)
         t1 = float((sc.point or {}).get("end_mono") or t0)
+        window = [0.0, round(t1 - t0, 3)]
         found += health.point_file_verdicts(seed, sc.point)
         f = seed_funnel(sc)
         if f is not None:
             funnels[seed] = f
-            v = health.host_tier_inert(seed, f, [0.0, round(t1 - t0, 3)])
+            v = health.host_tier_inert(seed, f, window)
             if v is not None:
                 found.append(v)
+            gaps += coverage.inert_gaps(seed, f)
         _, samples = read_timeline(sc.path / METRICS_TIMELINE)
         if (ts := timeline_series(samples, t0)) is not None:
             series[seed] = ts
         ev = health.eviction_verdict(seed, samples, t0)
         if ev is not None:
             found.append(ev)
+        missing, by_counters = coverage.eviction_gaps(seed, samples)
+        gaps += missing
+        if by_counters and ev is None:  # no gauges (or no timeline): the storm from the point's counters
+            storm, why = coverage.counter_storm(seed, _point_counters(sc), window)
+            found += [storm] if storm is not None else []
+            gaps = [g for g in gaps if (g.verdict, g.seed) != ("evict-storm", seed)] + (
+                [why] if why is not None else []
+            )
     if funnels:
         point.hicache_funnel = funnels
     if series:
         point.metrics_timeline = series  # the page's timeline chart (harness.report.timeline_chart)
     point.health = found
+    point.not_judged = gaps or None
+
+
+def _point_counters(sc: SeedCapture) -> dict[str, Any] | None:
+    """The point's counter figures (before/after /metrics), or None without both scrapes."""
+    if sc.before is None or sc.after is None:
+        return None
+    return counters.cache_figures(metrics.counter_deltas(sc.before, sc.after))
 
 
 SERIES_POINTS = 300

@@ -1,4 +1,5 @@
-"""The HiCache tier funnel and the health verdicts as typed summary records (Point.hicache_funnel, .health).
+"""The HiCache tier funnel and the health verdicts as typed summary records (Point.hicache_funnel, .health,
+.not_judged).
 
 Why apart from model.py: the funnel and the verdicts are computed by harness.summarize.funnel and
 harness.verdicts.health and hooked onto a point in one place; these are the shapes every reader shares.
@@ -42,6 +43,11 @@ class HicacheFunnel(Record):
         None, description="returning tokens the device did not serve: what the host should have held"
     )
     returning_why_none: str | None = None
+    returning_basis: str | None = Field(
+        None,
+        description="`token-ids` (the ids sent, rebuilt exactly) or `workload-structure` (ids unknown: the share "
+        "of the workload's own words that repeat an earlier prompt, times the server's prompt token count)",
+    )
 
 
 class HealthVerdict(Record):
@@ -52,3 +58,16 @@ class HealthVerdict(Record):
     reason: str
     window_s: list[Num] | None = None
     figures: JsonObject = Field(default_factory=dict)
+    evidence: str | None = Field(
+        None,
+        description="what it rests on: `kv-gauges` (the /metrics timeline's KV gauges per scrape), `counters` "
+        "(counter deltas over the point), `token-ids` (the prompts sent), `point-file` (point.json)",
+    )
+
+
+class NotJudged(Record):
+    """A health verdict that could not be judged on one seed, and why: so an empty `health` never reads as healthy."""
+
+    verdict: str = Field(description="host-tier-inert, evict-storm or over-eviction")
+    seed: str
+    why: str

@@ -18,7 +18,7 @@ from harness.summary.figures import (
     Telemetry,
     Throughput,
 )
-from harness.summary.funnel import HealthVerdict, HicacheFunnel
+from harness.summary.funnel import HealthVerdict, HicacheFunnel, NotJudged
 from harness.summary.record import JsonObject, Num, Record
 from harness.summary.search import SearchResult
 
@@ -214,6 +214,10 @@ class Point(Record):
     health: list[HealthVerdict] | None = Field(
         None,
         description="every health verdict that applies to a seed (host-tier-inert, evict-storm, over-eviction, stalled, crashed)",
+    )
+    not_judged: list[NotJudged] | None = Field(
+        None,
+        description="each health verdict that could not be judged on a seed, and why (no token ids, no KV gauges, no HiCache counters, too few evictions)",
     )
     metrics_timeline: dict[str, dict[str, list[Num | None]]] | None = Field(
         None,

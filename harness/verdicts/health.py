@@ -11,9 +11,15 @@ from typing import Any
 from harness.summary.funnel import HealthVerdict, HicacheFunnel
 
 INERT_MIN_TOKENS = 64  # returning tokens off the device before "no host hit" means anything
-# evict-storm is judged on the ticks with load-backs only: a storm is load-back evicting others (#35129)
-STORM_RATIO = 4.0  # tokens evicted per token the allocations in the same ticks needed
-EXCESS_FRACTION = 0.25  # of tokens evicted beside load-backs, the share still free at the end of the tick
+# evict-storm is judged on the ticks with load-backs only: a storm is load-back evicting others (#35129).
+# Each load-back tick is judged up to the next scrape whose KV gauges changed: SGLang refreshes them when it logs
+# a batch, so a scrape can see a load-back's evictions beside a free count from before the allocation they made
+# room for (a healthy SGLang 0.5.23 on CPU in CI: 2,435 tokens "still free", a false storm). Free space counts
+# as excess only when it is still free at the refresh. Measured healthy and the margin: docs/faults.md.
+STORM_RATIO = 4.0  # tokens evicted per token the allocations up to the gauges' refresh needed
+EXCESS_FRACTION = (
+    0.2  # of tokens evicted beside load-backs, the share still free at that tick's end and the next
+)
 # over-eviction on the other ticks: of their evicted tokens, the share still free at the tick's end;
 # node-granular eviction of a healthy pool reaches 0.41-0.54 (whole 400-token nodes for shorter shortfalls)
 # and 0.55 (decode steps evicting whole leaves: tests/verdicts/test_health.py), so above it; and at least a
@@ -41,9 +47,15 @@ def host_tier_inert(seed: str, f: HicacheFunnel, window: list[float]) -> HealthV
             f"{f.backed_up_tokens:.0f} tokens backed up to host and {f.evicted_tokens:.0f} evicted from the "
             f"device; {f.returning_off_device_tokens:.0f} returning prompt tokens were not on the device, and "
             "the host matched none of them"
+            + (
+                " (returning tokens estimated from the workload's own repeats and the server's prompt tokens)"
+                if f.returning_basis == "workload-structure"
+                else ""
+            )
         ),
         window_s=window,
         figures=f.model_dump(exclude_none=True),
+        evidence=f.returning_basis or "token-ids",
     )
 
 
@@ -54,6 +66,33 @@ def _free(v: dict[str, float]) -> float | None:
     if pool is None or used is None or ev is None:
         return None
     return max(0.0, pool - used - ev)
+
+
+GAUGE_FIELDS = ("kv_available_tokens", "kv_used_tokens", "kv_evictable_tokens")
+
+
+def _until_refresh(rows: list[dict[str, Any]], i: int) -> tuple[float, float, float]:
+    """The load-back tick rows[i] -> rows[i+1] merged up to the first later scrape whose KV gauges changed:
+    (evicted, needed, free both at the tick's end and at that refresh).
+
+    Why: SGLang sets its KV gauges when it logs a batch's stats, not when it evicts, so the scrape that sees a
+    load-back's evictions can show a free count from before the allocation they made room for (a loaded
+    CPU host: seconds). Until the gauges move again the free space is not known to have stayed free. Without
+    a later refresh the tick stands alone."""
+    va, vb = rows[i]["values"], rows[i + 1]["values"]
+    fa, fb = _free(va), _free(vb)
+    assert fa is not None and fb is not None
+    seen = tuple(vb.get(k) for k in GAUGE_FIELDS)
+    for r in rows[i + 2 :]:
+        vc = r["values"]
+        fc = _free(vc)
+        if "evicted_tokens" not in vc or fc is None:
+            break
+        if tuple(vc.get(k) for k in GAUGE_FIELDS) != seen:
+            ev = vc["evicted_tokens"] - va["evicted_tokens"]
+            return ev, max(0.0, ev - (fc - fa)), min(fb, fc)
+    ev = vb["evicted_tokens"] - va["evicted_tokens"]
+    return ev, max(0.0, ev - (fb - fa)), fb
 
 
 def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> HealthVerdict | None:
@@ -69,7 +108,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
     first = last = None
     peak = pool = 0.0
     for rows in by_src.values():
-        for a, b in zip(rows, rows[1:], strict=False):
+        for i, (a, b) in enumerate(zip(rows, rows[1:], strict=False)):
             va, vb = a["values"], b["values"]
             if "evicted_tokens" not in va or "evicted_tokens" not in vb:
                 continue
@@ -83,9 +122,10 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             pool = max(pool, vb.get("pool_tokens", 0.0))
             loaded = vb.get("load_back_tokens", 0.0) - va.get("load_back_tokens", 0.0)
             if loaded > 0:  # evictions beside load-backs: what a load-back evicted beyond its room
+                ev_w, need_w, kept = _until_refresh(rows, i)
                 evicted_lb += ev
-                needed_lb += need
-                excess_lb += min(ev, fb)
+                needed_lb += need_w * ev / max(ev_w, ev)  # the window's need, in this tick's share
+                excess_lb += min(ev, kept)
             else:
                 excess += min(ev, fb)
                 if vb.get("pool_tokens"):
@@ -120,10 +160,11 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             seed=seed,
             reason=(
                 f"{evicted_lb:.0f} tokens evicted beside load-backs ({ratio_lb:.1f}x what the allocations needed); "
-                f"{excess_lb:.0f} of them were still free after their tick: load-back evicting others, {span}"
+                f"{excess_lb:.0f} of them were still free when the gauges next moved: load-back evicting others, {span}"
             ),
             window_s=window,
             figures=figures,
+            evidence="kv-gauges",
         )
     kept_free = free_share is None or free_share >= OVER_EVICTION_FREE_SHARE
     if (
@@ -142,6 +183,7 @@ def eviction_verdict(seed: str, samples: list[dict[str, Any]], t0: float) -> Hea
             ),
             window_s=window,
             figures=figures,
+            evidence="kv-gauges",
         )
     return None
 
@@ -161,6 +203,7 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
                 reason=str(st.get("reason")),
                 window_s=[round(st["since_mono"] - t0, 3), round(st["detected_mono"] - t0, 3)],
                 figures={k: st[k] for k in ("in_flight", "limit_s", "thread_dump") if k in st},
+                evidence="point-file",
             )
         )
     if point.get("server_died"):  # set where the harness saw the process gone (sweep.bench), not from wording
@@ -171,16 +214,18 @@ def point_file_verdicts(seed: str, point: dict[str, Any] | None) -> list[HealthV
                 seed=seed,
                 reason=str(point.get("failure") or "the server died during the point")[:2000],
                 figures={"exit_code": code} if code is not None else {},
+                evidence="point-file",
             )
         )
     return out
 
 
-def summary_health(summary: Any) -> list[dict[str, Any]]:
-    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named."""
+def summary_health(summary: Any, key: str = "health") -> list[dict[str, Any]]:
+    """Every point's health verdicts of a summary (a dict as read from JSON), each with its point named;
+    `key="not_judged"`: what could not be judged, and why."""
     out = []
     for p in summary.get("points") or [] if isinstance(summary, dict) else []:
-        for v in p.get("health") or []:
+        for v in p.get(key) or []:
             out.append(
                 {"experiment": p.get("experiment"), "server": p.get("server"), "sweep": p.get("sweep"), **v}
             )
