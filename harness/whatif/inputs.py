@@ -146,7 +146,12 @@ def read_agentic(path: Path) -> Trace:
             )
     reqs.sort(key=lambda r: r.index)
     return Trace(
-        path.stem, reqs, unit=convs[0].block_size, kind="blocks", notes=[describe(convs)], concurrency=len(convs)
+        path.stem,
+        reqs,
+        unit=convs[0].block_size,
+        kind="blocks",
+        notes=[describe(convs)],
+        concurrency=len(convs),
     )
 
 

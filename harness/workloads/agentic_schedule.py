@@ -43,9 +43,7 @@ def slots(convs: list[AgenticConversation], timing: str, api_scale: float) -> li
             keyed.append((t, c, k))
     keyed.sort()
     index = {(c, k): i for i, (_, c, k) in enumerate(keyed)}
-    return [
-        [Slot(c, k, index[c, k], g) for k, g in enumerate(gap_lists[c])] for c in range(len(convs))
-    ]
+    return [[Slot(c, k, index[c, k], g) for k, g in enumerate(gap_lists[c])] for c in range(len(convs))]
 
 
 def describe(convs: list[AgenticConversation], wl: TraceWorkload | None = None) -> str:
@@ -77,7 +75,7 @@ def agentic_conversations(
         raise
     blocks = BlockMaker(maker.kind, wl.block_tokens, maker.hf)
     honor = wl.timestamps == "honor"
-    out = []
+    out: list[Conversation] = []
     for conv, conv_slots in zip(convs, slots(convs, wl.timing, wl.api_time_scale), strict=True):
         turns = []
         for r, s in zip(conv.requests, conv_slots, strict=True):

@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 from harness.errors import HarnessError
 
@@ -99,11 +99,11 @@ def _bad(path: Path, where: str, key: str, want: str, got: object) -> HarnessErr
     return HarnessError(f"{path}: {where}: {key}: expected {want}, got {got!r:.60}")
 
 
-def _int(v: object) -> bool:
+def _int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _num(v: object) -> bool:
+def _num(v: object) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 

@@ -60,7 +60,9 @@ def test_gaps_by_timing() -> None:
     raw = json.loads(SUB.read_text())["requests"]
     think = list(gaps(conv, "think"))
     assert think[0] is None and think[1] == raw[1]["think_time"] == 9.0
-    assert think[16] == 0.0 and think[17] == raw[16]["requests"][1]["think_time"]  # a sub-agent starts at once
+    assert (
+        think[16] == 0.0 and think[17] == raw[16]["requests"][1]["think_time"]
+    )  # a sub-agent starts at once
     assert think[28] == raw[18]["think_time"] == 108.0  # the parent after the group: its own think time
     recorded = list(gaps(conv, "recorded"))
     # the recording's parent resumed (1209 s) before the second sub-agent's last request (1180.553 + 54 s):
@@ -103,7 +105,10 @@ def _mutate(tmp: Path, edit: Any) -> Path:
         (lambda d: d["requests"][1].__setitem__("think_time", -1), "request 1: think_time: expected"),
         (lambda d: d["requests"][0].__setitem__("type", "x"), "request 0: type: expected s, n or subagent"),
         (lambda d: d["requests"][16]["requests"][2].pop("t"), "request 16.requests[2]: t: expected"),
-        (lambda d: d["requests"][17].__setitem__("requests", []), "request 17: requests: expected a non-empty"),
+        (
+            lambda d: d["requests"][17].__setitem__("requests", []),
+            "request 17: requests: expected a non-empty",
+        ),
         (lambda d: d.__setitem__("block_size", 0), "file: block_size: expected a positive integer"),
         (lambda d: d["requests"][5]["hash_ids"].__setitem__(0, True), "request 5: hash_ids: expected a list"),
     ],
