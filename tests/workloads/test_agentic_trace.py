@@ -153,3 +153,22 @@ def test_live_closed_loop_respects_think_time(tmp_path: Path) -> None:
     assert checked == 66 - 5
     cached = sum(rec["cached_tokens"] or 0 for rec in recs.values())
     assert cached > 0.5 * sum(rec["prompt_tokens"] for rec in recs.values())  # agents reuse their context
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"timing": "fast"}, "workload.timing: expected one of think, recorded, api-scaled, got 'fast'"),
+        ({"shared_prefix": "yes"}, "workload.shared_prefix: expected true or false, got 'yes'"),
+        ({"api_time_scale": 0}, "workload.api_time_scale"),
+        ({"format": "mooncake"}, "workload.path: file not found"),  # a folder is an agentic trace's only
+    ],
+)
+def test_spec_keys_checked(over: dict[str, Any], message: str) -> None:
+    with pytest.raises(HarnessError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_spec(agentic_spec(**over), "a.yaml")
+
+
+def test_start_past_the_folder_names_the_key() -> None:
+    with pytest.raises(HarnessError, match="workload.start.*no conversations from conversation 9 on"):
+        build_schedule(parse_spec(agentic_spec(start=9), "a.yaml"), None, 0)
