@@ -19,10 +19,10 @@ from harness.engines import counters
 from harness.engines.log_figures import engine_log_figures
 from harness.summarize.classes import class_figures
 from harness.summarize.latency import goodput, latency_figures
-from harness.summarize.per_conversation import per_conversation_hit_rate
 from harness.summarize.read import SeedCapture
 from harness.summary.figures import Figures
 from harness.telemetry.stats import point_stats, prefill_windows
+from harness.whatif.per_conversation import per_conversation_hit_rate
 
 DISAGREE_POINTS = 2.0  # hit-rate sources further apart than this (percentage points) are flagged
 EVIDENCE_LINES = 4

@@ -69,8 +69,8 @@ class Result:
 
 def conversation_rates(table: Mapping[int, tuple[int, int, int]]) -> dict[str, Any] | None:
     """{p10, p50, p90, conversations} of the conversations' own hit rates (token-weighted), with the
-    unbounded cache's under `ideal`; None without conversations (harness.summarize.per_conversation)."""
-    from harness.summarize.per_conversation import per_conversation_hit_rate
+    unbounded cache's under `ideal`; None without conversations (harness.whatif.per_conversation)."""
+    from harness.whatif.per_conversation import per_conversation_hit_rate
 
     got = per_conversation_hit_rate((k, h, p) for k, (h, _, p) in table.items())
     ideal = per_conversation_hit_rate((k, i, p) for k, (_, i, p) in table.items())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.summarize.figures import request_figures
-from harness.summarize.per_conversation import per_conversation_hit_rate
+from harness.whatif.per_conversation import per_conversation_hit_rate
 
 
 def test_token_weighted_percentiles() -> None:

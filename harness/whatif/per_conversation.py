@@ -2,8 +2,8 @@
 own hit rate, beside the overall one, so one thrashing session is not hidden in an average.
 
 Each conversation weighs its prompt tokens: p50 is the rate of the conversation holding the median
-prompt token (sorted by rate), as the overall rate weighs tokens too. Shared by the summary
-(harness.summarize.figures, per point and worker) and the what-if results (harness.whatif.result).
+prompt token (sorted by rate), as the overall rate weighs tokens too. Shared by the summary (which
+comes later in the layers: harness.summarize.figures, per point and worker) and the what-if results.
 """
 
 from __future__ import annotations
