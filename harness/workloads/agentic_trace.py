@@ -13,8 +13,9 @@ parent's next request waits for the whole group. `s` and `n` are replayed alike 
 streams): the type says how the client asked, not what it asked, and consecutive requests with the same
 hash ids are sent twice, as the service got them.
 
-Hash ids are local to a file (`hash_id_scope: local`): each file's ids are renumbered into one id space
-so that two conversations never share a block by accident. `shared_prefix` makes the blocks of a
+Hash ids are local to a file (`hash_id_scope: local`, every published file): each file's ids are offset
+past the files before it, so that two conversations never share a block by accident; a `global` file's
+ids are kept as they are (in a range of their own), shared with the other global files. `shared_prefix` makes the blocks of a
 conversation's tools + system prompt (the first floor((tool_tokens + system_tokens) / block_size) of its
 first request) one prompt for the whole fleet, by position, as agents of one product share it. The
 prompt's last partial block (in mod block_size tokens) gets an id of its own: it is never a hit.
@@ -37,7 +38,7 @@ TIMINGS = ("think", "recorded", "api-scaled")
 
 @dataclass(frozen=True)
 class AgenticRequest:
-    """One request in replay order; `hash_ids` are renumbered (fleet-wide) and end with the tail's id."""
+    """One request in replay order; `hash_ids` are fleet-wide ids and end with the tail's id."""
 
     recorded_s: float  # when the service got it, from the conversation's start (a sub-agent's: offset)
     streaming: bool
@@ -66,6 +67,7 @@ class IdSpace:
     the tools + system blocks are one id per position; prompt tails count down from TAIL_BASE."""
 
     TAIL_BASE = 1 << 62
+    GLOBAL_BASE = 1 << 61  # files with `hash_id_scope: global`: their ids as they are, above the local ones
 
     def __init__(self, shared_prefix: bool) -> None:
         self.shared_prefix = shared_prefix
@@ -73,8 +75,8 @@ class IdSpace:
         self.top = 0  # the largest fleet id given so far
         self._tails = 0
 
-    def next_file(self) -> None:
-        self.base = self.top + 1
+    def next_file(self, scope: str) -> None:
+        self.base = self.GLOBAL_BASE if scope == "global" else self.top + 1
 
     def shared(self, role: str, k: int) -> int:
         """The k-th shared block of `role` (main or sub): below every file's ids (negative)."""
@@ -140,7 +142,10 @@ def read_conversation(path: Path, ids: IdSpace) -> AgenticConversation:
     tools, system = (_top(path, data, "file", k, 0) for k in ("tool_tokens", "system_tokens"))
     out: list[AgenticRequest] = []
     local: dict[int, int] = {}  # this file's shared-prefix ids (parent and sub-agents share them)
-    ids.next_file()
+    scope = data.get("hash_id_scope", "local")
+    if scope not in ("local", "global"):
+        raise _bad(path, "file", "hash_id_scope", "local or global", scope)
+    ids.next_file(scope)
     subagents = 0
     shared = (tools + system) // block if ids.shared_prefix else 0
     for i, r in enumerate(_entries(path, data, "file")):
@@ -217,7 +222,7 @@ def _keyed(
         local.setdefault(h, ids.shared(role, k))
     keys = [local.get(h, h + ids.base) for h in r.hash_ids] if local else [h + ids.base for h in r.hash_ids]
     if keys:
-        ids.top = max(ids.top, max(keys))
+        ids.top = max(ids.top, max(keys)) if ids.base != ids.GLOBAL_BASE else ids.top
     if r.tail:
         keys.append(ids.tail())
     return AgenticRequest(r.t, r.streaming, r.n_in, r.n_out, tuple(keys), r.think, r.api, agent, first)

@@ -172,3 +172,16 @@ def test_spec_keys_checked(over: dict[str, Any], message: str) -> None:
 def test_start_past_the_folder_names_the_key() -> None:
     with pytest.raises(HarnessError, match="workload.start.*no conversations from conversation 9 on"):
         build_schedule(parse_spec(agentic_spec(start=9), "a.yaml"), None, 0)
+
+
+def test_global_scope_files_share_their_ids(tmp_path: Path) -> None:
+    data = json.loads((DATA / "trace_0504.json").read_text())
+    for name, scope in (("a", "global"), ("b", "global"), ("c", "local")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**data, "hash_id_scope": scope}))
+    a, b, c = read_fleet(tmp_path)
+    full = len(a.requests[0].hash_ids) - 1  # the tail's id is each request's own
+    assert a.requests[0].hash_ids[:full] == b.requests[0].hash_ids[:full]
+    assert not set(a.requests[0].hash_ids) & set(c.requests[0].hash_ids)
+    (tmp_path / "d.json").write_text(json.dumps({**data, "hash_id_scope": "per_context"}))
+    with pytest.raises(HarnessError, match=r"d\.json: file: hash_id_scope: expected local or global"):
+        read_fleet(tmp_path)
