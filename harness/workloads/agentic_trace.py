@@ -124,7 +124,9 @@ def _load(path: Path) -> dict:
 def _top(path: Path, obj: dict, where: str, key: str, default: int | None) -> int:
     v = obj.get(key, default)
     if not _int(v) or v < 0 or (key == "block_size" and v == 0):
-        raise _bad(path, where, key, "a positive integer" if key == "block_size" else "a count", v)
+        raise _bad(
+            path, where, key, "a positive integer" if key == "block_size" else "a non-negative integer", v
+        )
     return int(v)
 
 
@@ -147,6 +149,7 @@ def read_conversation(path: Path, ids: IdSpace) -> AgenticConversation:
         raise _bad(path, "file", "hash_id_scope", "local or global", scope)
     ids.next_file(scope)
     subagents = 0
+    main_seen = False  # the conversation's own first request gives its shared prefix
     shared = (tools + system) // block if ids.shared_prefix else 0
     for i, r in enumerate(_entries(path, data, "file")):
         where = f"request {i}"
@@ -161,10 +164,12 @@ def read_conversation(path: Path, ids: IdSpace) -> AgenticConversation:
             sub_shared = (sub_tools + sub_sys) // block if ids.shared_prefix else 0
             for j, s in enumerate(_entries(path, r, where)):
                 req = _request(path, f"{where}.requests[{j}]", s, block, float(sub_t))
-                out.append(_keyed(req, ids, local, ("sub", sub_shared), subagents, j == 0))
+                # the prefix is read off the agent's first request; later ones reach it through `local`
+                out.append(_keyed(req, ids, local, ("sub", sub_shared if j == 0 else 0), subagents, j == 0))
             continue
         req = _request(path, where, r, block, 0.0)
-        out.append(_keyed(req, ids, local, ("main", shared), 0, False))
+        out.append(_keyed(req, ids, local, ("main", 0 if main_seen else shared), 0, False))
+        main_seen = True
     return AgenticConversation(path.stem, block, tools, system, tuple(out), subagents, shared)
 
 

@@ -185,3 +185,13 @@ def test_global_scope_files_share_their_ids(tmp_path: Path) -> None:
     (tmp_path / "d.json").write_text(json.dumps({**data, "hash_id_scope": "per_context"}))
     with pytest.raises(HarnessError, match=r"d\.json: file: hash_id_scope: expected local or global"):
         read_fleet(tmp_path)
+
+
+def test_shared_prefix_is_read_off_the_first_request_only(tmp_path: Path) -> None:
+    data = json.loads((DATA / "trace_0504.json").read_text())
+    data["requests"][1]["hash_ids"][0] = 99_999  # a later request whose history was rewritten at block 0
+    (tmp_path / "a.json").write_text(json.dumps(data))
+    (conv,) = read_fleet(tmp_path, shared_prefix=True)
+    first, rewritten, last = (r.hash_ids for r in conv.requests)
+    assert first[0] == last[0] < 0  # the shared tools + system block
+    assert rewritten[0] > 0 and rewritten[1:10] == first[1:10]  # its own id there, the rest still shared
