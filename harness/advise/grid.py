@@ -28,6 +28,7 @@ from harness.sim.hicache import WRITE_POLICIES
 from harness.sim.timing import CardProfile
 from harness.whatif.grid import Config
 from harness.whatif.replay import Result
+from harness.whatif.result import conversation_rates
 from harness.whatif.trace import Trace
 
 
@@ -79,6 +80,7 @@ class Candidate:
             "device_hit_rate": round(self.result.device_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "host_hit_rate": round(self.result.host_hit_tokens / max(self.result.prompt_tokens, 1), 6),
             "storage_hit_rate": round(self.result.storage_hit_tokens / max(self.result.prompt_tokens, 1), 6),
+            "per_conversation_hit_rate": conversation_rates(self.result.per_conversation),
             "modelled": self.modelled.to_dict(),
             "replay_seconds": round(self.result.seconds, 3),
         }

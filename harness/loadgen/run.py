@@ -321,7 +321,7 @@ class _Run:
         elif s.offset is not None and req.turn in (0, None):
             offset, nxt = s.offset, s.next_offset
         think = self.load.think_time is not None and self.load.think_time.mean_s > 0
-        if self.schedule.total is not None:  # a session trace's gap: not sent at once either
+        if self.schedule.kind == "trace":  # a session trace's gap: not sent at once either
             think = think or any((t.gap or 0.0) > 0 for t in s.conv.turns[len(s.history) + 1 :][:1])
         return ClientHint(
             concurrency=self.concurrency,

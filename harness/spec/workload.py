@@ -14,7 +14,8 @@ from harness.spec.checks import no_unknown, nonneg_int, pos_float, pos_int, req,
 
 KINDS = ("shared-prefix", "multi-turn", "trace", "agent")
 HISTORY_MODES = ("verbatim", "drop-reasoning")
-TRACE_FORMATS = ("mooncake", "conversations", "requests", "bailian")
+TRACE_FORMATS = ("mooncake", "conversations", "requests", "bailian", "agentic")
+TRACE_TIMINGS = ("think", "recorded", "api-scaled")  # agentic: a request's delay after the previous answer
 TRACE_TIMESTAMPS = ("honor", "ignore")
 TRACE_HISTORY = ("live", "recorded")
 
@@ -49,6 +50,9 @@ TRACE_KEYS = {
     "speedup",
     "max_output_tokens",
     "history",
+    "timing",
+    "api_time_scale",
+    "shared_prefix",
 }
 
 
@@ -113,6 +117,10 @@ class TraceWorkload:
     speedup: float = 1.0
     max_output_tokens: int | None = None  # cap on the trace's output lengths
     history: str = "live"  # conversations: live (the server's answers) | recorded (the file's)
+    # agentic (harness.workloads.agentic_trace; path: a folder or one file, start/limit count conversations):
+    timing: str = "think"  # think | recorded | api-scaled: each request's delay after the previous answer
+    api_time_scale: float = 1.0  # api-scaled: the recorded api_time times this, plus the think time
+    shared_prefix: bool = False  # one tools + system prompt for every conversation (else local ids)
 
 
 Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | AgentWorkload
@@ -197,12 +205,17 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
     p = Path(expand_path(raw_path))
     if not p.is_absolute():
         p = base_dir / p
-    if files and not p.is_file():
-        raise SpecError(f, f"{key}.path", f"file not found: {raw_path}")
     fmt = wl.get("format", _default("format"))
     if fmt not in TRACE_FORMATS:
         raise SpecError(f, f"{key}.format", f"expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
-    choices = {"timestamps": TRACE_TIMESTAMPS, "timestamp_unit": ("s", "ms"), "history": TRACE_HISTORY}
+    if files and not (p.is_file() or (fmt == "agentic" and p.is_dir())):
+        raise SpecError(f, f"{key}.path", f"file not found: {raw_path}")
+    choices = {
+        "timestamps": TRACE_TIMESTAMPS,
+        "timestamp_unit": ("s", "ms"),
+        "history": TRACE_HISTORY,
+        "timing": TRACE_TIMINGS,
+    }
     picked = {}
     for k, allowed in choices.items():
         v = wl.get(k, _default(k))
@@ -211,13 +224,17 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
         picked[k] = v
     limit = wl.get("limit")
     cap = wl.get("max_output_tokens")
+    shared = wl.get("shared_prefix", _default("shared_prefix"))
+    if not isinstance(shared, bool):
+        raise SpecError(f, f"{key}.shared_prefix", f"expected true or false, got {shared!r}")
+    own_block = {"bailian": 16, "agentic": 64}.get(fmt, _default("block_tokens"))
     return TraceWorkload(
         kind="trace",
         path=p,
         format=fmt,
-        # bailian: the trace's own 16-token blocks unless block_tokens says otherwise
+        # bailian, agentic: the trace's own 16- and 64-token blocks unless block_tokens says otherwise
         block_tokens=pos_int(
-            wl.get("block_tokens", 16 if fmt == "bailian" else _default("block_tokens")),
+            wl.get("block_tokens", own_block),
             f,
             f"{key}.block_tokens",
         ),
@@ -225,6 +242,10 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
         limit=None if limit is None else pos_int(limit, f, f"{key}.limit"),
         speedup=pos_float(wl.get("speedup", _default("speedup")), f, f"{key}.speedup"),
         max_output_tokens=None if cap is None else pos_int(cap, f, f"{key}.max_output_tokens"),
+        api_time_scale=pos_float(
+            wl.get("api_time_scale", _default("api_time_scale")), f, f"{key}.api_time_scale"
+        ),
+        shared_prefix=shared,
         **picked,
     )
 

@@ -22,6 +22,7 @@ from harness.summarize.latency import goodput, latency_figures
 from harness.summarize.read import SeedCapture
 from harness.summary.figures import Figures
 from harness.telemetry.stats import point_stats, prefill_windows
+from harness.whatif.per_conversation import per_conversation_hit_rate
 
 DISAGREE_POINTS = 2.0  # hit-rate sources further apart than this (percentage points) are flagged
 EVIDENCE_LINES = 4
@@ -143,6 +144,11 @@ def request_figures(
     by_turn = _by_key(ok, "turn", cached, at_least=2)
     if by_turn is not None:
         fig["hit_rate_usage_by_turn"], fig["ttft_median_s_by_turn"] = by_turn
+    if cached is not None and "session" in ok and ok["session"].notna().any():
+        sessions = (None if pd.isna(v) else int(v) for v in ok["session"])
+        fig["per_conversation_hit_rate"] = per_conversation_hit_rate(
+            zip(sessions, cached, in_tok, strict=True)
+        )
     by_position = _by_key(ok, "position", cached, at_least=1)
     if by_position is not None:
         fig["hit_rate_usage_by_position"], fig["ttft_median_s_by_position"] = by_position

@@ -202,6 +202,10 @@ class Figures(Record):
         description="per `RequestRecord.turn` (0-based keys; the report prints turn 1…T); only with 2+ turns",
     )
     ttft_median_s_by_turn: dict[str, Num | None] | None = None
+    per_conversation_hit_rate: dict[str, Num | None] | None = Field(
+        None,
+        description="the token-weighted distribution `{p10, p50, p90, conversations}` of each conversation's (`RequestRecord.session`'s) own usage hit rate; null without sessions",
+    )
     hit_rate_usage_by_position: dict[str, Num | None] | None = Field(
         None, description="per `RequestRecord.position` (0 = first use of a group/session prefix)"
     )

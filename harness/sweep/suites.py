@@ -13,6 +13,7 @@ SUITES: dict[str, tuple[str, ...]] = {
         "trace-conversation.yaml",
         "replicas-shared-prefix.yaml",  # SGLang as replicas behind smg (the `router` extra): routing x L3
         "replicas-multiturn.yaml",
+        "agentic-sample.yaml",  # real agentic coding traces: agents per pool, closed loop with think time
     ),
     "smoke": ("smoke-bench.yaml",),
 }

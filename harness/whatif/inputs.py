@@ -21,7 +21,15 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.whatif.trace import Trace, TraceRequest, _prompt_ids, _request
 
-__all__ = ["Trace", "TraceRequest", "read_capture", "read_input", "read_mooncake", "read_spec"]
+__all__ = [
+    "Trace",
+    "TraceRequest",
+    "read_agentic",
+    "read_capture",
+    "read_input",
+    "read_mooncake",
+    "read_spec",
+]
 
 
 def read_mooncake(path: Path, block_size: int = 512) -> Trace:
@@ -130,19 +138,71 @@ def read_capture(point_dir: Path, info: dict | None = None) -> Trace:
     return read(point_dir, info)
 
 
+def read_agentic(path: Path) -> Trace:
+    """An agentic trace folder or file (harness.workloads.agentic_trace): every conversation an agent
+    started at t=0, all at once (concurrency = conversations), each later request due its think time after
+    the previous answer; keys are the fleet's block ids (the file's `block_size` tokens each, local scope)."""
+    from harness.workloads.agentic_schedule import describe, slots
+    from harness.workloads.agentic_trace import read_fleet
+
+    convs = read_fleet(path)
+    reqs = []
+    for conv, conv_slots in zip(convs, slots(convs, "think", 1.0), strict=True):
+        for r, s in zip(conv.requests, conv_slots, strict=True):
+            reqs.append(
+                TraceRequest(
+                    r.hash_ids[: r.input_tokens // conv.block_size],  # full blocks: a tail never hits
+                    r.input_tokens,
+                    0.0,
+                    r.output_tokens,
+                    session=s.conversation,
+                    turn=s.turn,
+                    position=s.turn,
+                    index=s.index,
+                    conversation=s.conversation,
+                    gap=s.gap or 0.0,
+                )
+            )
+    reqs.sort(key=lambda r: r.index)
+    return Trace(
+        path.stem,
+        reqs,
+        unit=convs[0].block_size,
+        kind="blocks",
+        notes=[describe(convs)],
+        concurrency=len(convs),
+    )
+
+
+def _is_agentic(path: Path) -> bool:
+    """A folder of .json files, or a .json file whose object opens with kv-cache-tester's keys."""
+    if path.is_dir():
+        return any(p.suffix == ".json" for p in path.iterdir())
+    with path.open("rb") as f:
+        head = f.read(512)
+    return head.lstrip().startswith(b"{") and b'"block_size"' in head and b'"requests"' in head
+
+
 def read_input(path: Path, block_size: int = 512) -> Trace:
     if path.is_dir():
         from harness.capture import REQUESTS
 
         if not (path / REQUESTS).is_file():
-            raise HarnessError(f"{path}: not a capture point folder (no {REQUESTS})")
+            if _is_agentic(path):
+                return read_agentic(path)
+            raise HarnessError(
+                f"{path}: neither a capture point folder (no {REQUESTS}) nor agentic traces (no .json files)"
+            )
         return read_capture(path)
     if path.suffix in (".yaml", ".yml"):
         return read_spec(path)
+    if path.suffix == ".json" and path.is_file() and _is_agentic(path):
+        return read_agentic(path)
     if path.suffix in (".jsonl", ".json"):
         from harness.whatif.bailian_file import is_bailian, read_bailian
 
         return read_bailian(path) if is_bailian(path) else read_mooncake(path, block_size)
     raise HarnessError(
-        f"{path}: unknown input (expected a Mooncake .jsonl, an experiment spec .yaml or a capture point folder)"
+        f"{path}: unknown input (expected a Mooncake .jsonl, an agentic trace .json or folder, "
+        "an experiment spec .yaml or a capture point folder)"
     )

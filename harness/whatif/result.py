@@ -41,6 +41,8 @@ class Result:
     # an L3 engine replay on one server whose prefetches never reached the threshold: the largest store
     # (pages) on which any backend replays the very same (StorageTier.backend_free); None otherwise
     backend_free_pages: float | None = field(default=None, repr=False)
+    # conversation -> (hit, ideal, prompt): the token-weighted per-conversation distributions (JSON)
+    per_conversation: dict[int, tuple[int, int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def hit_rate(self) -> float:
@@ -60,7 +62,19 @@ class Result:
         d["per_class"] = _rates(self.per_class)
         del d["cached_per_request"]
         del d["backend_free_pages"]
+        del d["per_conversation"]
+        d["per_conversation_hit_rate"] = conversation_rates(self.per_conversation)
         return d
+
+
+def conversation_rates(table: Mapping[int, tuple[int, int, int]]) -> dict[str, Any] | None:
+    """{p10, p50, p90, conversations} of the conversations' own hit rates (token-weighted), with the
+    unbounded cache's under `ideal`; None without conversations (harness.whatif.per_conversation)."""
+    from harness.whatif.per_conversation import per_conversation_hit_rate
+
+    got = per_conversation_hit_rate((k, h, p) for k, (h, _, p) in table.items())
+    ideal = per_conversation_hit_rate((k, i, p) for k, (_, i, p) in table.items())
+    return None if got is None else {**got, "ideal": ideal}
 
 
 def _rates(table: Mapping[Any, tuple[int, int, int]]) -> dict[str, dict[str, float | int]]:
@@ -85,6 +99,7 @@ class Tally:
         self.position: dict[int, list[int]] = {}
         self.cls: dict[str, list[int]] = {}
         self.cls_ttft: dict[str, list[float]] = {}
+        self.conv: dict[int, list[int]] = {}
 
     def add(self, r: TraceRequest, device: int, host: int, ideal: int, storage: int = 0) -> None:
         hit = device + host + storage
@@ -94,7 +109,7 @@ class Tally:
         self.ideal += ideal
         self.prompt += r.tokens
         self.cached.append(hit)
-        for table, k in ((self.turn, r.turn), (self.position, r.position)):
+        for table, k in ((self.turn, r.turn), (self.position, r.position), (self.conv, r.conversation)):
             if k is not None:
                 acc = table.setdefault(k, [0, 0, 0])
                 acc[0] += hit
@@ -144,6 +159,7 @@ class Tally:
             cached_per_request=self.cached,
             per_class=frozen(self.cls),
             ttft_ms_by_class={k: percentiles(v) for k, v in sorted(self.cls_ttft.items())},
+            per_conversation=frozen(self.conv),
             **kw,
         )
 

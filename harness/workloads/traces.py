@@ -59,10 +59,12 @@ def _cap(n: int | None, wl: TraceWorkload) -> int:
 
 def trace_schedule(wl: TraceWorkload, seed: int, maker: PromptMaker, spec_file: str, api: str) -> Schedule:
     """The trace's slice as a lazy schedule; every line of it checked first (HarnessError on bad input)."""
-    if wl.format == "bailian":  # sessions of several turns: a list, in index order (requests())
+    if wl.format in ("bailian", "agentic"):  # sessions of several turns: a list, in index order (requests())
+        from harness.workloads.agentic_schedule import agentic_conversations
         from harness.workloads.bailian import bailian_conversations
 
-        sessions = bailian_conversations(wl, maker, spec_file, wl.max_output_tokens)
+        read = agentic_conversations if wl.format == "agentic" else bailian_conversations
+        sessions = read(wl, maker, spec_file, wl.max_output_tokens)
         return Schedule(
             kind="trace", seed=seed, tokenizer=maker.kind, conversations=sessions, ids=maker.kind == "server"
         )
