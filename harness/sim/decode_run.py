@@ -60,6 +60,36 @@ def _fit(run: list[SimRequest], steps: int, available: int) -> int:
     return lo
 
 
+VECTOR_FROM = 32  # steps from which numpy times a run: the same floats as the loop, fewer Python calls
+
+
+def _advance(
+    card: Any, bs: int, ctx: int, grow: int, steps: int, t: float, horizon: float, ratio: float
+) -> tuple[int, float, float]:
+    """Up to `steps` decode steps from `t`, each starting before `horizon`, the i-th (from 0) over
+    ctx + i * grow tokens: (steps run, the time after them, new_token_ratio after their decays)."""
+    decode_times = getattr(card, "decode_times", None)
+    n = 0  # the first steps one by one: a run an arrival ends soon costs no array
+    while n < steps and t < horizon and (n < VECTOR_FROM or decode_times is None):
+        t += card.decode_time(bs, ctx)
+        ctx += grow
+        ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
+        n += 1
+    if n == steps or t >= horizon or decode_times is None:
+        return n, t, ratio
+    import numpy as np
+
+    m = steps - n  # the rest at once; accumulate adds left to right as `t +=` does (times[i]: step i starts)
+    times = np.add.accumulate(
+        np.concatenate(([t], decode_times(bs, ctx + grow * np.arange(m, dtype=np.int64))))
+    )
+    late = np.flatnonzero(times[:m] >= horizon)
+    j = int(late[0]) if late.size else m
+    # the ratio's decays, clamped: the unclamped sequence's last value, or the floor once it crossed it
+    decayed = np.subtract.accumulate(np.concatenate(([ratio], np.full(j, NEW_TOKEN_RATIO_DECAY))))
+    return n + j, float(times[j]), max(MIN_NEW_TOKEN_RATIO, float(decayed[-1]))
+
+
 def fast_forward(eng: Any, t: float, horizon: float) -> float:
     """Run the decode steps that `schedule`/`complete` would run, at once, while nothing can change.
 
@@ -83,24 +113,12 @@ def fast_forward(eng: Any, t: float, horizon: float) -> float:
         return t
     if k > 1:
         steps = _fit(run, steps, eng.available())
-    ratio = eng.new_token_ratio
-    decode_time = eng.card.decode_time
-    n = 0
-    if k == 1:
-        ctx = sum(r.kv_len for r in run)
-        while n < steps and t < horizon:
-            ctx += bs
-            t += decode_time(bs, ctx)
-            ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
-            n += 1
-    else:  # the first step's context in tokens, then what each step adds (step_kv's sums)
+    if k == 1:  # the first step's context in tokens, then what each step adds (step_kv's sums)
+        ctx, grow = sum(r.kv_len for r in run) + bs, bs
+    else:
         ctx = sum((r.kv_len + 1) * k if r.out_unit == 1 else len(r.input_ids) * k + r.generated for r in run)
         grow = sum(k if r.out_unit == 1 else 1 for r in run)
-        while n < steps and t < horizon:
-            t += decode_time(bs, ctx)
-            ctx += grow
-            ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
-            n += 1
+    n, t, ratio = _advance(eng.card, bs, ctx, grow, steps, t, horizon, eng.new_token_ratio)
     if n == 0:
         return t
     added = 0

@@ -109,3 +109,19 @@ def test_the_pool_rejects_a_prompt_whose_answer_blocks_do_not_fit() -> None:
     done = {r.rid: r for r in simulate([fits, too_long], config(20), on_step=check_kv)}
     assert done["1"].finish_reason == "abort" and done["1"].first_token_time is None
     assert done["0"].finish_reason == "length" and done["0"].generated == 4 * K
+
+
+@pytest.mark.parametrize("card", ["h100", "l4-8b"])
+def test_a_long_decode_run_timed_at_once_gives_the_loops_floats(card: str, monkeypatch) -> None:
+    """decode_run times long runs with numpy (CardProfile.decode_times): the same floats as step by step."""
+    from harness.sim import decode_run
+    from harness.sim.timing import get_profile
+
+    prof = get_profile(card)
+    for horizon in (float("inf"), 0.3, 1.7):
+        monkeypatch.setattr(decode_run, "VECTOR_FROM", 1 << 30)
+        loop = decode_run._advance(prof, 7, 90_001, 7, 1500, 0.125, horizon, 0.7)
+        monkeypatch.setattr(decode_run, "VECTOR_FROM", 3)
+        vec = decode_run._advance(prof, 7, 90_001, 7, 1500, 0.125, horizon, 0.7)
+        assert vec == loop
+        assert 0 < loop[0] <= 1500 and (loop[0] == 1500 or loop[1] >= horizon)
