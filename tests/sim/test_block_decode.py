@@ -125,3 +125,17 @@ def test_a_long_decode_run_timed_at_once_gives_the_loops_floats(card: str, monke
         vec = decode_run._advance(prof, 7, 90_001, 7, 1500, 0.125, horizon, 0.7)
         assert vec == loop
         assert 0 < loop[0] <= 1500 and (loop[0] == 1500 or loop[1] >= horizon)
+
+
+def test_answers_outgrowing_the_pool_retract_one_and_it_prefills_its_blocks_again() -> None:
+    """Two 8-block prompts admitted on a decayed reservation, each answer growing to 8 blocks: 32 > 30."""
+
+    def run(jump: bool) -> list[SimRequest]:
+        reqs = [block_req(str(i), [1000 * i + j for j in range(8)], 4000, i * 0.01) for i in range(3)]
+        return simulate(reqs, config(30), jump=jump, on_step=check_kv)
+
+    stepped, jumped = run(False), run(True)
+    assert sum(r.retractions for r in stepped) == 1
+    assert all(r.generated == 4000 and r.finish_reason == "length" for r in stepped)
+    key = lambda rs: sorted((r.rid, r.first_token_time, r.finish_time, r.retractions) for r in rs)  # noqa: E731
+    assert key(stepped) == key(jumped)
