@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from harness.sim.decode_run import fast_forward, new_slots, step_kv
 from harness.sim.kv_pool import KvPool
 from harness.sim.priority import by_priority, preempt_for, queue_full, requeue, unset_priority
 from harness.sim.sched_records import (
@@ -160,10 +161,12 @@ class Engine(KvPool):
         return self.pool - self.private_total - self.tree.protected_size()
 
     def _reserved(self) -> float:
-        return sum(
-            min(len(r.output_ids) - r.generated, CLIP_MAX_NEW_TOKENS) * self.new_token_ratio
-            for r in self.running
-        )
+        ratio = self.new_token_ratio
+        if self.config.key_tokens <= 1:  # token requests (the hot path): the answer's ids left, clipped
+            return sum(
+                min(len(r.output_ids) - r.generated, CLIP_MAX_NEW_TOKENS) * ratio for r in self.running
+            )
+        return sum(r.out_reserve() * ratio for r in self.running)
 
     def _chunk_budget(self) -> int:
         """Tokens one prefill may compute: --chunked-prefill-size in whole pages (unbounded when off)."""
@@ -243,7 +246,7 @@ class Engine(KvPool):
             self._unlock(req)
             return PREFETCHING
         extend = len(fill) - dev_len - load
-        out_reserve = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
+        out_reserve = req.out_reserve()  # in key elements (a block trace's answer: its blocks)
         fits_total = extend + load + out_reserve < self._room() - budget.offset
         take = min(extend, budget.chunk)
         if take < extend:
@@ -352,8 +355,10 @@ class Engine(KvPool):
 
     def _schedule_decode(self, now: float) -> Batch | None:
         # every running request needs one more slot; retract the least advanced ones if it cannot fit
-        retracted, ratio_before = 0, self.new_token_ratio
-        while self.running and not self._ensure_free(len(self.running)):
+        retracted, ratio_before, k = 0, self.new_token_ratio, max(1, self.config.key_tokens)
+        while self.running and not self._ensure_free(
+            len(self.running) if k == 1 else new_slots(self.running)
+        ):
             self._retract_one()
             retracted += 1
         if retracted and self.log is not None and hasattr(self.log, "warning"):
@@ -363,12 +368,9 @@ class Engine(KvPool):
             )
         if not self.running:
             return None
-        ctx = 0
-        for req in self.running:  # one more KV slot each (private to the request until it is cached)
-            req.kv_len += 1
-            ctx += req.kv_len
-        self.private_total += len(self.running)
-        duration = self.card.decode_time(len(self.running), ctx * max(1, self.config.key_tokens))
+        ctx, added = step_kv(self.running, k)  # the new KV is private to the request until it is cached
+        self.private_total += added
+        duration = self.card.decode_time(len(self.running), ctx)
         self.decode_steps += 1
         if self.log is not None and self.decode_steps % self.config.decode_log_interval == 0:
             # SGLang logs the decode batch as it launches it, with the throughput since the last line
@@ -395,44 +397,8 @@ class Engine(KvPool):
         self.waiting.appendleft(victim)
 
     def fast_forward(self, t: float, horizon: float) -> float:
-        """Run the decode steps that `schedule`/`complete` would run, at once, while nothing can change.
-
-        Virtual time only: with an empty queue, no chunked prefill, no finish, no eviction, no log line
-        and no arrival before `horizon`, consecutive decode steps differ only in their context length,
-        so they are applied in one go (same floats, same order). Returns the new time (t if none ran).
-        """
-        run = self.running
-        if self.waiting or self.chunked is not None or not run:
-            return t
-        bs = len(run)
-        steps = min(len(r.output_ids) - r.generated for r in run) - 1  # the finishing step runs normally
-        steps = min(steps, self.available() // bs)  # no step may need an eviction or a retraction
-        if self.log is not None:
-            interval = self.config.decode_log_interval
-            steps = min(steps, interval - 1 - self.decode_steps % interval)  # stop before a log line
-        if steps <= 0 or any(r.aborted or r.on_event is not None for r in run):
-            return t
-        ctx = sum(r.kv_len for r in run)
-        ratio = self.new_token_ratio
-        decode_time, k = self.card.decode_time, max(1, self.config.key_tokens)
-        n = 0
-        while n < steps and t < horizon:
-            ctx += bs
-            t += decode_time(bs, ctx * k)
-            ratio = max(MIN_NEW_TOKEN_RATIO, ratio - NEW_TOKEN_RATIO_DECAY)
-            n += 1
-        if n == 0:
-            return t
-        for r in run:
-            r.kv_len += n
-            r.generated += n
-        self.private_total += n * bs
-        self.stats.generation_tokens += n * bs
-        self._decode_tokens_since_log += n * bs
-        self.decode_steps += n
-        self.new_token_ratio = ratio
-        self.now = t
-        return t
+        """Run the decode steps that `schedule`/`complete` would run, at once (decode_run.fast_forward)."""
+        return fast_forward(self, t, horizon)
 
     # --- results ----------------------------------------------------------------------------
     def complete(self, batch: Batch, end: float) -> None:
@@ -474,18 +440,18 @@ class Engine(KvPool):
         req.generated += 1
         self.stats.generation_tokens += 1
         self._decode_tokens_since_log += 1
-        if req.generated >= len(req.output_ids):
+        if req.generated >= (len(req.output_ids) if req.output_tokens is None else req.output_tokens):
             self._finish(req, t, reason=None)
         elif req.on_event is not None:
             req.on_event(req)
 
     def _finish(self, req: SimRequest, t: float, *, reason: str | None) -> None:
-        """cache_finished_req: insert prompt + output (all but the last token) and release the rest."""
+        """cache_finished_req: insert prompt + output (all but the last token; a block answer: the prompt
+        alone, SimRequest.computed) and release the rest."""
         if reason is not None:
             req.finish_reason = reason
         if self.caching and req.kv_len > 0:
-            toks = (req.input_ids + req.output_ids[: req.generated])[: req.kv_len]
-            self._cache_tokens(req, toks)
+            self._cache_tokens(req, req.computed)
         self._set_kv(req, req.tree_len)
         self._unlock(req)
         req.kv_len = 0

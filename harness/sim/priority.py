@@ -32,7 +32,7 @@ import sys
 from collections import deque
 from typing import Any
 
-from harness.sim.sched_records import CLIP_MAX_NEW_TOKENS, PrefillBudget, SimRequest
+from harness.sim.sched_records import PrefillBudget, SimRequest
 
 QUEUE_FULL = "The request queue is full."
 DISPLACED = "The request is aborted by a higher priority request."
@@ -75,7 +75,7 @@ def _entry(r: SimRequest) -> float:
 
 def _reserve(eng: Any, r: SimRequest) -> float:
     """_get_running_request_total_token_offset: the output tokens still reserved for a running request."""
-    return min(len(r.output_ids) - r.generated, CLIP_MAX_NEW_TOKENS) * eng.new_token_ratio
+    return r.out_reserve() * eng.new_token_ratio
 
 
 def preempt_for(eng: Any, req: SimRequest, budget: PrefillBudget, plan: Any) -> bool:
@@ -91,7 +91,7 @@ def preempt_for(eng: Any, req: SimRequest, budget: PrefillBudget, plan: Any) -> 
     )
     fill = req.fill_ids
     prefix = eng.tree.match_prefix(fill[: len(fill) - 1]).device_len if eng.caching else 0
-    out = min(len(req.output_ids) - req.generated, CLIP_MAX_NEW_TOKENS)
+    out = req.out_reserve()
     short = len(fill) - prefix + out - (eng._room() - budget.offset)
     taken: list[SimRequest] = []
     for r in candidates:

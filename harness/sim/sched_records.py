@@ -232,16 +232,40 @@ class SimRequest:
     locked: Any = field(default=None, repr=False)  # the tree node this request holds a lock on
     counted: bool = False  # cached tokens are counted on first admission only
     inserted_len: int = 0  # tokens this request already inserted (hits are not counted twice)
+    # a block trace's answer (what-if): `output_tokens` decode steps, one per token, while output_ids holds
+    # its KV as ceil(output_tokens / out_unit) key elements that match nothing; the tree caches only the
+    # prompt, as the one-at-a-time replay does for blocks. None: one token per output id.
+    output_tokens: int | None = None
+    out_unit: int = 1  # tokens per output key element (the block size; 1 for token requests)
+
+    @property
+    def answer_tokens(self) -> int:
+        """Tokens the request generates in all (the first at prefill, one per decode step after it)."""
+        return len(self.output_ids) if self.output_tokens is None else self.output_tokens
+
+    def out_units(self, tokens: int) -> int:
+        """Key elements that `tokens` generated tokens' KV takes (a partial block takes a whole one)."""
+        u = self.out_unit
+        return tokens if u == 1 else -(-tokens // u)
+
+    def out_reserve(self) -> int:
+        """The admission's output reservation (CLIP_MAX_NEW_TOKENS clipped), in key elements."""
+        n = (len(self.output_ids) if self.output_tokens is None else self.output_tokens) - self.generated
+        n, u = min(n, CLIP_MAX_NEW_TOKENS), self.out_unit
+        return n if u == 1 else -(-n // u)  # out_units, inlined: admission calls it per running request
 
     @property
     def fill_ids(self) -> list[int]:
-        return self.input_ids + self.output_ids[: self.generated]
+        return self.input_ids + self.output_ids[: self.out_units(self.generated)]
 
     @property
     def computed(self) -> list[int]:
-        """fill_ids[: kv_len], without building fill_ids when the prompt alone covers it (every prefill)."""
+        """What the tree may cache: fill_ids[: kv_len] (without building fill_ids when the prompt alone
+        covers it, every prefill); a block answer's fresh elements never (prompt only)."""
         ids = self.input_ids
-        return ids[: self.kv_len] if self.kv_len <= len(ids) else self.fill_ids[: self.kv_len]
+        if self.kv_len <= len(ids) or self.out_unit > 1:
+            return ids[: self.kv_len]
+        return self.fill_ids[: self.kv_len]
 
     @property
     def private(self) -> int:
@@ -336,7 +360,7 @@ def stuck_message(eng: Any) -> str:
     head = eng.waiting[0] if eng.waiting else None
     what = (
         f"head of queue rid={head.rid} needs {len(head.fill_ids) - head.kv_len} + "
-        f"{len(head.output_ids) - head.generated} tokens"
+        f"{head.out_units(head.answer_tokens - head.generated)} tokens"
         if head is not None
         else "no request is schedulable"
     )

@@ -98,6 +98,15 @@ class CardProfile:
             + self.decode_per_ctx_token_s * context_tokens
         )
 
+    def decode_times(self, batch_size: int, context_tokens: NDArray) -> NDArray:
+        """decode_time over an int64 array of contexts, the same float operations in the same order (so
+        the same floats): the engine's decode runs time hundreds of steps at once (sim/decode_run.py)."""
+        return (
+            self.decode_base_s
+            + self.decode_per_req_s * batch_size
+            + self.decode_per_ctx_token_s * context_tokens
+        )
+
     def prefill_with_load_back(
         self,
         parts: list[tuple[int, int]],
@@ -243,6 +252,19 @@ class PhysicsProfile(CardProfile):
             + s.attn_flops_per_ctx_token * context_tokens
         ) / self.decode_flops
         return max(memory, compute) + DECODE_PER_SEQ_S * batch_size
+
+    def decode_times(self, batch_size: int, context_tokens: NDArray) -> NDArray:
+        """decode_time over an int64 array of contexts, the same float operations (so the same floats)."""
+        import numpy as np
+
+        s = self.shape
+        assert s is not None and batch_size > 0
+        memory = (s.step_weight_bytes(batch_size) + context_tokens * s.kv_bytes_per_token) / self.bw
+        compute = (
+            batch_size * (s.linear_flops_per_token + s.lm_head_flops)
+            + s.attn_flops_per_ctx_token * context_tokens
+        ) / self.decode_flops
+        return np.maximum(memory, compute) + DECODE_PER_SEQ_S * batch_size
 
     def host_memory_bytes(self, pool_tokens: int) -> float | None:
         """Host RAM HiCache may use: the server's, or on a unified-memory card what the weights, the device

@@ -7,7 +7,8 @@ One replica is the one-instance replay; nothing here is copied in either caller.
 - `engine`: the load generator's closed loop (`closed_loop`) over N copies of the sim's scheduler
   (`harness.sim.simulate.Worker`); each arrival is routed once every busy worker has reached its time, on
   the requests then in flight per worker. A block trace's key element stands for `trace.unit` tokens in
-  the engine's timing (`EngineConfig.key_tokens`).
+  the engine's timing (`EngineConfig.key_tokens`); its answer decodes `output_tokens` steps, one per token,
+  its KV in whole blocks that match nothing, and the tree caches its prompt alone, as `sequential` does.
 """
 
 from __future__ import annotations
@@ -265,6 +266,8 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
     by_first = sorted(convs, key=lambda cid: trace.requests[convs[cid][0]].index)
     arrival_no = {cid: k for k, cid in enumerate(by_first)}
     offsets = arrival_offsets(len(by_first), trace.request_rate, trace.seed) if trace.request_rate else None
+    unit = trace.unit if trace.kind == "blocks" else 1
+    fresh = itertools.count(-1, -1)  # a block answer's key elements: ids no trace key holds (>= 0)
 
     answered: dict[int, float] = {}  # conversation -> when its latest answer finished (virtual time)
 
@@ -279,13 +282,18 @@ def closed_loop(trace: Trace) -> tuple[list, Callable]:
         arrival = max(arrival, r.arrival)  # a replayed trace's own send time (0 for the rest)
         if not first_turn and r.gap:  # a session trace: its recorded gap after the previous answer
             arrival = max(arrival, answered.get(cid, 0.0) + r.gap)
+        out, n_out, u = list(r.output_key), None, 1
+        if unit > 1 and not r.output_key:  # a block trace: output_tokens decode steps, KV in whole blocks
+            out, n_out, u = [next(fresh) for _ in range(-(-r.output_tokens // unit))], r.output_tokens, unit
         return SimRequest(
             rid=str(i),
             input_ids=list(r.key),
-            output_ids=list(r.output_key),
+            output_ids=out,
             arrival=arrival,
             order=r.index,
             priority=r.priority,
+            output_tokens=n_out,
+            out_unit=u,
         )
 
     first = [send(0.0) for _ in range(min(max(1, trace.concurrency or 1), len(ready)))]

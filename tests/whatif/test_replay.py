@@ -116,11 +116,12 @@ def test_per_class_hit_rate_and_ttft(tmp_path: Path) -> None:
 
 def _block_host_trace() -> Trace:
     """A block trace (512 tokens a block): A, then B pushes A's last two blocks off a 6-block device pool
-    (or all of A) into the host tier, then A again with one more block."""
+    (or all of A) into the host tier, then A again with one more block. No answers: the engine counts an
+    answer in whole blocks, and 5 prompt blocks + 1 answer block exceed what a 6-block pool takes."""
     a, b = (1, 2, 3, 4), (5, 6, 7, 8)
     keys = [a, b, (*a, 9)]
     reqs = [
-        TraceRequest(k, 512 * len(k), output_tokens=1, index=i, conversation=i) for i, k in enumerate(keys)
+        TraceRequest(k, 512 * len(k), output_tokens=0, index=i, conversation=i) for i, k in enumerate(keys)
     ]
     return Trace("block-host", reqs, unit=512, kind="blocks")
 
