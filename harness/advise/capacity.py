@@ -25,6 +25,7 @@ class Tried:
     attainment: float  # share of requests within every per-request bound
     figures: dict[str, float]  # each SLO bound's percentile, ms
     hit_rate: float
+    stopped: bool = False  # given up once the SLO had failed: figures and hit rate over what finished
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -95,8 +95,9 @@ def fit_host(cfg: Config, replicas: int, w: Work) -> Config:
     return dataclasses.replace(cfg, host_ratio=ratio if ratio > 1 else 0.0)
 
 
-def probe(cfg: Config, f: float, replicas: int) -> Tried:
-    """One replay of `cfg` on `replicas` workers at f x the input's load."""
+def probe(cfg: Config, f: float, replicas: int, early: bool = False) -> Tried:
+    """One replay of `cfg` on `replicas` workers at f x the input's load; `early`: stop it once more
+    requests missed the SLO's TTFT bound than its percentile allows (its figures are then partial)."""
     from harness.whatif.fleet import replay_fleet
     from harness.whatif.replay import ideal_hits
     from harness.whatif.routing import RouterConfig
@@ -108,12 +109,15 @@ def probe(cfg: Config, f: float, replicas: int) -> Tried:
     loaded = at_load(w.trace, load)
     run = fit_host(cfg, replicas, w)
     ideal = ideal_hits(w.trace, cfg.page_size)  # the keys do not change with the load
+    bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    give_up = (bound.ms / 1e3, int(len(loaded.requests) * (1 - bound.percentile / 100))) if early else None
     if replicas > 1:
-        fl = replay_fleet(loaded, run, replicas, RouterConfig(w.router), w.profile, ideal=ideal)
-        res, ttft, span = fl.aggregate, fl.ttft_s, fl.makespan_s
+        rc = RouterConfig(w.router)
+        fl = replay_fleet(loaded, run, replicas, rc, w.profile, ideal=ideal, give_up=give_up)
+        res, ttft, span, stopped, tpot = fl.aggregate, fl.ttft_s, fl.makespan_s, fl.stopped, fl.tpot_s
     else:
-        got = engine(loaded, run, ideal, w.profile)
-        res, ttft, span = got.result, got.ttft_s, got.makespan_s
+        got = engine(loaded, run, ideal, w.profile, give_up=give_up)
+        res, ttft, span, stopped, tpot = got.result, got.ttft_s, got.makespan_s, got.stopped, got.tpot_s
     rps = load.offered_rps if load.kind != "concurrency" else None
     if rps is None:  # a closed loop offers what it completes
         rps = len(ttft) / span if span > 0 else 0.0
@@ -121,11 +125,12 @@ def probe(cfg: Config, f: float, replicas: int) -> Tried:
         rps=rps,
         scale=load.speedup if load.kind == "trace" else (load.rate or float(load.concurrency or 1)),
         replicas=replicas,
-        meets=w.slo.meets(ttft),
+        meets=w.slo.meets(ttft, tpot),
         overloaded=overloaded(arrivals(loaded, load), ttft),
-        attainment=w.slo.attainment(ttft),
-        figures=w.slo.figures(ttft),
+        attainment=w.slo.attainment(ttft, tpot),
+        figures=w.slo.figures(ttft, tpot),
         hit_rate=res.hit_rate,
+        stopped=stopped,
     )
 
 
@@ -155,8 +160,8 @@ def size_one(job: tuple[Config, int]) -> Sized:
         if w.rows_replicas >= 1:
             at[w.rows_replicas] = probe(cfg, 1.0, w.rows_replicas)
         return Sized(Capacity(None, None, None), None, (), floor, at)
-    tried = search(lambda f: probe(cfg, f, 1))
-    at[1] = next(t for t in tried if t.scale == _scale(w.load))
+    at[1] = probe(cfg, 1.0, 1)  # whole: its figures are the row's at the input's load
+    tried = search(lambda f: at[1] if f == 1.0 else probe(cfg, f, 1, early=True))
     cap = highest(tried, tokens)
     need: int | None = None
     fleet: list[Tried] = []
@@ -164,9 +169,10 @@ def size_one(job: tuple[Config, int]) -> Sized:
         need = 1
     else:  # from the capacity's ratio; a replica that serves no load tried still splits a burst with others
         guess = max(2, math.ceil(at[1].rps / cap.rps)) if cap.rps else 2
-        need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n), guess, most)
+        need, fleet = fewest_replicas(lambda n: probe(cfg, 1.0, n, early=True), guess, most)
         for t in fleet:
-            at.setdefault(t.replicas, t)
+            if not t.stopped:  # a whole replay: its figures stand for that replica count
+                at.setdefault(t.replicas, t)
     if w.rows_replicas not in at:
         at[w.rows_replicas] = probe(cfg, 1.0, w.rows_replicas)
     return Sized(cap, need, tuple(fleet), floor, at)

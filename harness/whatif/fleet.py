@@ -78,6 +78,8 @@ class FleetResult:
     branches: dict[str, int]
     ttft_s: list[float] = field(repr=False, default_factory=list)  # per request, trace order (nan: none)
     makespan_s: float = 0.0  # virtual seconds from the first send to the last answer (engine replays)
+    stopped: bool = False  # the engine gave up early (serve.engine's give_up)
+    tpot_s: list[float] = field(repr=False, default_factory=list)  # per request, engine replays
     # following a live run's choices: requests whose worker was not one the model could have picked
     off_model: list[int] = field(default_factory=list)
 
@@ -135,6 +137,7 @@ def replay_fleet(
     ideal: list[int] | None = None,
     econf: EngineConfig | None = None,
     follow: list[int] | None = None,
+    give_up: tuple[float, int] | None = None,
 ) -> FleetResult:
     """One configuration on `replicas` workers behind `rcfg`'s policy; paths as harness.whatif.replay.
 
@@ -148,7 +151,7 @@ def replay_fleet(
         return route(i, Request(texts[i], trace.requests[i].key, at), loads)
 
     if trace.concurrency is not None or cfg.storage or econf is not None:
-        got = serve.engine(trace, cfg, ideal, card, econf, replicas, pick, shared_l3)
+        got = serve.engine(trace, cfg, ideal, card, econf, replicas, pick, shared_l3, give_up)
     else:
         got = serve.sequential(trace, cfg, ideal, card, replicas, pick)
         shared_l3 = False
@@ -164,6 +167,8 @@ def replay_fleet(
         route.branches,
         got.ttft_s,
         got.makespan_s,
+        got.stopped,
+        got.tpot_s,
         sorted(route.off_model),
     )
 

@@ -46,6 +46,8 @@ class Served:
     hits: list[tuple[int, int, int]]  # per request: device, host, storage hit tokens
     ttft_s: list[float] = field(repr=False, default_factory=list)  # per request (nan: none)
     makespan_s: float = 0.0  # virtual seconds from the first send to the last answer (engine)
+    stopped: bool = False  # the engine gave up early (`give_up`): the requests not done have no TTFT
+    tpot_s: list[float] = field(repr=False, default_factory=list)  # per request, engine (nan: < 2 tokens)
 
 
 def _profile(card: str | CardProfile | None) -> CardProfile:
@@ -109,8 +111,12 @@ def engine(
     n: int = 1,
     route: Route | None = None,
     shared_l3: bool = False,
+    give_up: tuple[float, int] | None = None,
 ) -> Served:
     """The closed loop over N schedulers in one virtual time, each arrival routed on the loads then.
+
+    give_up: (TTFT s, n): stop once more than n finished requests took longer than that to their first
+    token (an SLO search needs no more of a replay its SLO already failed; advise.sizing).
 
     econf: a whole EngineConfig (a live server's own, e.g. rebuilt from its server_info) instead of
     cfg's cache settings on `card`'s defaults. An L3 without a directory gets an empty in-memory store of its
@@ -126,15 +132,18 @@ def engine(
         workers = [Worker(dataclasses.replace(econf, storage_dir=d)) for d in dirs]
         first, on_finish = closed_loop(trace)
         t0 = time.perf_counter()
-        placed, makespan = _drive(workers, first, on_finish, route)
+        placed, makespan, stopped = _drive(workers, first, on_finish, route, give_up)
         seconds = time.perf_counter() - t0
     done = {int(d.rid): d for w in workers for d in w.done}
     tally = Tally()
     ttft: list[float] = []
     all_ttft: list[float] = []
     hits: list[tuple[int, int, int]] = []
+    tpot: list[float] = []
+    nan = float("nan")
     for i, (r, ideal_units) in enumerate(zip(trace.requests, ideal, strict=True)):
         d = done.get(i)
+        tpot.append(_tpot(d) if d is not None else nan)
         dk, hk, lk = (d.cached_device, d.cached_host, d.cached_storage) if d is not None else (0, 0, 0)
         dt, ht, lt = tier_tokens(trace, r, dk, hk, lk)
         tally.add(r, dt, ht, trace.hit_tokens(r, ideal_units), lt)
@@ -166,7 +175,15 @@ def engine(
     l3 = workers[0].engine.l3 if n == 1 else None
     res.backend_free_pages = l3.backend_free() if l3 is not None else None
     worker_of = [placed.get(i, 0) for i in range(len(trace.requests))]
-    return Served(res, worker_of, hits, all_ttft, makespan)
+    return Served(res, worker_of, hits, all_ttft, makespan, stopped, tpot)
+
+
+def _tpot(d: SimRequest) -> float:
+    """A finished request's time per output token after the first (nan with fewer than two tokens)."""
+    n = d.output_tokens if d.output_tokens is not None else len(d.output_ids)
+    if n < 2 or d.first_token_time is None or d.finish_time is None:
+        return float("nan")
+    return (d.finish_time - d.first_token_time) / (n - 1)
 
 
 def _drive(
@@ -174,8 +191,10 @@ def _drive(
     first: list[SimRequest],
     on_finish: Callable[[SimRequest, float], list[SimRequest]],
     route: Route | None,
-) -> tuple[dict[int, int], float]:
-    """Step the worker furthest behind, or route the next arrival once no busy worker is behind it."""
+    give_up: tuple[float, int] | None = None,
+) -> tuple[dict[int, int], float, bool]:
+    """Step the worker furthest behind, or route the next arrival once no busy worker is behind it;
+    with `give_up`, stop (True) once more finished requests missed its TTFT than it allows."""
     seq = itertools.count()
     arrivals = [(r.arrival, r.order, next(seq), r) for r in first]
     heapq.heapify(arrivals)
@@ -183,6 +202,8 @@ def _drive(
     placed: dict[int, int] = {}
     inf = float("inf")
     end = 0.0
+    bound, most = give_up if give_up is not None else (inf, -1)
+    missed = 0
     while True:
         busy = [w for w in workers if w.busy()]
         if not arrivals and not busy:
@@ -207,10 +228,14 @@ def _drive(
             continue
         for fin in m.finished():
             end = max(end, fin.finish_time or 0.0)
+            if most >= 0 and (fin.first_token_time is None or fin.first_token_time - fin.arrival > bound):
+                missed += 1
+                if missed > most:
+                    return placed, end, True
             for nxt in on_finish(fin, m.t):
                 nxt.arrival = max(nxt.arrival, m.t)
                 heapq.heappush(arrivals, (nxt.arrival, nxt.order, next(seq), nxt))
-    return placed, end
+    return placed, end, False
 
 
 def tier_tokens(trace: Trace, r: TraceRequest, dk: int, hk: int, lk: int) -> tuple[int, int, int]:
