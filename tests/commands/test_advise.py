@@ -87,7 +87,7 @@ def test_writes_markdown_html_and_json_with_the_issue_keys(tmp_path, capsys):
         (["T", "--card", "v100"], "--card: unknown card 'v100'"),
         (["T", "--pool", "0"], "--pool: 0 must be positive"),
         (["T", "--model", "gpt-9"], "--model: 'gpt-9' is neither a folder with a config.json nor a built-in"),
-        (["T", "--slo", "ttft=5"], "--slo: 'ttft=5': expected ttft_ms=N or tpot_ms=N"),
+        (["T", "--slo", "ttft=5"], "--slo: 'ttft=5': expected ttft_ms=N, tpot_ms=N or a percentile form"),
         (["T", "--slo", "ttft_ms=fast"], "--slo: ttft_ms: bad value 'fast'"),
         (["T", "--curve-at", "10,x"], "--curve-at: bad value 'x'"),
         (["T", "--confirm", "-1"], "--confirm: -1 must be >= 0"),
