@@ -54,8 +54,10 @@ def free_port() -> int:
 # ------------------------------------------------------------------ the `slow` mark, enforced
 # A test that starts a process (directly or through a fixture, even one set up by an earlier test)
 # must carry `slow`, so `make check` stays a quick in-process loop. Allowed: the host facts the harness's
-# manifest gathers itself (`git rev-parse HEAD`, `uname -p` behind platform.processor()), a few ms each.
-_ALLOWED = ("git", "uname")
+# manifest gathers itself (`git rev-parse HEAD`, `uname -p` behind platform.processor()), a few ms each, and
+# matplotlib's one-time font discovery (`fc-list`, when ~/.cache/matplotlib has no font list yet: a fresh
+# install or CI runner; refusing it left the list unwritten, so every chart test failed on every run).
+_ALLOWED = ("git", "uname", "fc-list")
 _spawning: set[int] = set()  # id() of fixture definitions whose setup started a process
 _setting_up: list[Any] = []  # fixture definitions being set up now, innermost last
 _unmarked: list[pytest.Item] = []  # the item running now when it is not marked slow

@@ -28,9 +28,12 @@ def loop_choice(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def _handlers_back():
     before = {s: signal.getsignal(s) for s in signals.STOP_SIGNALS}
-    # under nohup the suite inherits an ignored SIGHUP, which harness.signals rightly leaves ignored: each
-    # test starts from the default, as a terminal's shell gives it (test_nohups_... checks the ignored one)
+    # under nohup the suite inherits an ignored SIGHUP, which harness.signals rightly leaves ignored; as a
+    # background job (`make check &` in a script, some CI runners) an ignored SIGINT, which a load puts back
+    # as it found it: each test starts from the defaults a terminal's shell gives (test_nohups_... and
+    # test_an_inherited_ignored_sigint_... check the ignored ones)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for s, h in before.items():
         signal.signal(s, h)
@@ -98,6 +101,18 @@ def test_nohups_ignored_sighup_stays_ignored_in_and_after_a_load(loop_choice):
 
     assert loadgen_loop.run(load()) == 7
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+
+
+def test_an_inherited_ignored_sigint_still_stops_a_load_and_is_ignored_again_after(loop_choice):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a script's `cmd &` hands the command
+
+    async def load() -> None:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGINT)
+        await asyncio.sleep(10)
+
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+        loadgen_loop.run(load())
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def test_a_load_that_ends_puts_every_handler_back(loop_choice):

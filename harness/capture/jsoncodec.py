@@ -18,7 +18,7 @@ from typing import Any
 try:
     import orjson
 except ImportError:  # the standard library alone is correct, only slower
-    orjson = None  # type: ignore[assignment]
+    orjson = None  # type: ignore[assignment, unused-ignore]  # unused where orjson is absent (bare install)
 
 _std = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=True).encode
 _scan = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner else None  # type: ignore[attr-defined]

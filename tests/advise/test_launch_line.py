@@ -199,7 +199,8 @@ def _advise_lines(tmp_path: Path) -> tuple[list[list[str]], list[list[str]]]:
 
 
 def test_every_smg_line_parses_with_smg_1_13s_own_parser() -> None:
-    import smg.launch_router as launch_router  # the `router` extra (make test installs it): smg 1.13.0
+    # the `router` extra (make installs it): smg 1.13.0; a bare '.[dev]' install skips
+    launch_router = pytest.importorskip("smg.launch_router", reason="the router extra (smg) is absent")
 
     urls = worker_urls(4, 2)
     for policy in ("round_robin", "cache_aware", "prefix_hash", "least_load"):
