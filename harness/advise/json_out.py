@@ -36,6 +36,7 @@ def to_dict(a: Advice) -> dict:
         "recommendation": _with_launch(a),
         "confirmed": a.confirmed,
         **({"confirm": a.confirm.to_dict()} if a.confirm is not None else {}),
+        **({"confirm_capacity": a.confirm.capacity.to_dict()} if a.confirm and a.confirm.capacity else {}),
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "modelled": {
             "load": None if a.load is None else a.load.to_dict(),
