@@ -68,10 +68,17 @@ def spec_load(load: Load, requests: int) -> tuple[dict[str, Any], dict[str, Any]
 
 def live_trace(sent: Trace, live_unit: int) -> Trace:
     """The advice-unit trace as the server gets it: each hash id `live_unit` tokens, prompts scaled as the
-    load generator scales them (ceil(tokens x live_unit / unit)); answers were shrunk in the file sent."""
-    if sent.kind != "blocks" or live_unit == sent.unit:
+    load generator scales them (ceil(tokens x live_unit / unit)), answers as the file sent has them
+    (harness.advise.live_spec.shrunk_answers: at least 1 token)."""
+    if sent.kind != "blocks" or live_unit >= sent.unit:
         return sent
-    reqs = [dataclasses.replace(r, tokens=math.ceil(r.tokens * live_unit / sent.unit)) for r in sent.requests]
+    f = live_unit / sent.unit
+    reqs = [
+        dataclasses.replace(
+            r, tokens=math.ceil(r.tokens * f), output_tokens=max(1, math.ceil(r.output_tokens * f))
+        )
+        for r in sent.requests
+    ]
     return dataclasses.replace(sent, requests=reqs, unit=live_unit)
 
 
