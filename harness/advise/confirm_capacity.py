@@ -40,6 +40,7 @@ class CapacityCheck:
     predicted: tuple[Tried, ...]
     probes: tuple[dict[str, Any], ...]  # bench's probes, each with its offered req/s
     stopped: str | None = None
+    note: str | None = None  # why there is no figure to compare
 
     @property
     def ratio(self) -> float | None:
@@ -60,6 +61,7 @@ class CapacityCheck:
             "predicted_probes": [t.to_dict() for t in self.predicted],
             "probes": list(self.probes),
             "stopped": self.stopped,
+            "note": self.note,
         }
 
     def sentence(self) -> str:
@@ -67,10 +69,10 @@ class CapacityCheck:
             return "none within the SLO" if v is None else f"{v:.3g} req/s"
 
         ratio = f" (measured / predicted {self.ratio:.2f})" if self.ratio is not None else ""
-        return (
-            f"Capacity of {self.config} on {self.server_kind} at {self.slo}, bench's search over {self.knob}: "
-            f"predicted {rps(self.predicted_rps)}, measured {rps(self.measured_rps)}{ratio}."
-        )
+        head = f"Capacity of {self.config} on {self.server_kind} at {self.slo}, bench's search over {self.knob}: "
+        if self.note:
+            return head + self.note
+        return head + f"predicted {rps(self.predicted_rps)}, measured {rps(self.measured_rps)}{ratio}."
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         head = [self.knob, "offered req/s", "status", "goodput", "TTFT at percentile ms"]
@@ -151,6 +153,15 @@ def confirm_capacity(
     slo = launch.slo or DEFAULT_SLO
     trace = live_trace(sent, live.unit_tokens)
     knob, best, tried = predicted_capacity(trace, cand.config, a.load, profile, slo)
+    label = cand.label()
+    if all(t.meets for t in tried):  # nothing to search for: the slice never loads one replica that far
+        top = max(tried, key=lambda t: t.scale)
+        note = (
+            f"not searched: the slice meets the SLO up to {knob.name} {top.scale:g} ({top.rps:.3g} req/s, every "
+            "request nearly at once), so it cannot find the ceiling; a longer slice (--confirm-requests) can."
+        )
+        return CapacityCheck(label, launch.server_kind, knob.name, slo.describe(), None, None, None, None,
+                             tuple(tried), (), None, note)  # fmt: skip
     around = best.scale if best is not None else knob.base
     res = run_live_search(live, server, search_dict(knob, around, slo), launch, root / "cap-capacity")
     probes = []
@@ -162,7 +173,7 @@ def confirm_capacity(
     m = res.get("best")
     passed = next((p for p in probes if m is not None and p["value"] == m), None)
     return CapacityCheck(
-        cand.label(),
+        label,
         launch.server_kind,
         knob.name,
         slo.describe(),

@@ -122,27 +122,16 @@ def test_confirm_at_the_traces_own_times_measures_ttft_beside_the_prediction(tmp
 
 @pytest.mark.slow  # starts a sim server for each probe of bench's search
 def test_confirm_capacity_runs_benchs_search_around_the_predicted_capacity(tmp_path, capsys):
-    trace = _timed(tmp_path / "conv.jsonl", n=30, gap_ms=200, blocks=24)
+    trace = _timed(tmp_path / "conv.jsonl", n=60, gap_ms=100, blocks=64)  # predicted: speedup ~5
     out = tmp_path / "out"
-    argv = [
-        "advise",
-        str(trace),
-        "--card",
-        "l4",
-        "--pool",
-        "200",
-        "--workers",
-        "1",
-        "--live-block-tokens",
-        "128",
-    ]
+    argv = ["advise", str(trace), "--card", "h100", "--model", "llama-3.1-8b-instruct", "--pool", "200"]
     rc = main(
-        [*argv, "--confirm", "1", "--confirm-capacity", "--slo", "ttft_p90_ms=400", "-o", str(out), "-q"]
+        [*argv, "--confirm", "1", "--confirm-capacity", "--slo", "ttft_p90_ms=200", "-o", str(out), "--quiet"]
     )
     assert rc == 0
     d = json.loads((out / "advise.json").read_text())
     cap = d["confirm_capacity"]
-    assert cap["knob"] == "speedup" and cap["slo"] == "TTFT p90 <= 400 ms"
+    assert cap["knob"] == "speedup" and cap["slo"] == "TTFT p90 <= 200 ms"
     assert cap["predicted_rps"] > 0 and cap["probes"], cap
     assert cap["measured_rps"] is not None and 0.8 <= cap["ratio"] <= 1.25, cap
     assert any(p["status"] != "pass" for p in cap["probes"]), cap  # the search found the ceiling
