@@ -318,7 +318,8 @@ def confirm(
 
             server = candidate_servers(live, cands[:1], launch)[0] | {"name": "capacity"}
             try:  # bench's search on the recommendation; a stop keeps the confirm that finished
-                info.capacity = confirm_capacity(a, launch, root, sent, cands[0], live, server, profile)
+                opts = _options(launch, root / "cap-capacity")
+                info.capacity = confirm_capacity(a, launch, opts, sent, cands[0], live, server, profile)
             except KeyboardInterrupt as e:
                 info.stop = stop_of(e, limit_t)
     if (

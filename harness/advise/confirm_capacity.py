@@ -112,11 +112,9 @@ def search_dict(knob: Knob, around: float, slo: Slo) -> dict[str, Any]:
     }
 
 
-def run_live_search(
-    live: Any, server: dict[str, Any], search: dict[str, Any], launch: Any, capture: Path
-) -> dict[str, Any]:
-    """bench's capacity search of the live spec on one server profile: search_result's dict."""
-    from harness.advise.confirm import _options
+def run_live_search(live: Any, server: dict[str, Any], search: dict[str, Any], opts: Any) -> dict[str, Any]:
+    """bench's capacity search of the live spec on one server profile (`opts`: bench's options, as
+    harness.advise.confirm builds them): search_result's dict."""
     from harness.capture.redact import spec_redactor
     from harness.spec import load_spec
     from harness.summarize.capacity import replay, search_result
@@ -128,11 +126,11 @@ def run_live_search(
     raw.pop("servers", None)
     raw["search"] = search
     raw["name"] = f"{live.spec.name}-capacity"
+    capture: Path = opts.capture
     capture.mkdir(parents=True, exist_ok=True)
     path = capture / "capacity-spec.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     spec = dataclasses.replace(load_spec(path), servers_raw=[server], matrix_raw=None)
-    opts = _options(launch, capture)
     plan = plan_experiment(spec, opts)
     outcome = run_plans([plan], opts, spec_redactor([spec]), lambda _msg: None)
     if outcome.server_failures:
@@ -143,10 +141,10 @@ def run_live_search(
 
 
 def confirm_capacity(
-    a: Any, launch: Any, root: Path, sent: Any, cand: Any, live: Any, server: dict[str, Any], profile: Any
+    a: Any, launch: Any, opts: Any, sent: Any, cand: Any, live: Any, server: dict[str, Any], profile: Any
 ) -> CapacityCheck:
     """The recommended configuration's capacity on the slice: predicted by engine replays of the slice as
-    sent, measured by bench's search on `launch.server_kind`."""
+    sent, measured by bench's search on `launch.server_kind` (`opts`: bench's options for it)."""
     from harness.advise.confirm_load import live_trace
     from harness.advise.slice_capacity import predicted_capacity
 
@@ -163,7 +161,7 @@ def confirm_capacity(
         return CapacityCheck(label, launch.server_kind, knob.name, slo.describe(), None, None, None, None,
                              tuple(tried), (), None, note)  # fmt: skip
     around = best.scale if best is not None else knob.base
-    res = run_live_search(live, server, search_dict(knob, around, slo), launch, root / "cap-capacity")
+    res = run_live_search(live, server, search_dict(knob, around, slo), opts)
     probes = []
     for p in res["probes"]:
         p = dict(p)
