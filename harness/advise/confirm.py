@@ -273,9 +273,13 @@ def confirm(
             scale = slice_scale(trace, sent, bt)
             cands = scaled_candidates(cands, trace, sent, profile, bt)
         live = live_spec(path, root, bt, a.unit_tokens, a.load if is_trace else None)
-        info = ConfirmInfo(
-            launch.server_kind, _estimate(cands, sent, block, launch), block, scale, launch.time_limit_s
-        )
+        est = _estimate(cands, sent, block, launch)
+        span = _span(sent, a.load) if is_trace else 0.0
+        if est.seconds is not None and span > est.seconds / len(cands):  # a trace's own times set the pace
+            est = dataclasses.replace(
+                est, seconds=span * len(cands), basis=f"the trace's {span:,.0f} s at {a.load.describe()}"
+            )
+        info = ConfirmInfo(launch.server_kind, est, block, scale, launch.time_limit_s)
         if scale is not None and sum(c.config.pool == scale.floor for c in cands) > 1:
             info.notes.append(
                 f"{sum(c.config.pool == scale.floor for c in cands)} of {len(cands)} scaled pools are the slice's "
@@ -399,6 +403,14 @@ def _at_load(
             if r["measured_hit_rate"] is not None:
                 r["difference_points"] = round((r["measured_hit_rate"] - p.hit_rate) * 100, 3)
         r |= {"load": load.describe()} | row_fields(p, m)
+
+
+def _span(sent: Any, load: Any) -> float:
+    """Wall seconds a trace sent at its own times takes at least: its first to last arrival / --speedup."""
+    if sent is None or load is None or load.kind != "trace" or not sent.requests:
+        return 0.0
+    arrivals = [r.arrival for r in sent.requests]
+    return (max(arrivals) - min(arrivals)) / load.speedup
 
 
 def _estimate(cands: list[Candidate], sent: Any, block: LiveBlock | None, launch: Launch) -> Estimate:

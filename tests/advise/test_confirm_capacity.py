@@ -137,3 +137,11 @@ def test_confirm_capacity_runs_benchs_search_around_the_predicted_capacity(tmp_p
     assert any(p["status"] != "pass" for p in cap["probes"]), cap  # the search found the ceiling
     assert "bench's search over speedup" in (out / "advise.md").read_text()
     capsys.readouterr()
+
+
+def test_a_trace_sent_at_its_own_times_takes_at_least_its_span():
+    from harness.advise.confirm import _span
+
+    t = Trace("t", [TraceRequest((1,), 1, float(i)) for i in range(11)], unit=1)
+    assert _span(t, Load("trace", speedup=2.0)) == 5.0
+    assert _span(t, Load("concurrency", concurrency=4)) == 0.0 and _span(None, Load("trace")) == 0.0
