@@ -393,7 +393,8 @@ def _at_load(
     todo = [i for i, r in enumerate(rows) if r["status"] == "ok" and "predicted_block_tokens" not in r]
     if not todo:
         return
-    pred = predicted(live_trace(sent, live_unit), [cands[i].config for i in todo], load, profile, launch.slo)
+    trace = live_trace(sent, live_unit)
+    pred = predicted(trace, [cands[i].config for i in todo], load, profile, launch.slo, live_unit)
     for i, p in zip(todo, pred, strict=True):
         r = rows[i]
         m = measured(dirs[i], launch.slo)

@@ -145,12 +145,13 @@ def confirm_capacity(
 ) -> CapacityCheck:
     """The recommended configuration's capacity on the slice: predicted by engine replays of the slice as
     sent, measured by bench's search on `launch.server_kind` (`opts`: bench's options for it)."""
-    from harness.advise.confirm_load import live_trace
+    from harness.advise.confirm_load import live_config, live_trace
     from harness.advise.slice_capacity import predicted_capacity
 
     slo = launch.slo or DEFAULT_SLO
     trace = live_trace(sent, live.unit_tokens)
-    knob, best, tried = predicted_capacity(trace, cand.config, a.load, profile, slo)
+    cfg = live_config(cand.config, trace, live.unit_tokens)
+    knob, best, tried = predicted_capacity(trace, cfg, a.load, profile, slo)
     label = cand.label()
     if all(t.meets for t in tried):  # nothing to search for: the slice never loads one replica that far
         top = max(tried, key=lambda t: t.scale)

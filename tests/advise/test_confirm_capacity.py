@@ -44,10 +44,13 @@ def test_the_live_spec_sends_at_each_kind_of_load():
 
 
 def test_the_prediction_is_of_the_trace_as_sent_at_sixteen_tokens_a_block():
-    t = Trace("t", [TraceRequest((1, 2, 3), 1500, 0.0, 500)], unit=512, kind="blocks")
-    (r,) = live_trace(t, 16).requests
-    assert (r.tokens, r.output_tokens, r.key) == (47, 16, (1, 2, 3))  # ceil(1500 x 16/512), ceil(500/32)
-    assert live_trace(t, 16).unit == 16 and live_trace(t, 512) is t
+    t = Trace("t", [TraceRequest((1, 2, 3), 1500, 0.0, 500), TraceRequest((1, 4), 600, 1.0, 10)], unit=512,
+              kind="blocks")  # fmt: skip
+    a, b = live_trace(t, 16).requests
+    assert (a.tokens, a.output_tokens, b.tokens, b.output_tokens) == (47, 16, 19, 1)  # ceil(x 16/512), >= 1
+    assert a.key == tuple(range(16, 63)) and b.key[:16] == a.key[:16] and b.key[16:] == tuple(range(64, 67))
+    assert a.output_key == tuple(range(80, 96)) and b.output_key == (96,)  # the answers: new ids, cached
+    assert live_trace(t, 16).unit == 1 and live_trace(t, 512) is t
 
 
 def test_timing_counts_an_unanswered_request_as_missing_the_slo():
