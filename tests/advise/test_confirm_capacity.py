@@ -117,7 +117,7 @@ def test_confirm_at_the_traces_own_times_measures_ttft_beside_the_prediction(tmp
     assert c["load"].startswith("the trace's arrival times / --speedup 2")
     assert abs(c["measured_hit_rate"] - c["predicted_hit_rate"]) <= 0.02, c
     p, m = c["ttft_ms"]["predicted"], c["ttft_ms"]["measured"]
-    assert p["p90"] > 0 and 0.75 <= m["p90"] / p["p90"] <= 1.25, c  # the sim's modelled clock, not wall time
+    assert p["p90"] > 0 and 0.9 <= m["p90"] / p["p90"] <= 1.1, c  # the sim's modelled clock, not wall time
     assert c["slo_attainment"] == {"predicted": 1.0, "measured": 1.0}
     assert "TTFT p90 ms predicted" in (out / "advise.md").read_text()
     capsys.readouterr()
@@ -136,7 +136,7 @@ def test_confirm_capacity_runs_benchs_search_around_the_predicted_capacity(tmp_p
     cap = d["confirm_capacity"]
     assert cap["knob"] == "speedup" and cap["slo"] == "TTFT p90 <= 200 ms"
     assert cap["predicted_rps"] > 0 and cap["probes"], cap
-    assert cap["measured_rps"] is not None and 0.8 <= cap["ratio"] <= 1.25, cap
+    assert cap["measured_rps"] is not None and 0.8 <= cap["ratio"] <= 1.2, cap
     assert any(p["status"] != "pass" for p in cap["probes"]), cap  # the search found the ceiling
     assert "bench's search over speedup" in (out / "advise.md").read_text()
     capsys.readouterr()
