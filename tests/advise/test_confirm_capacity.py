@@ -148,3 +148,12 @@ def test_a_trace_sent_at_its_own_times_takes_at_least_its_span():
     t = Trace("t", [TraceRequest((1,), 1, float(i)) for i in range(11)], unit=1)
     assert _span(t, Load("trace", speedup=2.0)) == 5.0
     assert _span(t, Load("concurrency", concurrency=4)) == 0.0 and _span(None, Load("trace")) == 0.0
+
+
+def test_a_predicted_probe_is_judged_as_benchs_search_judges_a_live_one():
+    from harness.advise.slice_capacity import as_bench_judges
+
+    slo = parse_slo("ttft_p90_ms=200")
+    assert as_bench_judges(slo, [0.1] * 9 + [0.5])  # 90 % within 200 ms, the linear p90 is 140 ms
+    assert not as_bench_judges(slo, [0.1] * 8 + [0.5, float("nan")])  # a request with no answer misses
+    assert not as_bench_judges(slo, [float("nan")] * 3)
