@@ -55,6 +55,8 @@ class Launch:
     requests: int | None = None  # --confirm-requests: a slice of the trace (harness.advise.confirm_slice)
     time_limit_s: float | None = None  # --confirm-time-limit: then a partial confirm (confirm_stop)
     quiet: bool = False  # no estimate line, no bars (--quiet)
+    slo: Any = None  # --slo (harness.advise.slo.Slo): the attainment beside TTFT at load (None: the default)
+    capacity: bool = False  # --confirm-capacity: bench search on the recommendation (confirm_capacity)
 
 
 def check_confirm(inputs: list[Path], launch: Launch) -> None:
@@ -270,10 +272,14 @@ def confirm(
             sliced_from = [c.config.pool for c in cands]
             scale = slice_scale(trace, sent, bt)
             cands = scaled_candidates(cands, trace, sent, profile, bt)
-        live = live_spec(path, root, bt, a.unit_tokens)
-        info = ConfirmInfo(
-            launch.server_kind, _estimate(cands, sent, block, launch), block, scale, launch.time_limit_s
-        )
+        live = live_spec(path, root, bt, a.unit_tokens, a.load if is_trace else None)
+        est = _estimate(cands, sent, block, launch)
+        span = _span(sent, a.load) if is_trace else 0.0
+        if est.seconds is not None and span > est.seconds / len(cands):  # a trace's own times set the pace
+            est = dataclasses.replace(
+                est, seconds=span * len(cands), basis=f"the trace's {span:,.0f} s at {a.load.describe()}"
+            )
+        info = ConfirmInfo(launch.server_kind, est, block, scale, launch.time_limit_s)
         if scale is not None and sum(c.config.pool == scale.floor for c in cands) > 1:
             info.notes.append(
                 f"{sum(c.config.pool == scale.floor for c in cands)} of {len(cands)} scaled pools are the slice's "
@@ -303,6 +309,23 @@ def confirm(
                 sent if sent is not None else trace
             )  # an engine's block prediction: a spec's or capture's too
             rows = _rows(cands, measured, info, launch, (sent, whole), profile, live.unit_tokens, sliced_from)
+            if is_trace and a.load is not None and sent is not None and profile is not None:
+                _at_load(rows, cands, run.dirs, sent, a.load, profile, live.unit_tokens, launch)
+        if (
+            launch.capacity
+            and not (info.stop or got)
+            and is_trace
+            and sent is not None
+            and a.load is not None
+        ):
+            from harness.advise.confirm_capacity import confirm_capacity
+
+            server = candidate_servers(live, cands[:1], launch)[0] | {"name": "capacity"}
+            try:  # bench's search on the recommendation; a stop keeps the confirm that finished
+                opts = _options(launch, root / "cap-capacity")
+                info.capacity = confirm_capacity(a, launch, opts, sent, cands[0], live, server, profile)
+            except KeyboardInterrupt as e:
+                info.stop = stop_of(e, limit_t)
     if (
         info.stop is not None
         and info.stop.exit_code == EXIT_TIME_LIMIT
@@ -351,6 +374,44 @@ def _rows(
             r |= {"predicted_block_tokens": block, "predicted_hit_rate_page1": round(c.hit_rate, 6)}
         out.append(r)
     return out
+
+
+def _at_load(
+    rows: list[dict[str, Any]],
+    cands: list[Candidate],
+    dirs: list[Path],
+    sent: Any,
+    load: Any,
+    profile: Any,
+    live_unit: int,
+    launch: Launch,
+) -> None:
+    """Each whole row gains TTFT and SLO attainment, predicted (the trace as sent, replayed at the load)
+    beside measured, and the hit rate predicted at that load (harness.advise.confirm_load)."""
+    from harness.advise.confirm_load import live_trace, measured, predicted, row_fields
+
+    todo = [i for i, r in enumerate(rows) if r["status"] == "ok" and "predicted_block_tokens" not in r]
+    if not todo:
+        return
+    trace = live_trace(sent, live_unit)
+    pred = predicted(trace, [cands[i].config for i in todo], load, profile, launch.slo, live_unit)
+    for i, p in zip(todo, pred, strict=True):
+        r = rows[i]
+        m = measured(dirs[i], launch.slo)
+        if p.hit_rate is not None:
+            r["predicted_hit_rate_one_at_a_time"] = r["predicted_hit_rate"]
+            r["predicted_hit_rate"] = round(p.hit_rate, 6)
+            if r["measured_hit_rate"] is not None:
+                r["difference_points"] = round((r["measured_hit_rate"] - p.hit_rate) * 100, 3)
+        r |= {"load": load.describe()} | row_fields(p, m)
+
+
+def _span(sent: Any, load: Any) -> float:
+    """Wall seconds a trace sent at its own times takes at least: its first to last arrival / --speedup."""
+    if sent is None or load is None or load.kind != "trace" or not sent.requests:
+        return 0.0
+    arrivals = [r.arrival for r in sent.requests]
+    return (max(arrivals) - min(arrivals)) / load.speedup
 
 
 def _estimate(cands: list[Candidate], sent: Any, block: LiveBlock | None, launch: Launch) -> Estimate:

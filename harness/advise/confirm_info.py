@@ -56,6 +56,7 @@ class ConfirmInfo:
     elapsed_s: float = 0.0
     stop: Stop | None = None  # set when the confirm ended early
     notes: list[str] = field(default_factory=list)
+    capacity: Any = None  # --confirm-capacity: harness.advise.confirm_capacity.CapacityCheck
 
     @property
     def partial(self) -> bool:
@@ -106,3 +107,13 @@ class ConfirmInfo:
         if self.slice is not None:
             out.append(self.slice.sentence())
         return out + self.notes
+
+    def capacity_markdown(self) -> list[str]:
+        """--confirm-capacity's line and probe table under "Confirmed live" (none without it)."""
+        c = self.capacity
+        if c is None:
+            return []
+        head, rows = c.table()
+        return ["", c.sentence(), "", f"| {' | '.join(head)} |", "|" + "---|" * len(head)] + [
+            f"| {' | '.join(r)} |" for r in rows
+        ]

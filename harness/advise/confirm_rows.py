@@ -100,3 +100,35 @@ def row(
         "measured_hit_rate": None if measured is None else round(measured, 6),
         "difference_points": None if measured is None else round((measured - predicted) * 100, 3),
     }
+
+
+BASE_HEAD = ["configuration", "server", "predicted", "measured", "difference"]
+LOAD_HEAD = ["TTFT p90 ms predicted", "measured", "SLO attainment predicted", "measured"]
+
+
+def table(rows: list[dict[str, Any]], cells: Any) -> tuple[list[str], list[list[str]]]:
+    """The "Confirmed live" table (Markdown and page): `cells` is each row's hit-rate cells
+    (harness.advise.markdown.confirmed_row); at a load, the TTFT p90 and SLO attainment beside them."""
+    at_load = any("ttft_ms" in r for r in rows)
+    head = BASE_HEAD + (LOAD_HEAD if at_load else [])
+    out = []
+    for r in rows:
+        line = list(cells(r))
+        if at_load:
+            t, s = r.get("ttft_ms") or {}, r.get("slo_attainment") or {}
+            line += [
+                _ms((t.get("predicted") or {}).get("p90")),
+                _ms((t.get("measured") or {}).get("p90")),
+                _share(s.get("predicted")),
+                _share(s.get("measured")),
+            ]
+        out.append(line)
+    return head, out
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"

@@ -130,12 +130,15 @@ def render(a: Advice) -> str:
     be_head, be_rows = breakeven_table(a.breakeven)
     confirmed = ""
     if a.confirmed:
-        confirmed = "<h2>Confirmed live</h2>" + _table(
-            ["configuration", "server", "predicted", "measured", "difference"],
-            [confirmed_row(c) for c in a.confirmed],
-        )
+        from harness.advise.confirm_rows import table as confirm_table
+
+        confirmed = "<h2>Confirmed live</h2>" + _table(*confirm_table(a.confirmed, confirmed_row))
         if a.confirm is not None:
             confirmed += "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in a.confirm.sentences()) + "</ul>"
+            if a.confirm.capacity is not None:
+                confirmed += (
+                    "<p>" + esc(a.confirm.capacity.sentence()) + "</p>" + _table(*a.confirm.capacity.table())
+                )
     replicas = ""
     if a.replicas is not None:
         from harness.advise.replicas import chart_svg, confirmed_table

@@ -37,6 +37,7 @@ def to_dict(a: Advice) -> dict:
         "recommendation": _with_launch(a),
         "confirmed": a.confirmed,
         **({"confirm": a.confirm.to_dict()} if a.confirm is not None else {}),
+        **({"confirm_capacity": a.confirm.capacity.to_dict()} if a.confirm and a.confirm.capacity else {}),
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "slo": None if a.slo is None else a.slo.to_dict(),
         "headline_at_load": a.headline_at_load,

@@ -15,6 +15,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -59,20 +60,23 @@ class LiveSpec:
     unit_tokens: int  # tokens sent live per pool unit of the advice (a block trace: block_tokens)
 
 
-def live_spec(path: Path, work: Path, block_tokens: int, advice_unit: int) -> LiveSpec:
+def live_spec(path: Path, work: Path, block_tokens: int, advice_unit: int, load: Any = None) -> LiveSpec:
+    """`load` (harness.advise.load.Load): a trace is sent at it (harness.advise.confirm_load); None: one
+    request at a time."""
     if path.is_dir():
         return _capture(path)
     if path.suffix in (".yaml", ".yml"):
         spec = load_spec(path)
         return LiveSpec(spec, spec.points()[0], 0, 1)
-    return _trace(path, work, block_tokens, advice_unit)
+    return _trace(path, work, block_tokens, advice_unit, load)
 
 
-def trace_spec_dict(path: Path, block_tokens: int, stem: str | None = None) -> dict:
-    """A trace workload spec over `path`: token ids (exact on SGLang and the sim), sent in file order;
-    `stem`: the name of the trace it was made from (a shrunk copy keeps the original's)."""
+def trace_spec_dict(path: Path, block_tokens: int, stem: str | None = None, load: Any = None) -> dict:
+    """A trace workload spec over `path`: token ids (exact on SGLang and the sim), sent in file order, one
+    at a time or at `load` (harness.advise.load.Load); `stem`: the name of the trace it was made from (a
+    shrunk copy keeps the original's)."""
     stem = stem or path.stem
-    return {
+    out: dict[str, Any] = {
         "name": f"advise-{stem}",
         "description": f"harness advise --confirm: {stem} replayed live",
         "api": "sglang-generate",
@@ -89,6 +93,15 @@ def trace_spec_dict(path: Path, block_tokens: int, stem: str | None = None) -> d
         },
         "timeouts": TIMEOUTS,
     }
+    if load is not None:
+        from harness.advise.confirm_load import spec_load
+
+        with path.open() as f:
+            n = sum(1 for line in f if line.strip())
+        top, wl = spec_load(load, n)
+        out |= top
+        out["workload"] |= wl
+    return out
 
 
 def shrunk_answers(path: Path, work: Path, block_tokens: int, trace_block: int) -> Path:
@@ -109,11 +122,11 @@ def shrunk_answers(path: Path, work: Path, block_tokens: int, trace_block: int) 
     return out
 
 
-def _trace(path: Path, work: Path, block_tokens: int, advice_unit: int) -> LiveSpec:
+def _trace(path: Path, work: Path, block_tokens: int, advice_unit: int, load: Any = None) -> LiveSpec:
     work.mkdir(parents=True, exist_ok=True)
     sent = shrunk_answers(path, work, block_tokens, advice_unit) if block_tokens < advice_unit else path
     out = work / "live-spec.yaml"
-    out.write_text(yaml.safe_dump(trace_spec_dict(sent, block_tokens, path.stem), sort_keys=False))
+    out.write_text(yaml.safe_dump(trace_spec_dict(sent, block_tokens, path.stem, load), sort_keys=False))
     spec = load_spec(out)
     return LiveSpec(spec, spec.points()[0], 0, block_tokens)
 

@@ -188,16 +188,13 @@ def render(a: Advice) -> str:
 
         out += replicas_markdown(a.replicas)
     if a.confirmed:
-        out += [
-            "",
-            "## Confirmed live",
-            "",
-            "| configuration | server | predicted | measured | difference |",
-            "|---|---|---|---|---|",
-        ]
-        out += [f"| {' | '.join(confirmed_row(c))} |" for c in a.confirmed]
+        from harness.advise.confirm_rows import table as confirm_table
+
+        head, rows = confirm_table(a.confirmed, confirmed_row)
+        out += ["", "## Confirmed live", "", f"| {' | '.join(head)} |", "|" + "---|" * len(head)]
+        out += [f"| {' | '.join(r)} |" for r in rows]
         if a.confirm is not None:
-            out += ["", *[f"- {line}" for line in a.confirm.sentences()]]
+            out += ["", *[f"- {line}" for line in a.confirm.sentences()], *a.confirm.capacity_markdown()]
     if a.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in a.notes]
     return "\n".join(out) + "\n"

@@ -143,6 +143,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="--confirm on a trace's first N requests, each pool scaled to the slice (docs/advise.md)",
     )
     p.add_argument(
+        "--confirm-capacity",
+        action="store_true",
+        help="with --confirm: bench's capacity search on the recommendation (--server-kind), over the "
+        "same slice, predicted against measured req/s (docs/advise.md)",
+    )
+    p.add_argument(
         "--confirm-time-limit",
         type=_number("--confirm-time-limit", float, "300"),
         default=None,
@@ -250,6 +256,8 @@ def _run(args: argparse.Namespace) -> int:
         requests=args.confirm_requests,
         time_limit_s=args.confirm_time_limit,
         quiet=args.quiet,
+        slo=parse_slo(args.slo),
+        capacity=args.confirm_capacity,
     )
     opts = Options(
         card=args.card,

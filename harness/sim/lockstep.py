@@ -90,7 +90,13 @@ class _Loop:
             return 0
         wire = max(0, self.seq - self.received)
         free, ready = self.concurrency - self.in_flight - wire, self.ready_now
-        if free <= 0 or ready <= 0 or (self.next_due is not None and self.next_due > now):
+        # open loop: the next arrival is owed once the clock reaches it, whether or not the client's wall
+        # clock has (at --time-scale the virtual clock runs ahead of the client's schedule)
+        if (
+            free <= 0
+            or (ready <= 0 and self.next_due is None)
+            or (self.next_due is not None and self.next_due > now)
+        ):
             return wire
         return wire + (min(free, ready) if self.next_due is None else 1)
 

@@ -142,6 +142,8 @@ class ExperimentSpec:
         wl: Workload = self.workload
         if knob == "sessions" and isinstance(wl, MultiTurnWorkload):
             wl = dataclasses.replace(wl, sessions=int(label))
+        if knob == "speedup" and isinstance(wl, TraceWorkload):  # the trace's own times / the value
+            wl = dataclasses.replace(wl, speedup=float(label))
         return Point(
             sweep={knob: label},
             workload=wl,

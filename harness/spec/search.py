@@ -14,7 +14,7 @@ from harness.errors import SpecError
 from harness.spec.checks import no_unknown, pos_float, pos_int, tname
 from harness.spec.load import SLO_KEYS
 
-KNOBS = ("concurrency", "request_rate", "sessions")
+KNOBS = ("concurrency", "request_rate", "sessions", "speedup")  # speedup: a trace at its own times / s
 SEARCH_KEYS = {"knob", "lo", "hi", "slo", "goodput"}
 
 
@@ -32,7 +32,7 @@ class SearchSpec:
     @property
     def integer(self) -> bool:
         """Concurrency and sessions are counts: the search ends on adjacent integers."""
-        return self.knob != "request_rate"
+        return self.knob not in ("request_rate", "speedup")
 
     def label(self, value: float) -> int | float:
         """The value as a point's sweep names it: an int for counts, the rate as given."""
@@ -58,11 +58,17 @@ def parse_search(v: Any, f: str, workload_kind: str, sweep: dict[str, Any]) -> S
             "search.knob",
             f"sessions: the workload has none (it is {workload_kind}; sessions need multi-turn)",
         )
+    if knob == "speedup" and workload_kind != "trace":
+        raise SpecError(
+            f,
+            "search.knob",
+            f"speedup: the workload has no arrival times (it is {workload_kind}; needs trace)",
+        )
     if sweep:
         raise SpecError(
             f, "search", f"a search moves one knob; remove sweep ({', '.join(sweep)}) or the search"
         )
-    if knob == "request_rate":
+    if knob in ("request_rate", "speedup"):
         lo, hi = pos_float(v["lo"], f, "search.lo"), pos_float(v["hi"], f, "search.hi")
     else:
         lo, hi = float(pos_int(v["lo"], f, "search.lo")), float(pos_int(v["hi"], f, "search.hi"))

@@ -156,7 +156,7 @@ def judge(probe: Probe, below: Probe | None, search: SearchSpec) -> Probe:
     if probe.status == "failed":
         return probe
     if (
-        search.knob == "request_rate"
+        search.knob in ("request_rate", "speedup")  # an open loop
         and probe.queue_growth is not None
         and probe.queue_growth >= QUEUE_GROWTH
     ):

@@ -226,9 +226,10 @@ def test_ctrl_c_keeps_the_finished_candidate_and_the_part_of_the_running_one_and
     from tests.helpers.cli import ROOT, harness_argv
 
     out = tmp_path / "out"
-    argv = harness_argv(
-        *ADVISE, "--confirm", "2", "--confirm-requests", "200", "--server-kind", "sim", "-o", str(out)
-    )
+    argv = harness_argv(  # one request at a time: at the trace's own times the first alone takes ~67 s
+        *ADVISE, "--confirm", "2", "--confirm-requests", "200", "--concurrency", "1", "--server-kind", "sim",
+        "-o", str(out),
+    )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
