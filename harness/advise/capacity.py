@@ -39,6 +39,7 @@ class Capacity:
     input_tokens_per_s: float | None
     hit_rate: float | None
     tried: tuple[Tried, ...] = field(default=())
+    scale: float | None = None  # the load knob there: agents or requests in flight for a closed loop
     low_rps: float | None = None  # the card physics' error band around rps (docs/advise.md#physics)
     high_rps: float | None = None
 
@@ -48,6 +49,7 @@ class Capacity:
             "input_tokens_per_s": self.input_tokens_per_s,
             "hit_rate": self.hit_rate,
             "range_rps": None if self.low_rps is None else [self.low_rps, self.high_rps],
+            "scale": self.scale,
             "tried": [t.to_dict() for t in self.tried],
         }
 
@@ -75,14 +77,15 @@ def search(
     hi: float | None
     if ok(1.0):
         lo, hi = 1.0, None
-        while hi is None and lo * 2 <= max_factor:
-            if ok(lo * 2):
-                lo *= 2
+        while hi is None and lo < max_factor:
+            up = min(lo * 2, max_factor)  # the cap itself is the last load tried
+            if ok(up):
+                lo = up
             else:
-                hi = lo * 2
+                hi = up
     else:
         lo, hi = None, 1.0
-        while lo is None and hi / 2 >= 1 / max_factor:
+        while lo is None and hi / 2 >= 1 / MAX_FACTOR:
             if ok(hi / 2):
                 lo = hi / 2
             else:
@@ -108,10 +111,9 @@ def highest(tried: Sequence[Tried], tokens_per_request: float) -> Capacity:
     ok = [t for t in tried if serves(t)]
     if not ok:
         return Capacity(None, None, None, tuple(tried))
-    best = max(ok, key=lambda t: t.rps)
-    return Capacity(
-        best.rps, best.rps * tokens_per_request, best.hit_rate, tuple(sorted(tried, key=lambda t: t.rps))
-    )
+    best = max(ok, key=lambda t: t.scale)  # the knob moves the load: speedup, rate or agents
+    ordered = tuple(sorted(tried, key=lambda t: t.scale))
+    return Capacity(best.rps, best.rps * tokens_per_request, best.hit_rate, ordered, best.scale)
 
 
 def fewest_replicas(probe: Callable[[int], Tried], guess: int, most: int) -> tuple[int | None, list[Tried]]:

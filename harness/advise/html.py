@@ -219,5 +219,5 @@ def at_load_html(a: Advice) -> str:
         + f"<h2>Capacity at the SLO</h2><p>SLO: {esc(a.slo.describe())}. Capacity: the highest offered load one "
         "replica serves within it with a steady queue; GPUs needed: the fewest replicas behind the modelled "
         f"router at {esc(a.load.describe())}, up to the node's {most} GPUs.</p>"
-        + _table(CAP_HEAD, [capacity_row(r, most) for r in a.at_load])
+        + _table(CAP_HEAD, [capacity_row(r, most, a.load.kind == "concurrency") for r in a.at_load])
     )

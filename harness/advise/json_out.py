@@ -41,6 +41,7 @@ def to_dict(a: Advice) -> dict:
         "seconds": {k: round(v, 3) for k, v in a.seconds.items()},
         "slo": None if a.slo is None else a.slo.to_dict(),
         "headline_at_load": a.headline_at_load,
+        **({"agents": _agents(a)} if a.load is not None and a.load.agents else {}),
         "modelled": {
             "load": None if a.load is None else a.load.to_dict(),
             "one_at_a_time": "curve, candidates, steps and replicas rows",
@@ -48,6 +49,19 @@ def to_dict(a: Advice) -> dict:
         },
         "notes": a.notes,
         **({"replicas": a.replicas.to_dict()} if a.replicas is not None else {}),
+    }
+
+
+def _agents(a: Advice) -> dict:
+    """Agents per replica for each shown candidate (issue 59: the pool holds N sessions; with a host tier,
+    M), at the SLO the capacity search judged."""
+    return {
+        "agents": a.load.concurrency,
+        "agents_per_replica": {
+            r.role: (r.capacity.scale if r.capacity is not None else None) for r in a.at_load
+        },
+        "gpus_needed": {r.role: r.gpus_needed for r in a.at_load},
+        "slo": None if a.slo is None else a.slo.describe(),
     }
 
 

@@ -43,8 +43,11 @@ class Load:
     offered_rps: float | None = None  # a trace's requests over its span, after --speedup
     span_s: float | None = None  # a trace's first to last arrival, after --speedup
     start_s: float = 0.0  # a trace's first arrival, after --speedup (a slice need not start at 0)
+    agents: bool = False  # the concurrency counts agents: conversations with their think times (--agents)
 
     def describe(self) -> str:
+        if self.kind == "concurrency" and self.agents:
+            return f"{self.concurrency} agents at once (closed loop: each request its think time after the last answer)"
         if self.kind == "concurrency":
             return f"{self.concurrency} requests in flight (closed loop)"
         if self.kind == "rate":
@@ -57,10 +60,16 @@ class Load:
 
 
 def load_of(
-    trace: Trace, speedup: float = 1.0, concurrency: int | None = None, rate: float | None = None
+    trace: Trace,
+    speedup: float = 1.0,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    agents: int | None = None,
 ) -> Load:
-    """The load the flags and the input name (see the module docstring for the order)."""
-    check_load(speedup, concurrency, rate)
+    """The load the flags and the input name (see the module docstring for the order; --agents first)."""
+    check_load(speedup, concurrency, rate, agents)
+    if agents is not None:
+        return Load("concurrency", concurrency=agents, agents=True)
     if concurrency is not None:
         return Load("concurrency", concurrency=concurrency)
     if rate is not None:
@@ -75,11 +84,17 @@ def load_of(
             span_s=span,
             start_s=min(arrivals) / speedup,
         )
-    return Load("concurrency", concurrency=int(trace.concurrency or 1))
+    return Load("concurrency", concurrency=int(trace.concurrency or 1), agents=trace.agents)
 
 
-def check_load(speedup: float, concurrency: int | None, rate: float | None) -> None:
+def check_load(
+    speedup: float, concurrency: int | None, rate: float | None, agents: int | None = None
+) -> None:
     """The load flags, before any work: one line naming the flag and its value."""
+    if agents is not None and agents < 1:
+        raise HarnessError(f"--agents: {agents}: must be 1 or more")
+    if agents is not None and (concurrency is not None or rate is not None):
+        raise HarnessError("--agents: give one of --agents, --concurrency and --rate")
     if speedup <= 0:
         raise HarnessError(f"--speedup: {speedup:g}: must be positive")
     if concurrency is not None and concurrency < 1:

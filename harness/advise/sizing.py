@@ -50,6 +50,7 @@ class Work:
     node: Node | None
     levers: Levers
     rows_replicas: int  # the at-load table's replica count (a probe there labels its rows)
+    max_factor: float = 64.0  # the search's cap on the load factor (a closed loop: the trace's conversations)
 
 
 _WORK: Work | None = None
@@ -161,7 +162,7 @@ def size_one(job: tuple[Config, int]) -> Sized:
             at[w.rows_replicas] = probe(cfg, 1.0, w.rows_replicas)
         return Sized(Capacity(None, None, None), None, (), floor, at)
     at[1] = probe(cfg, 1.0, 1)  # whole: its figures are the row's at the input's load
-    tried = search(lambda f: at[1] if f == 1.0 else probe(cfg, f, 1, early=True))
+    tried = search(lambda f: at[1] if f == 1.0 else probe(cfg, f, 1, early=True), max_factor=w.max_factor)
     cap = highest(tried, tokens)
     need: int | None = None
     fleet: list[Tried] = []
@@ -195,7 +196,13 @@ def size(
     n_rows = a.at_load[0].replicas if a.at_load else 1
     router = a.at_load[0].router if a.at_load and a.at_load[0].router != "-" else "cache_aware"
     most = node.gpus if node is not None else 8
-    _WORK = Work(trace, profile, slo, load, router, most, node, levers, n_rows)
+    cap = 64.0
+    if load.kind == "concurrency":  # a closed loop holds no more than the input's conversations at once
+        convs = len(
+            {r.conversation if r.conversation is not None else -1 - i for i, r in enumerate(trace.requests)}
+        )
+        cap = max(1.0, min(cap, convs / max(load.concurrency or 1, 1)))
+    _WORK = Work(trace, profile, slo, load, router, most, node, levers, n_rows, cap)
     # on --tp N (one card cannot serve the input: every candidate starts there) a replica takes N GPUs
     tp = {c: _tp(a) for c in configs}
     jobs = [(c, max(1, most // tp[c])) for c in configs]
@@ -258,12 +265,12 @@ def finish_at_load(
     import time
 
     from harness.advise.sizing_words import card_name, headline
-    from harness.advise.slo import DEFAULT_SLO
+    from harness.advise.slo import AGENTS_SLO, DEFAULT_SLO
 
     if not a.at_load:
         return
     t0 = time.perf_counter()
-    a.slo = slo or DEFAULT_SLO
+    a.slo = slo or (AGENTS_SLO if load.agents else DEFAULT_SLO)
     size(a, trace, load, profile, a.slo, workers)
     most = a.node.gpus if a.node is not None else 8
     longest = max((r.tokens for r in trace.requests), default=0)

@@ -34,6 +34,8 @@ def _row(rows: list[AtLoad], role: str) -> AtLoad | None:
 
 
 def _load_words(load: Load) -> str:
+    if load.agents:
+        return f"{load.concurrency} agents"
     if load.kind == "trace" and load.offered_rps:
         return f"{load.offered_rps:.2f} req/s"
     if load.kind == "rate":
@@ -47,7 +49,28 @@ def _ttft_bound(slo: Slo) -> tuple[float, float]:
 
 
 def headline(rows: list[AtLoad], load: Load, slo: Slo, card: str, most: int, longest_tokens: int) -> str:
-    """The at-load sentence that leads the headline (empty when nothing was sized)."""
+    """The at-load sentence that leads the headline (empty when nothing was sized); for a closed loop,
+    what one card holds follows it, in agents or requests in flight."""
+    text = _gpus_sentence(rows, load, slo, card, most, longest_tokens)
+    today, rec = _row(rows, "today"), _row(rows, "recommendation")
+    if not text or load.kind != "concurrency" or today is None or rec is None:
+        return text
+    unit = "agents" if load.agents else "requests in flight"
+    if all(r.capacity is None or r.capacity.scale is None for r in (today, rec)):
+        return text
+
+    def held(r: AtLoad) -> str:
+        c = r.capacity
+        if c is None or c.scale is None:
+            return "none"
+        return f"{c.scale:.0f}"
+
+    return f"{text} One {card} holds {held(today)} {unit} within it with today's configuration, {held(rec)} with the recommendation."
+
+
+def _gpus_sentence(
+    rows: list[AtLoad], load: Load, slo: Slo, card: str, most: int, longest_tokens: int
+) -> str:
     today, rec = _row(rows, "today"), _row(rows, "recommendation")
     if today is None or rec is None or today.capacity is None:
         return ""
@@ -95,11 +118,14 @@ CAP_HEAD = [
 ]
 
 
-def capacity_row(r: AtLoad, most: int) -> list[str]:
+def capacity_row(r: AtLoad, most: int, closed: bool = False) -> list[str]:
+    """One row of the capacity table; `closed`: a closed loop's capacity is what it holds at once."""
     c = r.capacity
     if c is None:
         return [r.role, r.label, "-", "-", "-", "-", "-"]
-    if c.rps is None:
+    if c.rps is not None and c.scale is not None and closed:
+        cap = f"{c.scale:.0f} at once ({c.rps:.3g} req/s)"
+    elif c.rps is None:
         cap = "none: " + (
             f"{r.floor_share:.1%} miss it alone" if not c.tried else "misses even at 1/64 of your load"
         )
@@ -136,5 +162,6 @@ def markdown(rows: list[AtLoad], load: Load, slo: Slo, most: int) -> list[str]:
         "",
     ]
     out += ["| " + " | ".join(CAP_HEAD) + " |", "|" + "---|" * len(CAP_HEAD)]
-    out += ["| " + " | ".join(capacity_row(r, most)) + " |" for r in rows]
+    closed = load.kind == "concurrency"
+    out += ["| " + " | ".join(capacity_row(r, most, closed)) + " |" for r in rows]
     return out

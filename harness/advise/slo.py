@@ -107,6 +107,7 @@ class Slo:
 
 
 DEFAULT_SLO = Slo()
+AGENTS_SLO = Slo(bounds=(Bound("ttft", 95.0, DEFAULT_TTFT_MS),))  # kv-cache-tester's ramp: TTFT p95 <= 2 s
 
 
 def parse_slo(text: str | None, flag: str = "--slo") -> Slo | None:

@@ -175,6 +175,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="at-load replay: N requests in flight",
     )
     p.add_argument(
+        "--agents",
+        type=_number("--agents", int, "64"),
+        default=None,
+        help="at-load replay: N agents (conversations) at once, each next request its think time after the "
+        "previous answer; capacity in agents per replica, TTFT p95 <= 2 s unless --slo",
+    )
+    p.add_argument(
         "--rate",
         type=_number("--rate", float, "2.5"),
         default=None,
@@ -276,7 +283,7 @@ def _run(args: argparse.Namespace) -> int:
     check_confirm(args.inputs, launch)
     from harness.advise.load import check_load
 
-    check_load(args.speedup, args.concurrency, args.rate)
+    check_load(args.speedup, args.concurrency, args.rate, args.agents)
     if args.confirm:  # it launches servers: SIGTERM/SIGHUP unwind as Ctrl-C does, stopping them
         from harness.servers.process import install_signal_handlers
 
@@ -292,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
             break
         from harness.advise.load import load_of, shown_at_load
 
-        load = load_of(trace, args.speedup, args.concurrency, args.rate)
+        load = load_of(trace, args.speedup, args.concurrency, args.rate, args.agents)
         # one replica: the rows at load replay in advise's own pool, beside its L3 step
         a = advise(path, opts, profile, trace, None if replicas else load)
         if replicas:

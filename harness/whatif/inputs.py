@@ -171,6 +171,7 @@ def read_agentic(path: Path) -> Trace:
         kind="blocks",
         notes=[describe(convs)],
         concurrency=len(convs),
+        agents=True,
     )
 
 

@@ -38,6 +38,7 @@ class Trace:
     concurrency: int | None = None  # the run's cap on requests in flight; None: no scheduler replay
     request_rate: float | None = None  # Poisson arrivals (requests/s) on top of the cap, as the loadgen
     seed: int = 0  # the schedule seed (arrival offsets)
+    agents: bool = False  # conversations of agents, each request its think time after the last answer
 
     def hit_tokens(self, req: TraceRequest, units: int) -> int:
         """Tokens a hit of `units` key elements saves; the last block counts its real length."""

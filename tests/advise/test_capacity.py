@@ -164,3 +164,29 @@ def test_an_slo_no_replica_count_meets_says_so_with_the_share_and_the_levers(
     assert "no number of L4s meets the SLO" in head and "--tp" in head and "looser SLO" in head
     today = next(r for r in out["modelled"]["at_load"] if r["role"] == "today")
     assert today["capacity"]["rps"] is None and today["gpus_needed"] is None and today["floor_share"] > 0.1
+
+
+AGENTIC = Path(__file__).resolve().parents[1] / "data" / "agentic"
+
+
+def test_agents_per_replica_on_an_agentic_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["advise", str(AGENTIC), "--card", "h100", "--model", "llama-3.1-8b-instruct", "--json"]
+    assert main([*base, "--agents", "3", "--slo", "ttft_p95_ms=10000", "--workers", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ag = out["agents"]
+    assert ag["agents"] == 3 and ag["slo"] == "TTFT p95 <= 10 s"
+    # the sample's five conversations all fit one H100 within 10 s: the search stops at the folder's size
+    assert set(ag["agents_per_replica"].values()) == {5}
+    assert "One H100 holds 5 agents" in out["headline_at_load"]
+    assert main([*base, "--workers", "1"]) == 0  # no --slo: the agents' default, TTFT p95 <= 2 s
+    assert json.loads(capsys.readouterr().out)["slo"]["describe"] == "TTFT p95 <= 2 s"
+
+
+def test_agents_flag_is_checked_before_any_work(capsys: pytest.CaptureFixture[str]) -> None:
+    for extra, word in (
+        (["--agents", "0"], "must be 1 or more"),
+        (["--agents", "4", "--rate", "2"], "one of"),
+    ):
+        assert main(["advise", str(AGENTIC), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "--agents" in err and word in err and "Traceback" not in err
