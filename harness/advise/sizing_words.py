@@ -7,6 +7,7 @@ headline leads with the load because that is the question a serving team asks of
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.advise.load import AtLoad, Load
@@ -20,9 +21,14 @@ def card_name(profile: Any) -> str:
     return name.upper()
 
 
-def _gpus(n: int | None, card: str, most: int, rng: tuple[int, int] | None = None) -> str:
+def _gpus(
+    n: int | None, card: str, most: int, rng: tuple[int, int] | None = None, est: int | None = None
+) -> str:
+    """GPUs needed in words: the count, its range within the card physics' error, or past the node's
+    GPUs an estimate from one replica's capacity (dividing: labelled so, never the replayed figure)."""
     if n is None:
-        return f"more than {most} {card}s"
+        more = f"more than {most} {card}s"
+        return more + (f" (about {est} at one replica's capacity)" if est is not None and est > most else "")
     text = f"{n} {card}" + ("s" if n != 1 else "")
     if rng is not None and rng != (n, n):
         text += f" ({rng[0]}-{rng[1]} within the card physics' error)"
@@ -87,24 +93,39 @@ def _gpus_sentence(
     t, r = today.gpus_needed, rec.gpus_needed
     same_cfg = today.label == rec.label
     if t == 1 and (r == 1 or same_cfg):
-        a, b = today.slo_figures, rec.slo_figures
+        a, b = today.needed_figures, rec.needed_figures
         key = next(iter(a), None)
-        fig = f": TTFT p{pct:g} at load {a[key] / 1000:.2f} -> {b.get(key, 0) / 1000:.2f} s" if key else ""
-        return f"{head} one {card} meets the SLO with today's configuration and with the recommendation{fig}."
-    if same_cfg:
-        return (
-            f"{head} today's configuration needs {_gpus(t, card, most)}; no change the steps found saves one."
+        fig = (
+            f": TTFT p{pct:g} at load {a[key] / 1000:.2f} -> {b.get(key, a[key]) / 1000:.2f} s" if key else ""
         )
-    rec_n = str(r) if r is not None else f"more than {most}"
-    text = f"{head}: today's configuration needs {_gpus(t, card, most)}, the recommendation ({rec.label}) {rec_n}"
+        return f"{head} one {card} meets the SLO with today's configuration and with the recommendation{fig}."
+    today_n = _gpus(t, card, most, today.gpus_needed_range, _estimate(today, load))
+    if same_cfg:
+        return f"{head} today's configuration needs {today_n}; no change the steps found saves one."
+    tier = "HiCache" if "host" in rec.label and "host" not in today.label else "the recommendation"
+    if t is not None and t == r:
+        return (
+            f"{head}: today's configuration and the recommendation ({rec.label}) both need {today_n}: "
+            f"{tier} saves no GPU at this load."
+        )
+    rec_n = _gpus(r, card, most, rec.gpus_needed_range, _estimate(rec, load))
+    text = f"{head}: today's configuration needs {today_n}, the recommendation ({rec.label}) {rec_n}"
     if t is not None and r is not None and r < t:
-        tier = "HiCache" if "host" in rec.label and "host" not in today.label else "the recommendation"
         text += f": {tier} saves {t - r} of {t} GPUs"
     elif t is None and r is not None:
         text += f": it serves the load where today's configuration cannot on {most}"
     elif t is not None and r is not None and r > t:
-        text += " (it needs more at this load: its one-at-a-time gain does not hold here)"
+        text += " (more at this load: its one-at-a-time gain does not hold here)"
     return text + "."
+
+
+def _estimate(r: AtLoad, load: Load) -> int | None:
+    """Replicas x tp by one replica's capacity, for a load past the node's GPUs (an open loop's)."""
+    c = r.capacity
+    offered = load.offered_rps if load.kind == "trace" else (load.rate if load.kind == "rate" else None)
+    if c is None or not c.rps or not offered:
+        return None
+    return math.ceil(offered / c.rps - 1e-9) * r.tp
 
 
 CAP_HEAD = [
@@ -138,6 +159,8 @@ def capacity_row(r: AtLoad, most: int, closed: bool = False) -> list[str]:
         if c.rps is None and r.gpus_needed is None
         else (str(r.gpus_needed) if r.gpus_needed is not None else f"> {most}")
     )
+    if r.gpus_needed_range is not None and r.gpus_needed_range[0] != r.gpus_needed_range[1]:
+        need += f" ({r.gpus_needed_range[0]}-{r.gpus_needed_range[1]})"
     state = "overloaded (queue grows)" if r.overloaded else "keeps up"
     slo = ", ".join(f"{k.split(' <=')[0]} {v / 1000:.2f} s" for k, v in r.slo_figures.items())
     if r.attainment is not None:
