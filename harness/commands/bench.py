@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
             f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
         )
         print(
-            f"server kind: sim (the embedded simulator; card profile {card}; time scale {scale}) for "
-            f"`launch: sglang` profiles, because {why}{scope}",
+            f"server kind: sim, modelling card {card} (choose another with --card-profile, e.g. "
+            f"--card-profile h100; time scale {scale}) for `launch: sglang` profiles, because {why}{scope}",
             flush=True,
         )
     else:
