@@ -441,8 +441,14 @@ def render(summary: Any) -> str:
         all_charts += charts
         parts.append("<h3>Charts</h3>" + chart_figures(charts) + anatomy_img(pts, exp) + clock_note(pts))
         parts.append(pairs_table(exp, summary.pairs))
+        sims = all(p.modelled for p in pts)  # the latency table's wall clock only paced a sim: collapsed
         for t in tables[1:]:
-            parts.append(table_html(t))
+            parts.append(
+                "<details><summary>The sim's wall clock (paced by --time-scale; not the card's time)</summary>"
+                f"{table_html(t)}</details>"
+                if t.kind == "latency" and sims
+                else table_html(t)
+            )
             if t.kind == "sources":
                 parts.append(f'<p class="note">{esc(sources_note(pts))}</p>' + cache_html(pts))
         by_tier = tier_table(pts)

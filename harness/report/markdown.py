@@ -126,8 +126,15 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
             lines += [" ".join(said), ""]
         lines += main_table(exp, pts, pairs, servers)
         scale_note = time_scale_lines(pts, servers)
-        if scale_note:
-            lines += ["", *scale_note]
+        if scale_note:  # where the sim's timings come from: collapsed, as on the page
+            lines += [
+                "",
+                "<details><summary>Sim timings: what they are</summary>",
+                "",
+                *scale_note,
+                "",
+                "</details>",
+            ]
         lines += ["", "### Latency, throughput and goodput", "", *latency_table(pts)]
         slo = slo_text(pts)
         lines += [
@@ -175,13 +182,15 @@ SELF_CHECK = (
 
 
 def main_table(exp: str, pts: list[Any], pairs: Any, servers: Any) -> list[str]:
-    """The experiment's one table: the A/B, the policy grid, or the generic one."""
+    """The experiment's one table (the A/B, the policy or routing grid, or the generic one), under its title."""
     kind = layout(pts)
     if kind == "ab":
-        return list(ab_table(exp, pts, pairs, servers))
-    if kind == "policy":
-        return list(policy_table(exp, pts, servers))
-    return list(generic_table(pts))
+        t = tables.ab(exp, pts, pairs, servers)
+    elif kind == "policy":
+        t = tables.policy(exp, pts, servers)
+    else:
+        t = tables.generic(pts)
+    return [f"**{t.title}**", "", *_md(t)]
 
 
 def glance(s: Any) -> list[str]:
