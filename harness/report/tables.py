@@ -231,8 +231,9 @@ def ab(
 def routing_of(entry: Server | Mapping[str, Any] | None) -> tuple[str, int] | None:
     """(routing policy, replica count) of replicas behind a gateway; None for a single server."""
     reps = as_server(entry).replicas
-    if isinstance(reps, dict) and reps.get("policy") and isinstance(reps.get("replicas"), int):
-        return str(reps["policy"]), int(reps["replicas"])
+    count = reps.get("replicas") if isinstance(reps, dict) else None
+    if isinstance(reps, dict) and reps.get("policy") and isinstance(count, int):
+        return str(reps["policy"]), count
     return None
 
 
