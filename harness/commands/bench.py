@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
         raise
     ran = len(outcome.statuses)
     log(
-        f"sweep: {ran - sum(s != 'ok' for s in outcome.statuses.values())}/{ran} points ok, "
+        f"sweep: {ran - sum(s != 'ok' for s in outcome.statuses.values())}/{ran} runs ok (a run: one point "
+        "at one seed), "
         f"{outcome.skipped_ok} already ok, {outcome.restarts} server restarts, "
         f"{len(outcome.server_failures)} servers failed, {time.monotonic() - t0:.1f}s"
     )

@@ -25,7 +25,7 @@ def test_point_bars_join_the_sweep_bar_and_leave_when_done() -> None:
     assert progress.shared() is None  # outside a sweep a point draws its own bar
     with progress.sweep_progress(3, quiet=False) as sp:
         assert sp is not None and progress.shared() is sp.p
-        assert "time left: after the first point" in sp.info()
+        assert "time left: after the first run" in sp.info()
         bar = Progress("gpu-only groups=4,seed=0", 8)
         assert bar.shared is sp.p and len(sp.p.tasks) == 2  # overall on top, the point's beneath
         res = SimpleNamespace(ok=8, failed=0, skipped=0, not_sent=0)
@@ -35,7 +35,7 @@ def test_point_bars_join_the_sweep_bar_and_leave_when_done() -> None:
         assert sp.done == 1 and sp.p.tasks[0].completed == 1 and "left" in sp.info()
         progress.point_done()
         progress.point_done()
-        assert sp.info().startswith("points  done in")
+        assert sp.info().startswith("runs (point x seed)  done in")
     assert progress.shared() is None
     with progress.sweep_progress(3, quiet=True) as sp:
         assert sp is None and progress.shared() is None
