@@ -58,6 +58,7 @@ def after_sweep(opts: BenchOptions, log: Log) -> StageResult:
     """
     from harness import verdicts
     from harness.report import write_report
+    from harness.report.glance import glance, glance_text
     from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
 
     every = None if opts.quiet else HEARTBEAT_S  # --quiet: the start and end lines, no heartbeat
@@ -76,6 +77,8 @@ def after_sweep(opts: BenchOptions, log: Log) -> StageResult:
         log(
             f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
         )
+        for line in [f"at a glance ({node}):", *glance_text(glance(summary))]:  # as the .md and page open
+            log(line)
         verdict = verdicts.stored_verdict(summary)  # judged once, by summarize: the line the summary holds
         result.flagged += verdict.flagged
         result.verdict_lines.append(f"validate {node}: {verdict.line}")

@@ -63,6 +63,12 @@ def test_smoke_suite_end_to_end(tmp_path: Path) -> None:
     ends = [i for i, x in enumerate(out) if x.startswith(("summarizing ", "report n ")) and ": done in " in x]
     assert len(starts) == 2 and len(ends) == 2 and starts[0] < ends[0] < starts[1] < ends[1], r.stdout
     assert re.search(r"^sweep: \d+/\d+ runs ok \(a run: one point at one seed\)", r.stdout, re.M), r.stdout
+    glance = out[
+        out.index("at a glance (n):") + 1 :
+    ]  # the terminal shows the first screen the .md opens with
+    assert glance[0].startswith("- smoke-bench. ") and "`" not in glance[0], r.stdout
+    md = (tmp_path / "summaries" / "n.md").read_text()
+    assert glance[0][2:] in md.replace("**", "").replace("`", "")
     summary = json.loads((tmp_path / "summaries" / "n.json").read_text())
     assert len(summary["points"]) == 4 and all(p["status"] == "ok" for p in summary["points"])
     assert (tmp_path / "summaries" / "n.md").read_text().startswith("# Node n")
