@@ -121,7 +121,7 @@ def test_kill_9_then_rerun_resumes_without_rerunning_done_points(tmp_path: Path,
     assert 2 <= len(done) < 6
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{len(done)} points already ok, skipped" in r.stdout
+    assert f"{len(done)} runs already ok, skipped" in r.stdout
     for name, mtime in done.items():
         assert (cap / "n" / "tiny" / "s" / name / "point.json").stat().st_mtime_ns == mtime
         assert point_json(cap, "tiny", "s", name)["attempt"] == 1
