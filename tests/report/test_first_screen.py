@@ -88,3 +88,37 @@ def test_the_first_line_names_the_modelled_card_and_how_to_choose_another(sample
     head = md.split("## At a glance", 1)[0]
     assert "l4/Llama-3.1-8B-Instruct card" in head and "--card-profile" in head
     assert "--card-profile" in _page_text(html_page.render(sample)).split("At a glance", 1)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # the first browser test may install chromium on a cold machine
+def test_the_page_chromium_renders_opens_with_the_verdict_line_and_at_a_glance(
+    sample: Summary, tmp_path: Path
+) -> None:
+    """What the browser shows (innerText: collapsed details excluded), not the raw HTML."""
+    import os
+
+    from tests.helpers.browser import Chromium, can_unshare_net, ensure_chromium
+
+    binary, why = ensure_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests need chromium under CI: {why}")
+        pytest.skip(f"chromium cannot be had here: {why}")
+    b = Chromium(binary, no_network=can_unshare_net())
+    try:
+        path = tmp_path / "cpu-sim.html"
+        path.write_text(html_page.render(sample), encoding="utf-8")
+        res = b.load(path)
+    finally:
+        b.close()
+    first = res.dom["firstScreen"]
+    assert sample.verdict is not None and sample.verdict.line in first["verdict"]
+    shown = re.sub(r"\s+", " ", first["glance"])
+    for g in glance(sample):
+        for said in (g.answer, g.misses, g.note):
+            assert said.replace("`", "") in shown, said
+    assert first["glanceTop"] < 900 / 2  # it starts in the top half of a laptop's first screen
+    assert "every server is the sim" not in shown  # the time-scale list is collapsed, not on it
+    if os.environ.get("HARNESS_UPDATE_DOCS"):
+        (SAMPLE.parent / "cpu-sim-html-first-screen.png").write_bytes(res.screenshot)
