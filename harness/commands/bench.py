@@ -116,24 +116,26 @@ def run(args: argparse.Namespace) -> int:
 
     others = ", ".join(k for k in LAUNCH_KINDS if k not in ("sglang", "sim"))
     scope = f"; profiles with another launch ({others}) run as their launch says"
-    if kind == "sim":
-        card = args.card_profile or f"from each spec's suite.sim, else {plan.DEFAULT_CARD}"
-        scale = (
-            f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
-        )
-        print(
-            f"server kind: sim (the embedded simulator; card profile {card}; time scale {scale}) for "
-            f"`launch: sglang` profiles, because {why}{scope}",
-            flush=True,
-        )
-    else:
-        print(f"server kind: {kind} for `launch: sglang` profiles: {why}{scope}", flush=True)
-
     if args.retries < 0:
         raise HarnessError(f"--retries: expected 0 or more, got {args.retries}")
     if args.time_scale is not None and args.time_scale <= 0:
         raise HarnessError(f"--time-scale: expected a positive number, got {args.time_scale}")
     specs = plan.load_specs([Path(f) for f in args.spec] if args.spec else suite_files(args.suite))
+    if kind == "sim":  # the card the sim models, as the plans will pass it: the first thing a user reads
+        cards = sorted(
+            {args.card_profile or s.sim_settings().card_profile or plan.DEFAULT_CARD for s in specs}
+        )
+        scale = (
+            f"{args.time_scale:g}" if args.time_scale is not None else "from each spec's suite.sim, else 1"
+        )
+        print(
+            f"server kind: sim, modelling card {', '.join(cards) or plan.DEFAULT_CARD} (choose another with "
+            f"--card-profile, e.g. --card-profile h100; time scale {scale}) for `launch: sglang` profiles, "
+            f"because {why}{scope}",
+            flush=True,
+        )
+    else:
+        print(f"server kind: {kind} for `launch: sglang` profiles: {why}{scope}", flush=True)
     model = args.model
     if model is None and args.dry_run and kind == "sglang":  # a preview needs no model: a placeholder
         model = DRY_RUN_MODEL
@@ -186,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
         raise
     ran = len(outcome.statuses)
     log(
-        f"sweep: {ran - sum(s != 'ok' for s in outcome.statuses.values())}/{ran} points ok, "
+        f"sweep: {ran - sum(s != 'ok' for s in outcome.statuses.values())}/{ran} runs ok (a run: one point "
+        "at one seed), "
         f"{outcome.skipped_ok} already ok, {outcome.restarts} server restarts, "
         f"{len(outcome.server_failures)} servers failed, {time.monotonic() - t0:.1f}s"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,27 @@ def join_outer(get: Callable[[], Any] | None) -> None:
 def joined() -> bool:
     """Whether point bars join a display someone above registered (harness.advise.confirm_progress)."""
     return _outer is not None
+
+
+class RecentTtft(deque[float]):
+    """The latest TTFTs (s) a point's bar shows. A sim's answers carry its virtual stamps (`sim_time`):
+    then the bar shows the modelled card's TTFT, the figure the point is reported and a confirm compared
+    by, not the sim's wall time (milliseconds at --time-scale against predictions of hundreds)."""
+
+    modelled = False
+
+    def add(self, rec: Any) -> None:
+        st = getattr(rec, "sim_time", None)
+        arrival, first = (
+            (st.get("arrival_s"), st.get("first_token_s")) if isinstance(st, dict) else (None, None)
+        )
+        if isinstance(arrival, int | float) and isinstance(first, int | float):
+            if not self.modelled:  # the first stamped answer: from here on, the modelled clock only
+                self.clear()
+                self.modelled = True
+            self.append(first - arrival)
+        elif not self.modelled and rec.ttft_s is not None:
+            self.append(rec.ttft_s)
 
 
 class Progress:
@@ -43,13 +65,14 @@ class Progress:
             self.p.start()
 
     @staticmethod
-    def _info(failed: int, ttft: str) -> str:
-        return f"failed {failed}  TTFT p50 {ttft}"
+    def _info(failed: int, ttft: str, modelled: bool = False) -> str:
+        return f"failed {failed}  {'modelled ' if modelled else ''}TTFT p50 {ttft}"
 
     def _update(self, res: Any, ttfts: Sequence[float]) -> None:
         ttft = f"{statistics.median(ttfts) * 1000:.1f} ms" if ttfts else "-"
         done = res.ok + res.failed + res.skipped + res.not_sent
-        self.p.update(self.task, completed=done, info=self._info(res.failed, ttft))
+        info = self._info(res.failed, ttft, bool(getattr(ttfts, "modelled", False)))
+        self.p.update(self.task, completed=done, info=info)
         self.p.refresh()
 
     async def run(self, res: Any, ttfts: Sequence[float]) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +39,7 @@ from harness.loadgen.due import DueQueue
 from harness.loadgen.engine import pick_engine as _pick_engine
 from harness.loadgen.feeders import Arrivals, Feeder, pick_feeder
 from harness.loadgen.part import Part
-from harness.loadgen.progress import Progress
+from harness.loadgen.progress import Progress, RecentTtft
 from harness.loadgen.sessions import Session, trace_due
 from harness.loadgen.stall import drive as _drive
 from harness.loadgen.tally import LoadResult, RunIds
@@ -171,7 +170,7 @@ class _Run:
         self.sessions: dict[int, Session] = {}  # conversations with a turn queued or in flight
         self.feeder: Feeder = pick_feeder(schedule, part, load, rate, concurrency, self.sessions)
         self.arrivals = Arrivals(rate, schedule.seed, load) if rate else None
-        self.recent_ttft: deque[float] = deque(maxlen=512)
+        self.recent_ttft = RecentTtft(maxlen=512)
         self.in_flight = 0
         self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (loadgen.stall)
         self.last_done = 0.0  # when a request last ended: an ending is progress too
@@ -297,8 +296,7 @@ class _Run:
             self.in_flight -= 1
             self.live.pop(id(rec), None)
             self.last_done = _mono()
-        if rec.ttft_s is not None:
-            self.recent_ttft.append(rec.ttft_s)
+        self.recent_ttft.add(rec)  # the sim's modelled TTFT where its answers carry stamps
         self._write(rec)
         s.answered(rec, st.output_ids)
         if rec.ok:

@@ -64,6 +64,8 @@ def interval_table(points: Points) -> Table | None:
     cols = [
         k for k in INTERVAL_COLUMNS if any(k in p.interval or (k == "hit_rate" and _hit_key(p)) for p in pts)
     ]
+    if all(p.modelled for p in pts):  # sims alone: their wall-clock latency only paced the run, not beside
+        cols = [k for k in cols if not k.startswith("latency.")]  # the card's (it stays in the JSON)
     header = ["server", "point", "seeds"] + [INTERVAL_COLUMNS[k][0] for k in cols]
     rows: list[list[Cell]] = []
     keys: list[str] = []

@@ -305,15 +305,15 @@ def experiment_findings(points: Points, servers: Servers) -> list[str]:
     from harness.report.anatomy import anatomy_findings
     from harness.report.replicas_findings import replicas_findings
 
-    why = anatomy_findings(pts, srvs)  # the dominant miss class and its lever open the experiment
+    why = anatomy_findings(pts, srvs)  # the dominant miss class and its lever follow the answer
     routed = replicas_findings(pts, srvs)  # replicas behind a gateway: which routing kept the hits
     if routed:
-        return why + routed
+        return routed + why
     if kind == "ab":
-        return why + ab_findings(pts, srvs)
+        return ab_findings(pts, srvs) + why
     if kind == "policy":
-        return why + (policy_findings(pts, srvs) or hit_findings(pts, srvs))
-    return why + hit_findings(pts, srvs)
+        return (policy_findings(pts, srvs) or hit_findings(pts, srvs)) + why
+    return hit_findings(pts, srvs) + why
 
 
 def findings(s: Summary) -> dict[str, list[str]]:

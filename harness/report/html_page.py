@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -23,6 +24,8 @@ from harness.report.capacity import capacity_tables
 from harness.report.chart_data import Chart, experiment_charts
 from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale, verdict_word
+from harness.report.findings import experiment_findings
+from harness.report.glance import card_line, glance
 from harness.report.health import health_html
 from harness.report.tables import (
     Badge,
@@ -314,8 +317,21 @@ def header_facts(summary: Any) -> list[tuple[str, str]]:
     return facts
 
 
+COLLAPSED_FACTS = ("time scale (sim)",)  # long lists (every sim server's name): below the fold, in <details>
+
+
 def facts_html(facts: list[tuple[str, str]], lines: list[tuple[str, str]]) -> str:
-    dl = "".join(f'<dt>{esc(k)}</dt><dd data-fact="{esc(k)}">{esc(v)}</dd>' for k, v in facts)
+    """The run's facts; the long ones and the launch lines collapsed, so the first screen stays the answers."""
+    dl = "".join(
+        f'<dt>{esc(k)}</dt><dd data-fact="{esc(k)}">{esc(v)}</dd>'
+        for k, v in facts
+        if k not in COLLAPSED_FACTS
+    )
+    dl += "".join(
+        f'<dt>{esc(k)}</dt><dd data-fact="{esc(k)}"><details><summary>details</summary>{esc(v)}</details></dd>'
+        for k, v in facts
+        if k in COLLAPSED_FACTS
+    )
     launch = "".join(
         f'<div><code>{esc(who)}</code><pre class="evidence launch">{esc(line)}</pre></div>'
         for who, line in lines
@@ -363,6 +379,34 @@ def _footer(summary: Summary) -> str:
     return out
 
 
+def words_html(text: str) -> str:
+    """A finding's sentence as HTML: escaped, its `names` as <code> (the .md's backticks)."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", esc(text))
+
+
+def first_screen(summary: Summary) -> str:
+    """The verdict line, the modelled card, and "At a glance": the same entries the .md opens with."""
+    out = ""
+    if summary.verdict is not None:
+        out += f'<p class="verdict-line"><strong>Verdicts:</strong> {esc(summary.verdict.line)}.</p>'
+    card = card_line(summary)
+    if card:
+        out += f'<p class="card-line">{words_html(card)}</p>'
+    items = "".join(
+        f'<li data-experiment="{esc(g.experiment)}"><strong>{esc(g.experiment)}.</strong> {words_html(g.answer)}'
+        + "".join(
+            f'<br><span class="misses">{words_html(x)}</span>'
+            for x in (f"Misses: {g.misses}" if g.misses else "", g.note)
+            if x
+        )
+        + "</li>"
+        for g in glance(summary)
+    )
+    if items:
+        out += f'<section class="glance" id="at-a-glance"><h2>At a glance</h2><ul>{items}</ul></section>'
+    return out
+
+
 def render(summary: Any) -> str:
     """The whole page for one node's summary."""
     summary = parse_summary(summary)
@@ -383,15 +427,28 @@ def render(summary: Any) -> str:
             parts.append('<p class="note">No points.</p></section>')
             sections.append("".join(parts))
             continue
+        said = experiment_findings(pts, entry.servers)  # the same sentences as the .md's section
+        if said:
+            parts.append(f'<p class="findings">{words_html(" ".join(said))}</p>')
         tables = experiment_tables(summary, exp)
         parts.append(table_html(tables[0], "main"))
-        parts.append(scale_note(pts, entry.servers))
+        scale = scale_note(pts, entry.servers)
+        if scale:  # where the timings come from: read once, then in the way of the tables
+            parts.append(
+                f'<details class="time-scale"><summary>Sim timings: what they are</summary>{scale}</details>'
+            )
         charts = experiment_charts(exp, [(node, pts)])
         all_charts += charts
         parts.append("<h3>Charts</h3>" + chart_figures(charts) + anatomy_img(pts, exp) + clock_note(pts))
         parts.append(pairs_table(exp, summary.pairs))
+        sims = all(p.modelled for p in pts)  # the latency table's wall clock only paced a sim: collapsed
         for t in tables[1:]:
-            parts.append(table_html(t))
+            parts.append(
+                "<details><summary>The sim's wall clock (paced by --time-scale; not the card's time)</summary>"
+                f"{table_html(t)}</details>"
+                if t.kind == "latency" and sims
+                else table_html(t)
+            )
             if t.kind == "sources":
                 parts.append(f'<p class="note">{esc(sources_note(pts))}</p>' + cache_html(pts))
         by_tier = tier_table(pts)
@@ -407,7 +464,7 @@ def render(summary: Any) -> str:
         parts.append("</section>")
         sections.append("".join(parts))
     body = (
-        f"<header><h1>Prefix-cache benchmark: node {esc(node)}</h1>"
+        f"<header><h1>Prefix-cache benchmark: node {esc(node)}</h1>{first_screen(summary)}"
         f"{facts_html(header_facts(summary), launch_lines(summary))}{toc(exps)}</header>"
         + "".join(sections)
         + _footer(summary)

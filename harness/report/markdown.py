@@ -15,6 +15,8 @@ from harness.report import capacity, tables
 from harness.report.classes import traffic_tables
 from harness.report.common import as_points, server_time_scale
 from harness.report.findings import experiment_findings
+from harness.report.glance import card_line, glance_markdown
+from harness.report.glance import glance as glance_entries
 from harness.report.health import health_lines
 from harness.report.latency import latency_table, modelled_goodput_note, slo_text
 from harness.report.predicted import prediction_table
@@ -106,9 +108,12 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
     ]
     if s.verdict is not None:  # the same line `harness validate` and `make bench` end with
         lines += ["", f"**Verdicts:** {s.verdict.line}."]
+    card = card_line(s)
+    if card:
+        lines += ["", card]
     points = s.points
     pairs = s.pairs
-    lines += glance(s, points, pairs)  # one screen: every experiment's finding and its table
+    lines += glance(s)  # one screen: every experiment's answer and its misses
     for exp, entry in sorted(s.experiments.items()):
         pts = [p for p in points if p.experiment == exp]
         servers = entry.servers
@@ -121,8 +126,15 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
             lines += [" ".join(said), ""]
         lines += main_table(exp, pts, pairs, servers)
         scale_note = time_scale_lines(pts, servers)
-        if scale_note:
-            lines += ["", *scale_note]
+        if scale_note:  # where the sim's timings come from: collapsed, as on the page
+            lines += [
+                "",
+                "<details><summary>Sim timings: what they are</summary>",
+                "",
+                *scale_note,
+                "",
+                "</details>",
+            ]
         lines += ["", "### Latency, throughput and goodput", "", *latency_table(pts)]
         slo = slo_text(pts)
         lines += [
@@ -170,23 +182,21 @@ SELF_CHECK = (
 
 
 def main_table(exp: str, pts: list[Any], pairs: Any, servers: Any) -> list[str]:
-    """The experiment's one table: the A/B, the policy grid, or the generic one."""
+    """The experiment's one table (the A/B, the policy or routing grid, or the generic one), under its title."""
     kind = layout(pts)
     if kind == "ab":
-        return list(ab_table(exp, pts, pairs, servers))
-    if kind == "policy":
-        return list(policy_table(exp, pts, servers))
-    return list(generic_table(pts))
+        t = tables.ab(exp, pts, pairs, servers)
+    elif kind == "policy":
+        t = tables.policy(exp, pts, servers)
+    else:
+        t = tables.generic(pts)
+    return [f"**{t.title}**", "", *_md(t)]
 
 
-def glance(s: Any, points: list[Any], pairs: Any) -> list[str]:
-    """The first screen: each experiment's finding (its miss anatomy first) and its one table."""
-    out = ["", "## At a glance"]
-    for exp, entry in sorted(s.experiments.items()):
-        pts = [p for p in points if p.experiment == exp]
-        if not pts:
-            continue
-        said = experiment_findings(pts, entry.servers)
-        out += ["", f"**{exp}.** " + (" ".join(said[:2]) if said else "No finding to state."), ""]
-        out += main_table(exp, pts, pairs, entry.servers)
-    return out + ["", "The full tables of every experiment follow."]
+def glance(s: Any) -> list[str]:
+    """The first screen: each experiment's answer, then its miss anatomy (harness.report.glance, the same
+    entries the HTML page and the terminal show); the tables follow in each experiment's section."""
+    entries = glance_entries(s)
+    if not entries:
+        return []
+    return ["", "## At a glance", "", *glance_markdown(entries), "", "Each experiment's tables follow."]

@@ -122,3 +122,27 @@ def replicas_findings(points: list[Point], servers: dict[str, Server]) -> list[s
     if notes:
         out.append(f"Load skew past 1.5×: {join_words([f'`{s}` ({n})' for n, s in notes[:4]])}.")
     return out
+
+
+def routing_answer(points: list[Point], servers: dict[str, Server]) -> str | None:
+    """The experiment's answer in one sentence: per replica layout, the routing that kept the most hits."""
+    rows = _rows(points, servers)
+    parts = []
+    for key in sorted({r.point.point_key for r in rows}):
+        at = "" if key == "default" else f"{key}, "
+        for n, l3 in sorted({(r.replicas, r.l3) for r in rows if r.point.point_key == key}):
+            group = sorted(
+                (r for r in rows if r.point.point_key == key and (r.replicas, r.l3) == (n, l3)),
+                key=lambda r: -r.hit.median,
+            )
+            if len(group) < 2:
+                continue
+            best, nxt = group[0], group[1]
+            ahead = all(best.hit.above(r.hit, margin=HIT_MARGIN) for r in group[1:])
+            parts.append(
+                f"{at}{n} replicas, {l3}: `{best.policy}` {fmt_pct(best.hit.median)}"
+                f" ({'ahead of' if ahead else 'not separated by the seeds from'} `{nxt.policy}` {fmt_pct(nxt.hit.median)})"
+            )
+    if not parts:
+        return None
+    return f"Routing that kept the most prompt tokens cached: {'; '.join(parts)}."

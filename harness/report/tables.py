@@ -24,6 +24,7 @@ from harness.report.columns import (
 )
 from harness.report.common import (
     as_points,
+    as_server,
     as_servers,
     cache_note,
     clock,
@@ -164,6 +165,9 @@ def ab(
         on = f", {', '.join(cards)}" if cards else ""
         header.insert(3, f"modelled median TTFT ms{on} ({names})")
         header.insert(5, f"modelled output tok/s{on} ({names})")
+    wall_too = not with_model or not all(p.modelled for p in pts)  # sims alone: the card's time leads
+    if not wall_too:
+        del header[4], header[2]
     extra_keys = sorted({k for p in pts for k in p.sweep if k != "groups"})
     if extra_keys:
         header.insert(1, "point")
@@ -215,6 +219,8 @@ def ab(
         if with_model:
             row.insert(3, cell(lambda p: num(modelled_ttft_p50_ms(p), ".0f")))
             row.insert(5, cell(lambda p: num(modelled_tok_s(p))))
+        if not wall_too:  # the sim's wall clock only paced the run: in the JSON and the latency details
+            del row[4], row[2]
         if extra_keys:
             row.insert(1, Cell(",".join(f"{k}={any_p.sweep.get(k)}" for k in extra_keys)))
         rows.append(row)
@@ -222,12 +228,30 @@ def ab(
     return Table("ab", header, rows, keys, "A/B: servers side by side per number of distinct prompts")
 
 
+def routing_of(entry: Server | Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """(routing policy, replica count) of replicas behind a gateway; None for a single server."""
+    reps = as_server(entry).replicas
+    count = reps.get("replicas") if isinstance(reps, dict) else None
+    if isinstance(reps, dict) and reps.get("policy") and isinstance(count, int):
+        return str(reps["policy"]), count
+    return None
+
+
+def _axes(pts: list[Point], srvs: Mapping[str, Server]) -> tuple[list[str], str]:
+    """The row-label columns and the title's axes: routing × replicas behind a gateway, else policy × pool."""
+    if pts and all(routing_of(srvs.get(p.server)) for p in pts):
+        return ["routing", "replicas", "pool (tokens)"], "Routing × replicas"
+    return ["pool (tokens)", "policy"], "Eviction policy × pool"
+
+
 def policy(exp: str, points: Points, servers: Servers) -> Table:
-    """One row per server (policy × pool): whole-run hit rate and per turn."""
+    """One row per server (policy × pool, or routing × replicas): whole-run hit rate and per turn."""
     pts, srvs = as_points(points), as_servers(servers)
     turns = sorted({int(t) for p in pts for t in (p.median.hit_rate_usage_by_turn or {})})
     multi = len({p.point_key for p in pts}) > 1
-    header = ["pool (tokens)", "policy", "server"] + (["point"] if multi else [])
+    labels, axes = _axes(pts, srvs)
+    routed = labels[0] == "routing"
+    header = [*labels, "server"] + (["point"] if multi else [])
     with_model = any(p.modelled for p in pts)
     agent = bool(pts) and all(p.workload_kind == "agent" for p in pts)  # its `turn` is the step depth
     header += ["whole-run hit rate"] + [f"step depth {t}" if agent else f"turn {t + 1}" for t in turns]
@@ -235,10 +259,14 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
     header += ["median SM clock MHz", "verdict", "status"]
     rows: list[list[Cell]] = []
     keys: list[str] = []
-    for p in sorted(
-        pts,
-        key=lambda p: (server_pool(srvs.get(p.server)), server_policy(srvs.get(p.server)), p.point_key),
-    ):
+
+    def order(p: Point) -> tuple[Any, ...]:
+        entry = srvs.get(p.server)
+        if routed:
+            return (*(routing_of(entry) or ("", 0)), p.server, p.point_key)
+        return (server_pool(entry), server_policy(entry), p.point_key)
+
+    for p in sorted(pts, key=order):
         entry = srvs.get(p.server)
         by_turn = p.median.hit_rate_usage_by_turn or {}
         m = p.median
@@ -246,7 +274,12 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
         if whole is None:
             whole = m.hit_rate_counters if "hit_rate_counters" in m else m.hit_rate_log
         flag = " ⚠ sources disagree" if m.hit_rate_disagree else ""
-        texts = [server_pool(entry), server_policy(entry), p.server] + ([p.point_key] if multi else [])
+        route = routing_of(entry)
+        if routed and route:
+            texts = [route[0], str(route[1]), server_pool(entry), p.server]
+        else:
+            texts = [server_pool(entry), server_policy(entry), p.server]
+        texts += [p.point_key] if multi else []
         texts += [pct(whole) + flag + status_note(p) + cache_note(p)] + [
             pct(by_turn.get(str(t))) for t in turns
         ]
@@ -261,7 +294,7 @@ def policy(exp: str, points: Points, servers: Servers) -> Table:
         rows.append(row)
         keys.append(f"{p.server}|{p.point_key}")
     per = "step depth" if agent else "turn"
-    return Table("policy", header, rows, keys, f"Eviction policy × pool: hit rate per {per}")
+    return Table("policy", header, rows, keys, f"{axes}: hit rate per {per}")
 
 
 def generic(points: Points) -> Table:

@@ -94,7 +94,9 @@ def worker_table(points: Points) -> Table | None:
         keys.append(f"{p.server}|{p.point_key}")
     if not rows:
         return None
-    return Table("workers", HEADER, rows, keys, "Replicas: every worker")
+    sims = all(p.modelled for p in as_points(points))  # the wall column is the sim's pacing, named so
+    header = [f"wall {h}" if sims and h.startswith("TTFT") else h for h in HEADER]
+    return Table("workers", header, rows, keys, "Replicas: every worker")
 
 
 def worker_lines(points: Points) -> list[str]:

@@ -362,7 +362,7 @@ def _run_servers(
         for sp in plan.servers:
             outcome.skipped_ok += len(sp.done)
             if sp.done:
-                sw.log(f"{plan.spec.name}/{sp.profile.name}: {len(sp.done)} points already ok, skipped")
+                sw.log(f"{plan.spec.name}/{sp.profile.name}: {len(sp.done)} runs already ok, skipped")
             if not sp.todo:
                 continue
             try:

@@ -18,6 +18,7 @@ from harness.capture.redact import Redactor, spec_redactor
 from harness.spec import ExperimentSpec, load_spec
 from harness.sweep.bench import Outcome, run_plans
 from harness.sweep.plan import BenchOptions, ExperimentPlan, plan_experiment
+from harness.sweep.progress import HEARTBEAT_S, phase
 
 Log = Callable[[str], None]
 
@@ -57,14 +58,18 @@ def after_sweep(opts: BenchOptions, log: Log) -> StageResult:
     """
     from harness import verdicts
     from harness.report import write_report
+    from harness.report.glance import glance, glance_text
     from harness.summarize.summary import summarize, write_summaries  # pandas: loaded only after a sweep
 
-    summaries = summarize([Path(opts.capture) / opts.node])
-    result = StageResult(summaries=write_summaries(summaries, opts.summaries))
+    every = None if opts.quiet else HEARTBEAT_S  # --quiet: the start and end lines, no heartbeat
+    with phase(f"summarizing {Path(opts.capture) / opts.node}", log, every):
+        summaries = summarize([Path(opts.capture) / opts.node])
+        result = StageResult(summaries=write_summaries(summaries, opts.summaries))
     for p in result.summaries:
         log(f"summary: {p}")
     for node, summary in summaries.items():
-        written = write_report(summary, opts.summaries, stem=node)
+        with phase(f"report {node} (charts, .md, .html, CSVs)", log, every):
+            written = write_report(summary, opts.summaries, stem=node)
         result.reports += written
         pages = [p for p in written if p.suffix == ".html"]
         n_png = sum(p.suffix == ".png" for p in written)
@@ -72,6 +77,8 @@ def after_sweep(opts: BenchOptions, log: Log) -> StageResult:
         log(
             f"report: {written[0]}, {', '.join(map(str, pages)) or 'no page'} (+{n_png} charts, {n_csv} CSVs)"
         )
+        for line in [f"at a glance ({node}):", *glance_text(glance(summary))]:  # as the .md and page open
+            log(line)
         verdict = verdicts.stored_verdict(summary)  # judged once, by summarize: the line the summary holds
         result.flagged += verdict.flagged
         result.verdict_lines.append(f"validate {node}: {verdict.line}")

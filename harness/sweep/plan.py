@@ -300,7 +300,7 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
                 lines.append(
                     f"    env: {' '.join(f'{k}={v}' for k, v in redactor.obj(sp.profile.env).items())}"
                 )
-            lines.append(f"    points: {sp.total} ({len(sp.done)} done, {len(sp.todo)} to run)")
+            lines.append(f"    runs (point x seed): {sp.total} ({len(sp.done)} done, {len(sp.todo)} to run)")
             if spec.search is not None:  # only the next probe is known before it runs
                 se = spec.search
                 lines.append(
@@ -311,7 +311,9 @@ def describe_plan(plans: list[ExperimentPlan], opts: BenchOptions, redactor: Red
                 lines.append(f"      {point_name(point.sweep, seed)}")
     total = sum(len(sp.todo) for p in plans for sp in p.servers)
     done = sum(len(sp.done) for p in plans for sp in p.servers)
-    lines.append(f"total: {total} points to run, {done} already ok; capture {opts.capture / opts.node}")
+    lines.append(
+        f"total: {total} runs (point x seed) to run, {done} already ok; capture {opts.capture / opts.node}"
+    )
     return lines
 
 

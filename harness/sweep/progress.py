@@ -1,4 +1,8 @@
-"""One overall bar for a sweep (points done / total, elapsed, time left from the finished points).
+"""One overall bar for a sweep (runs done / total, elapsed, time left from the finished runs), and a
+heartbeat for the phases after it (summarizing, reporting) so none is silent for more than a few seconds.
+
+Counts use one vocabulary (docs/reading-results.md): a *point* is one server at one sweep value, a *run*
+one point at one seed (what the bar counts), a *pair* two servers compared at one point.
 
 It shares one rich display with the load generator's per-point bar (registered with
 harness.loadgen.progress.join_outer while the sweep runs), so the sweep bar stays on top and the point bars come and go beneath it.
@@ -7,8 +11,9 @@ harness.loadgen.progress.join_outer while the sweep runs), so the sweep bar stay
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.loadgen import progress as point_bars
@@ -51,15 +56,15 @@ class SweepProgress:
             refresh_per_second=2,
             transient=False,
         )
-        self.task = self.p.add_task("sweep", total=total, info=self.info())
+        self.task = self.p.add_task("sweep runs", total=total, info=self.info())
 
     def info(self) -> str:
         elapsed = time.monotonic() - self.t0
         left = estimate_left(elapsed, self.done, self.total)
         if self.done >= self.total:
-            return f"points  done in {fmt_duration(elapsed)}"
-        tail = "time left: after the first point" if left is None else f"~{fmt_duration(left)} left"
-        return f"points  {fmt_duration(elapsed)} elapsed, {tail}"
+            return f"runs (point x seed)  done in {fmt_duration(elapsed)}; summarizing next"
+        tail = "time left: after the first run" if left is None else f"~{fmt_duration(left)} left"
+        return f"runs (point x seed)  {fmt_duration(elapsed)} elapsed, {tail}"
 
     def point_done(self) -> None:
         self.done += 1
@@ -102,3 +107,30 @@ def sweep_progress(total: int, quiet: bool) -> Iterator[SweepProgress | None]:
         point_bars.join_outer(None)
         sp.tick()
         sp.p.stop()
+
+
+HEARTBEAT_S = 5.0  # the longest a phase after the sweep goes without a line
+
+
+@contextlib.contextmanager
+def phase(label: str, log: Callable[[str], None], every_s: float | None = HEARTBEAT_S) -> Iterator[None]:
+    """Log that `label` started, every `every_s` that it is still going, and when it ended: summarizing a
+    large capture takes minutes, and a silent terminal after a full bar reads as a hang. None: no heartbeat."""
+    t0 = time.monotonic()
+    log(f"{label}...")
+    stop = threading.Event()
+
+    def beat() -> None:
+        while every_s is not None and not stop.wait(every_s):
+            log(f"{label}: still going, {fmt_duration(time.monotonic() - t0)} elapsed")
+
+    thread = threading.Thread(target=beat, name=f"phase {label}", daemon=True)
+    thread.start()
+    ended = "stopped after"  # an error on the way out: said, then raised
+    try:
+        yield
+        ended = "done in"
+    finally:
+        stop.set()
+        thread.join()
+        log(f"{label}: {ended} {fmt_duration(time.monotonic() - t0)}")

@@ -125,6 +125,6 @@ def test_bench_spec_repeated_runs_every_spec(tmp_path: Path) -> None:
         "--capture", str(tmp_path / "cap"), "--summaries", str(tmp_path / "sum"), "--quiet",
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "sweep: 4/4 points ok" in r.stdout
+    assert "sweep: 4/4 runs ok" in r.stdout
     summary = json.loads((tmp_path / "sum" / "n.json").read_text())
     assert sorted({p["experiment"] for p in summary["points"]}) == ["alpha", "beta"]

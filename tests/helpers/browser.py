@@ -128,6 +128,11 @@ EXTRACT = r"""
     evidence: [...document.querySelectorAll('pre.evidence[data-point]')].map(p => ({point: p.dataset.point, experiment: p.closest('section') ? p.closest('section').dataset.experiment : null, text: p.textContent})),
     scrollWidth: document.documentElement.scrollWidth,
     bodyText: document.body.innerText.length,
+    firstScreen: {  // what a reader sees on opening: the verdict line and At a glance, as rendered
+      verdict: document.querySelector('.verdict-line') ? document.querySelector('.verdict-line').innerText : null,
+      glance: document.querySelector('section.glance') ? document.querySelector('section.glance').innerText : null,
+      glanceTop: document.querySelector('section.glance') ? document.querySelector('section.glance').getBoundingClientRect().top + window.scrollY : null,
+    },
   };
 })()
 """

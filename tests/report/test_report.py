@@ -257,12 +257,11 @@ def test_generic_table_shows_modelled_columns_for_sim_points() -> None:
     md = markdown.render(
         {"schema_version": 2, "node": "n", "points": [point], "experiments": {"t": {"servers": {}}}}
     )
-    assert (
-        "| TTFT median ms | TTFT p99 ms | modelled median TTFT ms | modelled output tok/s | output tok/s |"
-        in md
-    )
-    assert "| 7 | n/a | 235 | 44.0 | 1500.0 |" in md
+    # sim points alone: the modelled card's time leads and the sim's wall clock is not beside it
+    assert "| requests | failures | modelled median TTFT ms | modelled output tok/s | hit rate |" in md
+    assert "| 600 | 0 | 235 | 44.0 | n/a |" in md
     plain = markdown.render(
         {"schema_version": 2, "node": "n", "points": [{**point, "modelled": None}], "experiments": {"t": {}}}
     )
-    assert "modelled" not in plain.split("## t")[1].split("\n\n")[1]
+    table = plain.split("## t")[1].split("| server")[1].split("\n")[0]
+    assert "modelled" not in table and "| TTFT median ms | TTFT p99 ms | output tok/s |" in table

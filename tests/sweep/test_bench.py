@@ -54,7 +54,21 @@ def test_smoke_suite_end_to_end(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = run_bench(tmp_path, "--suite", "smoke", timeout=170)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines()[0].startswith("server kind: sim")
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("server kind: sim, modelling card ") and "--card-profile" in first
+    out = r.stdout.splitlines()  # the phases after the bar say when they start and end (no silent minutes)
+    starts = [
+        i for i, x in enumerate(out) if x.startswith(("summarizing ", "report n ")) and x.endswith("...")
+    ]
+    ends = [i for i, x in enumerate(out) if x.startswith(("summarizing ", "report n ")) and ": done in " in x]
+    assert len(starts) == 2 and len(ends) == 2 and starts[0] < ends[0] < starts[1] < ends[1], r.stdout
+    assert re.search(r"^sweep: \d+/\d+ runs ok \(a run: one point at one seed\)", r.stdout, re.M), r.stdout
+    glance = out[
+        out.index("at a glance (n):") + 1 :
+    ]  # the terminal shows the first screen the .md opens with
+    assert glance[0].startswith("- smoke-bench. ") and "`" not in glance[0], r.stdout
+    md = (tmp_path / "summaries" / "n.md").read_text()
+    assert glance[0][2:] in md.replace("**", "").replace("`", "")
     summary = json.loads((tmp_path / "summaries" / "n.json").read_text())
     assert len(summary["points"]) == 4 and all(p["status"] == "ok" for p in summary["points"])
     assert (tmp_path / "summaries" / "n.md").read_text().startswith("# Node n")
@@ -78,7 +92,7 @@ def test_dry_run_prints_plan_and_launch_lines_and_writes_nothing(tmp_path: Path,
         "-m harness serve-sim --host 127.0.0.1 --port {port} --model-path default --card-profile tiny-test"
         in r.stdout
     )
-    assert "groups=1,seed=0" in r.stdout and "total: 2 points to run" in r.stdout
+    assert "groups=1,seed=0" in r.stdout and "total: 2 runs (point x seed) to run" in r.stdout
     assert not (tmp_path / "capture").exists() and not marked_pids(mark)
 
 
@@ -107,7 +121,7 @@ def test_kill_9_then_rerun_resumes_without_rerunning_done_points(tmp_path: Path,
     assert 2 <= len(done) < 6
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{len(done)} points already ok, skipped" in r.stdout
+    assert f"{len(done)} runs already ok, skipped" in r.stdout
     for name, mtime in done.items():
         assert (cap / "n" / "tiny" / "s" / name / "point.json").stat().st_mtime_ns == mtime
         assert point_json(cap, "tiny", "s", name)["attempt"] == 1
@@ -203,7 +217,7 @@ def test_sigint_stops_the_server_and_leaves_the_capture_resumable(tmp_path: Path
     assert no_survivors(mark, within=2)
     r = run_bench(tmp_path, "--spec", str(spec))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 points already ok, skipped" in r.stdout or "points already ok" in r.stdout
+    assert "1 runs already ok, skipped" in r.stdout
 
 
 @pytest.mark.slow
