@@ -148,6 +148,7 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
     """Point.hicache_funnel ({seed: funnel}, HiCache points) and Point.health (every verdict that applies)."""
     from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
     from harness.verdicts import coverage, health
+    from harness.verdicts.client import client_bound
 
     funnels: dict[str, HicacheFunnel] = {}
     series: dict[str, Any] = {}
@@ -159,6 +160,8 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
         t1 = float((sc.point or {}).get("end_mono") or t0)
         window = [0.0, round(t1 - t0, 3)]
         found += health.point_file_verdicts(seed, sc.point)
+        if (cb := client_bound(seed, sc.point, *_client_times(point, seed))) is not None:
+            found.append(cb)
         f = seed_funnel(sc)
         if f is not None:
             funnels[seed] = f
@@ -186,6 +189,17 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
         point.metrics_timeline = series  # the page's timeline chart (harness.report.timeline_chart)
     point.health = found
     point.not_judged = gaps or None
+
+
+def _client_times(point: Any, seed: str) -> tuple[float | None, float | None]:
+    """The seed's TTFT p50 and client lateness p99 (s), what `client-bound` weighs the loop lag against."""
+    s = point.seeds.get(seed)
+    fig = s.figures if s is not None else None
+    lat = fig.latency if fig is not None else None
+    ttft = lat.ttft_s.p50 if lat is not None else None
+    late = fig.client_late_s.p99 if fig is not None and fig.client_late_s is not None else None
+    num = (int, float)
+    return (float(ttft) if isinstance(ttft, num) else None, float(late) if isinstance(late, num) else None)
 
 
 def _point_counters(sc: SeedCapture) -> dict[str, Any] | None:
