@@ -53,7 +53,9 @@ class HicacheFunnel(Record):
 class HealthVerdict(Record):
     """One health verdict of one seed, with its figures and the time window (s since the point began)."""
 
-    verdict: str = Field(description="host-tier-inert, evict-storm, over-eviction, stalled or crashed")
+    verdict: str = Field(
+        description="host-tier-inert, evict-storm, over-eviction, stalled, crashed, client-bound or prefetch-declined"
+    )
     seed: str
     reason: str
     window_s: list[Num] | None = None
