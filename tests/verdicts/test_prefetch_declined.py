@@ -13,7 +13,7 @@ import pytest
 from harness.summary.funnel import HicacheFunnel
 from harness.verdicts.prefetch import prefetch_declined
 from tests.helpers import specs
-from tests.verdicts.test_health import _health
+from tests.helpers.health_point import health_point as _health
 
 L3_SIM = (
     "--card-profile", "tiny-test", "--time-scale", "1.0", "--enable-metrics",
