@@ -57,7 +57,7 @@ def client_bound(
     advice = (
         f"the host's other work held its core ({wait:.0%} of the run waiting for one): give the client a free core"
         if wait > cpu
-        else f"spread the load over processes with a free core each: `workers: {n}` in the spec"
+        else f"spread the load over processes with a free core each: `workers: {n}` in the spec (or `--workers {n}`)"
     )
     ttft = f"{ttft_p50_s * 1000:.1f} ms" if ttft_p50_s is not None else "unknown"
     figures: dict[str, Any] = {
