@@ -23,23 +23,24 @@ def _proc(lag_p50_s: float, cpu_s: float = 0.95, wait_s: float = 0.0, wall_s: fl
     ).to_dict()
 
 
-def test_the_bound_is_10_ms_or_a_tenth_of_the_ttft() -> None:
-    assert lag_bound(None) == 0.010 and lag_bound(0.05) == 0.010 and lag_bound(0.3) == pytest.approx(0.03)
+def test_the_bound_is_5_ms_or_a_tenth_of_the_ttft() -> None:
+    assert lag_bound(None) == 0.005 and lag_bound(0.04) == 0.005 and lag_bound(0.3) == pytest.approx(0.03)
 
 
 def test_a_busy_lagging_loop_is_client_bound_with_its_figures_and_workers_advice() -> None:
     v = client_bound("0", {"client": [_proc(0.040)]}, ttft_p50_s=0.016, client_late_p99_s=0.002)
     assert v is not None and v.verdict == "client-bound" and v.seed == "0"
     f = v.figures
-    assert f["loop_lag_p50_s"] == 0.040 and f["lag_bound_s"] == 0.010 and f["cpu_ms_per_request"] == 0.95
-    assert f["suggested_workers"] == 4 and f["client_late_p99_s"] == 0.002
-    assert "`workers: 4`" in v.reason and "40.0 ms late" in v.reason
+    assert f["loop_lag_p50_s"] == 0.040 and f["lag_bound_s"] == 0.005 and f["cpu_ms_per_request"] == 0.95
+    assert f["suggested_workers"] == 8 and f["client_late_p99_s"] == 0.002 and f["own_lag_p50_s"] == 0.040
+    assert "`workers: 8`" in v.reason and "40.0 ms late" in v.reason
 
 
 @pytest.mark.parametrize(
     ("proc", "ttft", "why"),
     [
-        (_proc(0.009), 0.016, "lag under the 10 ms floor"),
+        (_proc(0.0049), 0.016, "lag under the 5 ms floor"),
+        (_proc(0.020, cpu_s=0.1, wait_s=0.9), 0.016, "lag from waiting for a core: 2 ms its own"),
         (_proc(0.040), 0.5, "lag under a tenth of the TTFT"),
         (_proc(0.040, cpu_s=0.5, wall_s=1.0), 0.016, "idle half the run: the server was the limit"),
     ],
