@@ -119,6 +119,8 @@ class PointRecord:
     # the server died during the point: its exit code (a signal as -N; None when the process is not ours)
     server_died: bool = False
     server_exit_code: int | None = None
+    # each load-generator process's CPU share and event-loop lag (harness.loadgen.client_load): `client-bound`
+    client: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

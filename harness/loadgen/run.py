@@ -35,6 +35,7 @@ from harness.capture.records import RequestRecord
 from harness.client import get_dialect, stream_request
 from harness.client.dialects import normalize_base_url, with_priority
 from harness.client.http1 import H1Pool
+from harness.loadgen.client_load import LagMonitor
 from harness.loadgen.due import DueQueue
 from harness.loadgen.engine import pick_engine as _pick_engine
 from harness.loadgen.feeders import Arrivals, Feeder, pick_feeder
@@ -114,7 +115,7 @@ async def run_schedule(
     )
     res = run.res
     progress = None if quiet else Progress(label or ids.point, res.scheduled)
-    cpu0 = time.process_time()
+    cpu0, wall0 = time.process_time(), _mono()
     try:
         run.start()
         if engine == "http1":
@@ -132,6 +133,7 @@ async def run_schedule(
         run.stop()
         res.end_mono, res.end_wall = _mono(), time.time()
         res.client_cpu_s = time.process_time() - cpu0
+        res.processes = [run.lag.load(res.client_cpu_s, res.end_mono - wall0, res.sent)]
         run.writer.close()
     return res
 
@@ -171,6 +173,7 @@ class _Run:
         self.feeder: Feeder = pick_feeder(schedule, part, load, rate, concurrency, self.sessions)
         self.arrivals = Arrivals(rate, schedule.seed, load) if rate else None
         self.recent_ttft = RecentTtft(maxlen=512)
+        self.lag = LagMonitor()  # sampled while the workers run (harness.loadgen.stall.drive)
         self.in_flight = 0
         self.live: dict[int, RequestRecord] = {}  # in flight, watched by the stall watchdog (loadgen.stall)
         self.last_done = 0.0  # when a request last ended: an ending is progress too

@@ -191,6 +191,7 @@ def _combine(got: dict[int, LoadResult], procs: list, tally: _Tally, scheduled: 
         for f in ("sent", "ok", "failed", "skipped", "not_sent", "client_cpu_s"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
         total.errors.update(r.errors)
+        total.processes += r.processes
         total.max_in_flight += r.max_in_flight  # an upper bound: the workers' peaks need not coincide
         total.interrupted |= r.interrupted
         total.time_limited |= r.time_limited

@@ -46,6 +46,7 @@ async def drive(session: Any, run: Any, concurrency: int, progress: Any) -> None
     workers = [loop.create_task(run.worker(session)) for _ in range(concurrency)]
     ticker = loop.create_task(progress.run(res, run.recent_ttft)) if progress else None
     watch = loop.create_task(watch_stall(run, workers))
+    lag = loop.create_task(run.lag.run())  # the loop's own lag (harness.loadgen.client_load)
     try:
         await asyncio.gather(*workers)
     except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as e:
@@ -68,6 +69,7 @@ async def drive(session: Any, run: Any, concurrency: int, progress: Any) -> None
         raise
     finally:
         watch.cancel()
+        lag.cancel()
         if ticker and progress:
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.loadgen.client_load import ClientLoad
+
 
 @dataclass
 class RunIds:
@@ -60,3 +62,5 @@ class LoadResult:
     time_limited: bool = False
     client_cpu_s: float = 0.0  # this process's CPU time over the run (summed over the workers of a split run)
     stall: StallEvidence | None = None  # set by the stall watchdog: the run was cut, the point fails
+    # each load-generator process's CPU share and loop lag (one; one per worker of a split run)
+    processes: list[ClientLoad] = field(default_factory=list)

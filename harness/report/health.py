@@ -16,6 +16,9 @@ FUNNEL = (
     ("host hits", "host_hit_tokens"),
     ("loaded back", "loaded_back_tokens"),
     ("L3 prefetched", "storage_prefetched_tokens"),
+    ("L3 not prefetched", "storage_unfulfilled_tokens"),
+    ("L3 deferred", "storage_deferred_tokens"),
+    ("L3 backups dropped", "storage_backup_dropped_tokens"),
     ("L3 hits", "storage_hit_tokens"),
 )
 
@@ -26,7 +29,8 @@ def _n(v: Any) -> str:
 
 def health_lines(points: list[Any]) -> list[str]:
     """Markdown: the funnel per HiCache point x seed (tokens), then each health verdict with its window."""
-    rows = []
+    rows: list[str] = []
+    notes: list[str] = []
     for p in points:
         for seed, f in sorted((getattr(p, "hicache_funnel", None) or {}).items()):
             rows.append(
@@ -34,11 +38,15 @@ def health_lines(points: list[Any]) -> list[str]:
                 + " | ".join(_n(f.get(k)) for _, k in FUNNEL)
                 + " |"
             )
+            if reasons := f.get("storage_unfulfilled_by_reason"):  # SGLang's reasons, under the table
+                why = ", ".join(f"{_n(v)} {r}" for r, v in sorted(reasons.items()))
+                notes.append(f"- {p.server} `{p.point_key}` seed {seed}: L3 not prefetched by reason: {why}")
     out: list[str] = []
     if rows:
         out += ["### HiCache tier funnel (tokens)", ""]
         out += ["| server | point | seed | " + " | ".join(h for h, _ in FUNNEL) + " |"]
         out += ["|---|---|---|" + "---:|" * len(FUNNEL), *rows, ""]
+        out += [*notes, ""] if notes else []
     verdicts = [(p, v) for p in points for v in getattr(p, "health", None) or []]
     gaps = not_judged_lines(points)
     if verdicts or gaps:

@@ -98,7 +98,7 @@ FAULT_HELP = """fault injection (off by default; for testing how a harness survi
   --fault-seed N               seed of the fault dice (default 0)
   --fault-hicache MODE         a HiCache failure SGLang users report (harness.sim.health_faults):
                                host-never-matches | load-back-evicts-others | evict-whole-allocation |
-                               prefetch-hang
+                               prefetch-host-limit (needs an L3 backend) | prefetch-hang
   --fault-hang-after N         prefetch-hang: requests after the first N wait forever (default 0)"""
 
 
@@ -418,6 +418,10 @@ def validate(ns: argparse.Namespace) -> None:
     poll = getattr(ns, "sim_idle_poll_ms", 0.0)
     if not 0 <= poll < 60_000:
         raise HarnessError(f"--sim-idle-poll-ms: must be in [0, 60000), got {poll:g}")
+    if ns.fault_hicache == "prefetch-host-limit" and not ns.hicache_storage_backend:
+        raise HarnessError(
+            "--fault-hicache prefetch-host-limit: needs --hicache-storage-backend (an L3 tier)"
+        )
     if ns.hicache_storage_backend and not ns.enable_hierarchical_cache:
         raise HarnessError("--hicache-storage-backend: needs --enable-hierarchical-cache")
     if ns.hicache_ratio is not None and ns.hicache_ratio <= 0:

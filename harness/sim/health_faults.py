@@ -12,6 +12,10 @@ wraps one step of the engine's tree or pool; nothing else changes, so every othe
 - `evict-whole-allocation` (sglang PR #40748, #32016): an allocation that finds too little room evicts the
   whole allocation instead of the shortfall. What it evicts on top is the free space found at the shortfall,
   less than one allocation, so a pool kept full shows little of it (docs/faults.md#health-verdicts).
+- `prefetch-host-limit` (sglang#33984, Mooncake#3317): an L3 prefetch is refused when its tokens exceed
+  0.8 x (host pool - device pool), whatever the host has free; SGLang counts it unfulfilled with reason
+  `host_capacity`. Needs `--hicache-storage-backend`; bites when the host tier is not much larger than the
+  device pool (`--hicache-ratio` near 1).
 - `prefetch-hang` (sglang#30760, #42465): once `--fault-hang-after` requests have arrived, every later
   request waits forever, as a rank stuck in a prefetch check: no token, no error.
 """
@@ -21,7 +25,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-MODES = ("host-never-matches", "load-back-evicts-others", "evict-whole-allocation", "prefetch-hang")
+MODES = (
+    "host-never-matches",
+    "load-back-evicts-others",
+    "evict-whole-allocation",
+    "prefetch-host-limit",
+    "prefetch-hang",
+)
+HOST_LIMIT_SHARE = 0.8  # prefetch-host-limit: the share of (host - device) a prefetch may take
 
 
 def install(engine: Any, mode: str | None) -> None:
@@ -55,6 +66,17 @@ def install(engine: Any, mode: str | None) -> None:
             return bool(engine.available() >= tokens)
 
         engine._ensure_free = ensure_free
+    elif mode == "prefetch-host-limit":
+        l3 = engine.l3
+        if l3 is None:
+            raise ValueError("--fault-hicache prefetch-host-limit: needs --hicache-storage-backend")
+        host_room = l3._host_room
+        limit = HOST_LIMIT_SHARE * (tree.host.capacity - engine.pool)
+
+        def limited(tokens: int) -> bool:
+            return tokens <= limit and bool(host_room(tokens))
+
+        l3._host_room = limited
     else:
         raise ValueError(f"--fault-hicache: unknown mode {mode!r} (choose from {', '.join(MODES)})")
 

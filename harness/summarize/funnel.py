@@ -83,6 +83,7 @@ def seed_funnel(sc: SeedCapture) -> HicacheFunnel | None:
         "storage_prefetched_tokens": d.total("sglang:prefetched_tokens_total"),
         "storage_hit_tokens": by.get("storage"),
         "storage_written_tokens": d.total(metrics.STORAGE_BACKUPED),
+        **_l3_outcomes(d),
     }
     if f["dropped_tokens"] is None and backed is not None:
         f["dropped_tokens"] = 0.0  # labelled: appears only after its first increment
@@ -144,10 +145,30 @@ def _returning_by_structure(sc: SeedCapture, server_prompt_tokens: float | None)
     return round(returning_tokens(prompts) / total * float(server_prompt_tokens)) if total else None
 
 
+L3_UNFULFILLED = "sglang:storage_prefetch_unfulfilled_tokens_total"
+L3_DEFERRED = "sglang:storage_prefetch_deferred_tokens_total"
+L3_BACKUP_DROPPED = "sglang:hicache_backup_dropped_tokens_total"
+
+
+def _l3_outcomes(d: Any) -> dict[str, Any]:
+    """The L3 prefetch outcomes SGLang 0.5.23 counts beside its prefetches: unfulfilled (by reason),
+    deferred, and backups dropped before the write (null where the server has no such counter)."""
+    reasons = metrics._label_values(d.deltas, L3_UNFULFILLED, "reason")
+    by_reason = {r: v for r in reasons if (v := d.total(L3_UNFULFILLED, reason=r))}
+    return {
+        "storage_unfulfilled_tokens": d.total(L3_UNFULFILLED),
+        "storage_unfulfilled_by_reason": by_reason or None,
+        "storage_deferred_tokens": d.total(L3_DEFERRED),
+        "storage_backup_dropped_tokens": d.total(L3_BACKUP_DROPPED),
+    }
+
+
 def add_health(point: Any, seeds: list[SeedCapture]) -> None:
     """Point.hicache_funnel ({seed: funnel}, HiCache points) and Point.health (every verdict that applies)."""
     from harness.telemetry.timeline import METRICS_TIMELINE, read_timeline
     from harness.verdicts import coverage, health
+    from harness.verdicts.client import client_bound
+    from harness.verdicts.prefetch import prefetch_declined
 
     funnels: dict[str, HicacheFunnel] = {}
     series: dict[str, Any] = {}
@@ -159,13 +180,18 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
         t1 = float((sc.point or {}).get("end_mono") or t0)
         window = [0.0, round(t1 - t0, 3)]
         found += health.point_file_verdicts(seed, sc.point)
+        if (cb := client_bound(seed, sc.point, *_client_times(point, seed))) is not None:
+            found.append(cb)
         f = seed_funnel(sc)
         if f is not None:
             funnels[seed] = f
             v = health.host_tier_inert(seed, f, window)
-            if v is not None:
+            pd = prefetch_declined(seed, f, window)
+            if v is not None and pd is None:  # declined L3 prefetches explain the missing hits: named once
                 found.append(v)
             gaps += coverage.inert_gaps(seed, f)
+            if pd is not None:
+                found.append(pd)
         _, samples = read_timeline(sc.path / METRICS_TIMELINE)
         if (ts := timeline_series(samples, t0)) is not None:
             series[seed] = ts
@@ -186,6 +212,17 @@ def add_health(point: Any, seeds: list[SeedCapture]) -> None:
         point.metrics_timeline = series  # the page's timeline chart (harness.report.timeline_chart)
     point.health = found
     point.not_judged = gaps or None
+
+
+def _client_times(point: Any, seed: str) -> tuple[float | None, float | None]:
+    """The seed's TTFT p50 and client lateness p99 (s), what `client-bound` weighs the loop lag against."""
+    s = point.seeds.get(seed)
+    fig = s.figures if s is not None else None
+    lat = fig.latency if fig is not None else None
+    ttft = lat.ttft_s.p50 if lat is not None else None
+    late = fig.client_late_s.p99 if fig is not None and fig.client_late_s is not None else None
+    num = (int, float)
+    return (float(ttft) if isinstance(ttft, num) else None, float(late) if isinstance(late, num) else None)
 
 
 def _point_counters(sc: SeedCapture) -> dict[str, Any] | None:

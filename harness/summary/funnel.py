@@ -35,6 +35,23 @@ class HicacheFunnel(Record):
     storage_written_tokens: Num | None = Field(
         None, description="host -> L3 writes acknowledged (sglang:backuped_tokens_total)"
     )
+    storage_unfulfilled_tokens: Num | None = Field(
+        None,
+        description="L3 hits that did not become a usable prefetch, every reason "
+        "(sglang:storage_prefetch_unfulfilled_tokens_total)",
+    )
+    storage_unfulfilled_by_reason: dict[str, Num] | None = Field(
+        None, description="the same by SGLang's `reason` label (only reasons that moved)"
+    )
+    storage_deferred_tokens: Num | None = Field(
+        None,
+        description="prefetch tokens put off for capacity, a token counted on each try "
+        "(sglang:storage_prefetch_deferred_tokens_total)",
+    )
+    storage_backup_dropped_tokens: Num | None = Field(
+        None,
+        description="host -> L3 writes refused before they started (sglang:hicache_backup_dropped_tokens_total)",
+    )
     returning_tokens: Num | None = Field(
         None,
         description="prompt tokens the harness had sent before (the prefix each prompt shares with an earlier one)",
@@ -53,7 +70,9 @@ class HicacheFunnel(Record):
 class HealthVerdict(Record):
     """One health verdict of one seed, with its figures and the time window (s since the point began)."""
 
-    verdict: str = Field(description="host-tier-inert, evict-storm, over-eviction, stalled or crashed")
+    verdict: str = Field(
+        description="host-tier-inert, evict-storm, over-eviction, stalled, crashed, client-bound or prefetch-declined"
+    )
     seed: str
     reason: str
     window_s: list[Num] | None = None

@@ -183,6 +183,7 @@ def run_point(
             time_limited=bool(res is not None and res.time_limited),
             workers=server.worker_urls(),
             stall=stall,
+            client=[c.to_dict() for c in res.processes] if res is not None and res.processes else None,
         )
         write_json_atomic(pdir / POINT, rec.to_dict())
     if status == "interrupted":

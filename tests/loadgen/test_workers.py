@@ -88,6 +88,9 @@ def test_one_and_three_workers_send_the_same_requests_under_the_cap(server, tmp_
         assert server.stats()["max_in_flight"] <= 4  # the cap, split 2 + 1 + 1 across the processes
         assert not list(pdir.glob("requests.w*.jsonl"))  # merged into requests.jsonl
         got[n] = sorted((r["index"], r["group"], r["position"], r["prompt_sha"]) for r in rows)
+        # each process's own CPU and loop lag (the `client-bound` verdict's figures), one entry per worker
+        assert len(point["client"]) == n and sum(c["requests"] for c in point["client"]) == 20
+        assert all(c["cpu_s"] > 0 and c["wall_s"] > 0 and c["lag_samples"] > 0 for c in point["client"])
     assert got[1] == got[3]
 
 
