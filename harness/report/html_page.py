@@ -398,7 +398,7 @@ def render(summary: Any) -> str:
         by_tier = tier_table(pts)
         if by_tier is not None:
             parts.append(table_html(by_tier))
-        parts.append(tool_gap_html(pts, f"{exp}: prompt tokens by tier against the tool gap"))
+        parts.append(tool_gap_html(pts, f"{exp}: prompt tokens by tier against the tool gap", table_html))
         by_worker = worker_table(pts)
         if by_worker is not None:
             parts.append(table_html(by_worker))

@@ -5,6 +5,7 @@ whether a context survives a tool call, so the table shows which tier pays for w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -123,12 +124,12 @@ def tool_gap_chart(points: Points, out: Path, title: str) -> Path | None:
     return out if _draw(points, out, title) else None
 
 
-def tool_gap_html(points: Points, title: str) -> str:
-    """The table and the chart inline, for the self-contained page; "" when no point has a table."""
+def tool_gap_html(points: Points, title: str, table_html: Callable[[Table], str]) -> str:
+    """The table (drawn by the page's `table_html`, passed in: the page imports this module) and the chart
+    inline, for the self-contained page; "" when no point has a table."""
     import base64
     import io
-
-    from harness.report.html_page import esc, table_html
+    from html import escape as esc
 
     t = tool_gap_table(points)
     if t is None:

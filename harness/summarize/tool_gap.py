@@ -5,6 +5,7 @@ per-request `cached_tokens_details` (device, host, storage) or recomputed (promp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,4 +58,5 @@ def point_tool_gap(seed_records: Iterable[list[dict[str, Any]]], wl: Workload | 
     if not isinstance(wl, TraceWorkload) or wl.format != "agentic":
         return None
     got = [s for recs in seed_records for s in samples(recs, wl.speedup)]
-    return gap_table(got, wl.speedup, "usage")
+    table = gap_table(got, wl.speedup, "usage")
+    return None if table is None else ToolGap.model_validate(dataclasses.asdict(table))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.report.html_page import table_html
 from harness.report.tool_gap import tool_gap_chart, tool_gap_html, tool_gap_lines, tool_gap_table
 
 
@@ -61,10 +62,14 @@ def test_table_rows_and_shares(tmp_path: Path) -> None:
     assert lines[1] == "### What a tool gap costs" and "speedup 200" in lines[3] and "p95 90 s" in lines[3]
     assert tool_gap_chart(pts, tmp_path / "g.png", "t") == tmp_path / "g.png"
     assert (tmp_path / "g.png").stat().st_size > 1000
-    assert 'data-table="tool-gap"' in tool_gap_html(pts, "t")
+    assert 'data-table="tool-gap"' in tool_gap_html(pts, "t", table_html)
 
 
 def test_points_without_a_table_add_nothing(tmp_path: Path) -> None:
     pts = [_point("other", None)]
-    assert tool_gap_table(pts) is None and tool_gap_lines(pts) == [] and tool_gap_html(pts, "t") == ""
+    assert (
+        tool_gap_table(pts) is None
+        and tool_gap_lines(pts) == []
+        and tool_gap_html(pts, "t", table_html) == ""
+    )
     assert tool_gap_chart(pts, tmp_path / "g.png", "t") is None and not (tmp_path / "g.png").exists()
