@@ -120,3 +120,37 @@ def test_agents_knob_ramps_with_default_slo() -> None:
 def test_agents_sweep() -> None:
     s = parse_spec({**agents_spec(), "sweep": {"agents": [1, 3]}}, "a.yaml")
     assert [p.workload.agents for p in s.points()] == [1, 3]
+
+
+def test_agents_ramp_is_judged_by_its_slo_alone() -> None:
+    """Agents think between requests: flat throughput with a rising TTFT is no saturation for the ramp
+    (it is for concurrency), so the ramp climbs until TTFT p95 passes 2 s."""
+    from harness.spec.search import SearchSpec
+    from harness.summarize.capacity import SeedRun, measure_probe, replay
+
+    def rows(ttft_ms: float) -> list[dict[str, Any]]:  # 20 requests over 5 s whatever the knob
+        return [
+            {
+                "ok": True,
+                "ttft_s": ttft_ms / 1000,
+                "e2e_s": ttft_ms / 1000 + 0.1,
+                "tpot_s": 0.01,
+                "completion_tokens": 8,
+                "scheduled_mono": i / 4,
+                "done_mono": i / 4 + ttft_ms / 1000 + 0.1,
+            }
+            for i in range(20)
+        ]
+
+    ramp = SearchSpec("agents", 2, 16, {"ttft_ms": 2000.0}, percentile=95.0)
+    conc = SearchSpec("concurrency", 2, 16, {"ttft_ms": 2000.0}, percentile=95.0)
+    for search, want in ((ramp, "pass"), (conc, "saturated")):
+        m = {
+            v: measure_probe(v, [SeedRun("ok", None, rows(t), None)], search)
+            for v, t in ((2, 100.0), (4, 400.0))
+        }
+        assert replay(search, m)[0][4].status == want
+    over = {2: 100.0, 4: 400.0, 8: 2500.0}
+    m = {v: measure_probe(v, [SeedRun("ok", None, rows(t), None)], ramp) for v, t in over.items()}
+    judged, nxt = replay(ramp, m)
+    assert judged[8].status == "over" and "p95 ttft_ms" in (judged[8].reason or "") and nxt == 6
