@@ -23,6 +23,7 @@ from harness.report.common import (  # noqa: E402
     server_pool,
     server_time_scale,
 )
+from harness.report.tool_gap import tool_gap_chart
 from harness.summary import Point, Server, Summary, parse_summary  # noqa: E402
 
 Points = Iterable[Point | Mapping[str, Any]]  # records, or the JSON objects tests build
@@ -271,6 +272,9 @@ def draw_all(summary: Any, out: Path, stem: str) -> dict[str, list[Path]]:
             sm_clock(summary, exp, pts, Path(f"{base}-sm-clock.png")),
             workers(summary, exp, pts, Path(f"{base}-workers.png")),
             anatomy_chart(pts, Path(f"{base}-miss-anatomy.png"), f"{exp}: prompt tokens by miss class"),
+            tool_gap_chart(
+                pts, Path(f"{base}-tool-gap.png"), f"{exp}: prompt tokens by tier against the tool gap"
+            ),
         ]
         result[exp] = [m for m in made if m is not None]
     return result

@@ -37,6 +37,7 @@ from harness.report.tables import (
     time_scale_lines,
 )
 from harness.report.tiers import tier_table
+from harness.report.tool_gap import tool_gap_html
 from harness.report.workers import worker_table
 from harness.summary import Pair, Point, Server, Summary, parse_summary
 
@@ -454,6 +455,7 @@ def render(summary: Any) -> str:
         by_tier = tier_table(pts)
         if by_tier is not None:
             parts.append(table_html(by_tier))
+        parts.append(tool_gap_html(pts, f"{exp}: prompt tokens by tier against the tool gap", table_html))
         by_worker = worker_table(pts)
         if by_worker is not None:
             parts.append(table_html(by_worker))

@@ -22,6 +22,7 @@ from harness.report.latency import latency_table, modelled_goodput_note, slo_tex
 from harness.report.predicted import prediction_table
 from harness.report.tables import Points, Servers, layout
 from harness.report.tiers import tier_lines
+from harness.report.tool_gap import tool_gap_lines
 from harness.report.workers import worker_lines
 from harness.summary import Pair, parse_summary
 
@@ -153,6 +154,7 @@ def render(summary: Any, charts: dict[str, list[Path]] | None = None, base: Path
         by_tier = tier_lines(pts)
         if by_tier:
             lines += ["", "### Cached tokens by tier", "", *by_tier]
+        lines += tool_gap_lines(pts)  # agentic traces: hits by tier against the tool gap
         by_worker = worker_lines(pts)
         if by_worker:
             lines += ["", "### Replicas: every worker", "", *by_worker]

@@ -144,10 +144,13 @@ class ExperimentSpec:
             wl = dataclasses.replace(wl, sessions=int(label))
         if knob == "speedup" and isinstance(wl, TraceWorkload):  # the trace's own times / the value
             wl = dataclasses.replace(wl, speedup=float(label))
+        concurrency = int(label) if knob == "concurrency" else self.concurrency
+        if knob == "agents" and isinstance(wl, TraceWorkload):  # N agents: N requests may be in flight
+            wl, concurrency = dataclasses.replace(wl, agents=int(label)), max(concurrency, int(label))
         return Point(
             sweep={knob: label},
             workload=wl,
-            concurrency=int(label) if knob == "concurrency" else self.concurrency,
+            concurrency=concurrency,
             request_rate=float(label) if knob == "request_rate" else self.request_rate,
         )
 
@@ -271,7 +274,7 @@ def parse_spec(
     if not isinstance(mff, int | float) or isinstance(mff, bool) or not 0 <= mff <= 1:
         raise SpecError(f, "max_failed_fraction", f"expected a number between 0 and 1, got {mff!r}")
     sweep = _parse_sweep(raw.get("sweep"), workload, f, base_dir, files)
-    search = parse_search(raw.get("search"), f, workload.kind, sweep)
+    search = parse_search(raw.get("search"), f, workload.kind, sweep, getattr(workload, "format", None))
     if (
         isinstance(workload, TraceWorkload)
         and workload.timestamps == "honor"
@@ -387,7 +390,10 @@ def _parse_sweep(v: Any, workload: Workload, f: str, base_dir: Path, files: bool
     allowed = {
         "shared-prefix": SHARED_PREFIX_KEYS,
         "multi-turn": MULTI_TURN_KEYS,
-        "trace": {"block_tokens", "start", "limit", "speedup", "max_output_tokens", "timestamps", "history"},
+        "trace": {
+            *("block_tokens", "start", "limit", "speedup", "max_output_tokens", "timestamps", "history"),
+            "agents",
+        },
         "agent": AGENT_SWEEP_KEYS,
     }[workload.kind] - {"kind"}
     out: dict[str, list[Any]] = {}

@@ -14,7 +14,10 @@ from harness.errors import SpecError
 from harness.spec.checks import no_unknown, pos_float, pos_int, tname
 from harness.spec.load import SLO_KEYS
 
-KNOBS = ("concurrency", "request_rate", "sessions", "speedup")  # speedup: a trace at its own times / s
+# speedup: a trace at its own times / s; agents: an agentic trace's agents at once (the agents ramp)
+KNOBS = ("concurrency", "request_rate", "sessions", "speedup", "agents")
+# the agents ramp's SLO when the spec names none: TTFT p95 <= 2 s (issue 59, advise's SLO forms)
+AGENTS_SLO = {"ttft_ms": 2000.0, "percentile": 95.0}
 SEARCH_KEYS = {"knob", "lo", "hi", "slo", "goodput"}
 
 
@@ -39,13 +42,18 @@ class SearchSpec:
         return int(value) if self.integer else float(value)
 
 
-def parse_search(v: Any, f: str, workload_kind: str, sweep: dict[str, Any]) -> SearchSpec | None:
-    """`search:` checked: the knob the workload has, lo <= hi, an SLO with at least one term."""
+def parse_search(
+    v: Any, f: str, workload_kind: str, sweep: dict[str, Any], fmt: str | None = None
+) -> SearchSpec | None:
+    """`search:` checked: the knob the workload has, lo <= hi, an SLO with at least one term (the agents
+    knob's default: AGENTS_SLO). fmt: a trace workload's format (agents need agentic)."""
     if v is None:
         return None
     if not isinstance(v, dict):
         raise SpecError(f, "search", f"expected a mapping with knob, lo, hi, slo, got {tname(v)}")
     no_unknown(v, SEARCH_KEYS, f, "search")
+    if v.get("knob") == "agents" and "slo" not in v:
+        v = {**v, "slo": AGENTS_SLO}
     for k in ("knob", "lo", "hi", "slo"):
         if k not in v:
             raise SpecError(f, f"search.{k}", "missing (required)")
@@ -63,6 +71,12 @@ def parse_search(v: Any, f: str, workload_kind: str, sweep: dict[str, Any]) -> S
             f,
             "search.knob",
             f"speedup: the workload has no arrival times (it is {workload_kind}; needs trace)",
+        )
+    if knob == "agents" and fmt != "agentic":
+        raise SpecError(
+            f,
+            "search.knob",
+            f"agents: the workload has none (needs kind trace, format agentic; got {fmt or workload_kind})",
         )
     if sweep:
         raise SpecError(

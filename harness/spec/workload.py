@@ -53,6 +53,7 @@ TRACE_KEYS = {
     "timing",
     "api_time_scale",
     "shared_prefix",
+    "agents",
 }
 
 
@@ -121,6 +122,7 @@ class TraceWorkload:
     timing: str = "think"  # think | recorded | api-scaled: each request's delay after the previous answer
     api_time_scale: float = 1.0  # api-scaled: the recorded api_time times this, plus the think time
     shared_prefix: bool = False  # one tools + system prompt for every conversation (else local ids)
+    agents: int | None = None  # agentic: this many at once, drawn seeded, recycled (agentic_agents.py)
 
 
 Workload = SharedPrefixWorkload | MultiTurnWorkload | TraceWorkload | AgentWorkload
@@ -227,6 +229,9 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
     shared = wl.get("shared_prefix", _default("shared_prefix"))
     if not isinstance(shared, bool):
         raise SpecError(f, f"{key}.shared_prefix", f"expected true or false, got {shared!r}")
+    agents = wl.get("agents")
+    if agents is not None and fmt != "agentic":
+        raise SpecError(f, f"{key}.agents", f"agents need format: agentic (the format is {fmt})")
     own_block = {"bailian": 16, "agentic": 64}.get(fmt, _default("block_tokens"))
     return TraceWorkload(
         kind="trace",
@@ -246,6 +251,7 @@ def _parse_trace(wl: dict, f: str, key: str, base_dir: Path, files: bool) -> Tra
             wl.get("api_time_scale", _default("api_time_scale")), f, f"{key}.api_time_scale"
         ),
         shared_prefix=shared,
+        agents=None if agents is None else pos_int(agents, f, f"{key}.agents"),
         **picked,
     )
 

@@ -166,7 +166,9 @@ def judge(probe: Probe, below: Probe | None, search: SearchSpec) -> Probe:
             f"{probe.queue_growth:.1f}x the first quarter's"
         )
         return probe
-    if below is not None and _plateau(probe, below):
+    # agents think between requests and replay a fixed set of draws: their throughput follows the trace's
+    # gaps, not the server, so the agents ramp is judged by its SLO alone
+    if below is not None and search.knob != "agents" and _plateau(probe, below):
         assert probe.requests_per_s is not None and below.requests_per_s is not None
         probe.status = "saturated"
         probe.reason = (

@@ -44,6 +44,7 @@ from harness.summarize.prediction import add_prediction
 from harness.summarize.read import ExperimentCapture, Problems, SeedCapture, ServerCapture, read_captures
 from harness.summarize.replicas import merged_slices, replica_figures, replicas_median, worker_slices
 from harness.summarize.tiers import tier_figures
+from harness.summarize.tool_gap import point_tool_gap
 from harness.summary import (
     SCHEMA_VERSION,
     CacheJudgement,
@@ -311,6 +312,9 @@ def _summarize_point(
         to_keep = wl.groups * wl.system_prompt_tokens
     modelled = point_modelled(median.get("modelled"), sources, warned)
     telemetry = Telemetry.model_validate(tel)
+    gap = point_tool_gap(
+        [sc.requests for sc in seeds if sc.status == "ok"] or [sc.requests for sc in seeds], wl
+    )
     return Point(
         experiment=exp.name,
         server=server,
@@ -330,6 +334,7 @@ def _summarize_point(
         verdict=ClockVerdict.model_validate(verdicts.point_verdict(telemetry, thresholds)),
         clock_series={k: ClockSeries.model_validate(v) for k, v in series.items()},
         evidence=evidence,
+        **({"tool_gap": gap} if gap is not None else {}),  # absent, not null, for other workloads
     )
 
 

@@ -21,6 +21,7 @@ from harness.summary.figures import (
 from harness.summary.funnel import HealthVerdict, HicacheFunnel, NotJudged
 from harness.summary.record import JsonObject, Num, Record
 from harness.summary.search import SearchResult
+from harness.summary.tool_gap import ToolGap
 
 __all__ = [
     "ClockSeries",
@@ -228,6 +229,10 @@ class Point(Record):
     )
     ideal_basis: StrictStr | None = Field(None, description="how `ideal_hit_rate` was computed")
     prompt_check: PromptCheck | None = None
+    tool_gap: ToolGap | None = Field(
+        None,
+        description="agentic traces: returning requests by the gap since their conversation's previous answer, with their cached tokens by tier ([agentic-traces.md](agentic-traces.md))",
+    )
 
 
 class CacheFacts(Record):

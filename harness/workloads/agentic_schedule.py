@@ -12,11 +12,13 @@ the conversations' starts (its running maximum, so a conversation's own indices 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.errors import HarnessError, SpecError
 from harness.spec import TraceWorkload
-from harness.workloads.agentic_trace import AgenticConversation, gaps, read_fleet
+from harness.workloads.agentic_agents import agent_slots, draw_agents
+from harness.workloads.agentic_trace import AgenticConversation, AgenticRequest, gaps, read_fleet
 from harness.workloads.schedule import Conversation, Request
 from harness.workloads.tokenizers import PromptMaker
 
@@ -62,38 +64,61 @@ def describe(convs: list[AgenticConversation], wl: TraceWorkload | None = None) 
 
 
 def agentic_conversations(
-    wl: TraceWorkload, maker: PromptMaker, spec_file: str, cap: int | None
+    wl: TraceWorkload, maker: PromptMaker, spec_file: str, cap: int | None, seed: int = 0
 ) -> list[Conversation]:
-    """The slice's conversations (start/limit count files) as closed-loop sessions, gaps by `timing`."""
+    """The slice's conversations (start/limit count files) as closed-loop sessions, gaps by `timing`;
+    with `agents: N`, N agents replaying seeded draws of them (harness.workloads.agentic_agents)."""
     from harness.workloads.trace_prompts import BlockMaker, BlockPrompt
 
+    blocks = BlockMaker(maker.kind, wl.block_tokens, maker.hf)
+    honor = wl.timestamps == "honor"
+
+    def request(
+        r: AgenticRequest, block_size: int, index: int, conv: int, turn: int, session: int, gap: float | None
+    ) -> Request:
+        n = -(-r.input_tokens * wl.block_tokens // block_size)
+        answer = max(1, r.output_tokens)
+        return Request(
+            index=index,
+            conversation=conv,
+            turn=turn,
+            position=turn,
+            question=BlockPrompt(r.hash_ids, n, blocks),
+            question_tokens=n,
+            output_tokens=min(answer, cap) if cap else answer,
+            session=session,
+            gap=gap / wl.speedup if honor and gap is not None else None,
+            arrival=0.0 if honor and gap is None else None,  # every agent starts at the start
+        )
+
     try:
+        if wl.agents is not None:
+            return _agents(wl, seed, request)
         convs = read_fleet(wl.path, wl.start, wl.limit, wl.shared_prefix)
     except HarnessError as e:
         if wl.start and "no conversations" in str(e):
             raise SpecError(spec_file, "workload.start", str(e)) from None
         raise
-    blocks = BlockMaker(maker.kind, wl.block_tokens, maker.hf)
-    honor = wl.timestamps == "honor"
     out: list[Conversation] = []
     for conv, conv_slots in zip(convs, slots(convs, wl.timing, wl.api_time_scale), strict=True):
-        turns = []
-        for r, s in zip(conv.requests, conv_slots, strict=True):
-            n = -(-r.input_tokens * wl.block_tokens // conv.block_size)
-            answer = max(1, r.output_tokens)
-            turns.append(
-                Request(
-                    index=s.index,
-                    conversation=s.conversation,
-                    turn=s.turn,
-                    position=s.turn,
-                    question=BlockPrompt(r.hash_ids, n, blocks),
-                    question_tokens=n,
-                    output_tokens=min(answer, cap) if cap else answer,
-                    session=s.conversation,
-                    gap=s.gap / wl.speedup if honor and s.gap is not None else None,
-                    arrival=0.0 if honor and s.gap is None else None,  # every agent starts at the start
-                )
-            )
+        turns = [
+            request(r, conv.block_size, s.index, s.conversation, s.turn, s.conversation, s.gap)
+            for r, s in zip(conv.requests, conv_slots, strict=True)
+        ]
+        out.append(Conversation(id=len(out), system="", system_tokens=0, turns=turns, session=len(out)))
+    return out
+
+
+def _agents(wl: TraceWorkload, seed: int, request: Callable[..., Request]) -> list[Conversation]:
+    """`agents: N`: one session per agent, its draws one after another (each request's session its draw)."""
+    assert wl.agents is not None
+    chains = draw_agents(wl.path, wl.start, wl.limit, wl.shared_prefix, wl.agents, seed)
+    out: list[Conversation] = []
+    for chain, agent_slots_ in zip(chains, agent_slots(chains, wl.timing, wl.api_time_scale), strict=True):
+        reqs = [(r, d.conversation.block_size) for d in chain for r in d.conversation.requests]
+        turns = [
+            request(r, size, s.index, s.agent, s.turn, s.draw, s.gap)
+            for (r, size), s in zip(reqs, agent_slots_, strict=True)
+        ]
         out.append(Conversation(id=len(out), system="", system_tokens=0, turns=turns, session=len(out)))
     return out

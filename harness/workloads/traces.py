@@ -63,8 +63,10 @@ def trace_schedule(wl: TraceWorkload, seed: int, maker: PromptMaker, spec_file: 
         from harness.workloads.agentic_schedule import agentic_conversations
         from harness.workloads.bailian import bailian_conversations
 
-        read = agentic_conversations if wl.format == "agentic" else bailian_conversations
-        sessions = read(wl, maker, spec_file, wl.max_output_tokens)
+        if wl.format == "agentic":  # `agents: N` draws its conversations by the seed
+            sessions = agentic_conversations(wl, maker, spec_file, wl.max_output_tokens, seed)
+        else:
+            sessions = bailian_conversations(wl, maker, spec_file, wl.max_output_tokens)
         return Schedule(
             kind="trace", seed=seed, tokenizer=maker.kind, conversations=sessions, ids=maker.kind == "server"
         )
