@@ -79,6 +79,7 @@ class Advice:
     model_arg: str | None = None  # --model as given: the launch lines' --model-path
     slo: Any = None  # harness.advise.slo.Slo the capacity figures are at (harness.advise.sizing)
     headline_at_load: str = ""  # the headline's first sentence: GPUs needed at the user's load
+    agents: Any = None  # harness.advise.agents.AgentGaps for an agentic input (the tool-gap section)
     serveable: Serveability | None = None  # what today's and the default pool reject, and the fixes
 
     @property

@@ -62,6 +62,7 @@ def _agents(a: Advice) -> dict:
         },
         "gpus_needed": {r.role: r.gpus_needed for r in a.at_load},
         "slo": None if a.slo is None else a.slo.describe(),
+        **(a.agents.to_dict() if a.agents is not None else {}),
     }
 
 

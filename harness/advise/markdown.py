@@ -183,6 +183,10 @@ def render(a: Advice) -> str:
             from harness.advise.sizing_words import markdown as capacity_markdown
 
             out += capacity_markdown(a.at_load, a.load, a.slo, a.node.gpus if a.node is not None else 8)
+        if a.agents is not None:
+            from harness.advise.agents import markdown as agents_markdown
+
+            out += agents_markdown(a.agents, a.unit, a.unit_tokens)
     if a.replicas is not None:
         from harness.advise.replicas import markdown as replicas_markdown
 

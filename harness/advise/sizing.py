@@ -287,6 +287,10 @@ def finish_at_load(
             f"capacity on --tp {_tp(a)} is timed as one card's prefill and decode (the sim has no tensor-parallel "
             "timing): a lower bound; GPUs needed count the replicas x --tp"
         )
+    if load.agents:
+        from harness.advise.agents import agent_gaps
+
+        a.agents = agent_gaps(a, trace, load, profile)
     err = physics_error(profile)
     if err.is_large:
         a.notes.append(

@@ -178,6 +178,12 @@ def test_agents_per_replica_on_an_agentic_folder(capsys: pytest.CaptureFixture[s
     # the sample's five conversations all fit one H100 within 10 s: the search stops at the folder's size
     assert set(ag["agents_per_replica"].values()) == {5}
     assert "One H100 holds 5 agents" in out["headline_at_load"]
+    # what a tool gap costs: returning requests by gap, today's and the recommendation's, and the pool
+    # that keeps a p95 gap's prefix (the tokens written a second over that gap)
+    today = ag["gap_tables"]["today"]
+    assert today["requests"] == sum(r["requests"] for r in today["rows"]) > 0
+    assert ag["pool_for_p95_gap"] == math.ceil(ag["written_tokens_per_s"] * ag["gap_p95_s"] / 64)
+    assert set(ag["policy_hit_rates"]) >= {"lru", "tlru"}
     assert main([*base, "--workers", "1"]) == 0  # no --slo: the agents' default, TTFT p95 <= 2 s
     assert json.loads(capsys.readouterr().out)["slo"]["describe"] == "TTFT p95 <= 2 s"
 
