@@ -13,10 +13,7 @@ capture's own concurrency.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import os
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +22,7 @@ from harness.advise.grid import Candidate
 from harness.errors import HarnessError
 from harness.sim.timing import CardProfile
 from harness.whatif.fleet import replay_fleet
+from harness.whatif.forked import fork_map
 from harness.whatif.grid import Config
 from harness.whatif.result import Result
 from harness.whatif.routing import RouterConfig
@@ -187,12 +185,7 @@ def replay_at_load(
     configs = distinct(shown)
     ideal = {p: ideal_hits(loaded, p) for p in sorted({c.page_size for c in configs})}  # any load: same keys
     _WORK = (loaded, ideal, profile, replicas, router)
-    n = min(workers or os.cpu_count() or 1, len(configs))
-    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        got = [_replay_one(c) for c in configs]
-    else:
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
-            got = list(ex.map(_replay_one, configs))
+    got = fork_map(_replay_one, configs, workers)
     _WORK = None
     return rows(shown, dict(zip(configs, got, strict=True)), replicas, router)
 

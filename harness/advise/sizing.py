@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +21,7 @@ from harness.advise.node import Node
 from harness.advise.physics_error import PhysicsError, physics_error
 from harness.advise.slo import Slo
 from harness.sim.timing import CardProfile
+from harness.whatif.forked import fork_map
 from harness.whatif.grid import Config
 from harness.whatif.trace import Trace
 
@@ -207,12 +205,7 @@ def size(
     tp = {c: _tp(a) for c in configs}
     jobs = [(c, max(1, most // tp[c])) for c in configs]
     try:
-        n = min(workers or os.cpu_count() or 1, len(configs))
-        if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            got = [size_one(j) for j in jobs]
-        else:
-            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
-                got = list(ex.map(size_one, jobs))
+        got = fork_map(size_one, jobs, workers)
     finally:
         _WORK = None
     by = dict(zip(configs, got, strict=True))

@@ -16,10 +16,7 @@ Two paths, chosen by the input:
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.sim.timing import CardProfile
@@ -156,11 +153,9 @@ def _pool(
     global _WORK
     ideal = ideal_hits(trace, 1)
     _WORK = (trace, ideal, card, then)
-    workers = min(workers or os.cpu_count() or 1, len(configs))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_run_one(c) for c in configs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
-        return list(ex.map(_run_one, configs))
+    from harness.whatif.forked import fork_map
+
+    return fork_map(_run_one, configs, workers)
 
 
 def sweep(

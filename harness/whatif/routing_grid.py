@@ -8,10 +8,7 @@ as harness.whatif.replay.sweep runs configurations (fork: the trace is shared, n
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
@@ -76,8 +73,6 @@ def run_cases(
     """Every case, in order; `ideal`: the trace's ideal_hits at page 1 when the caller has them."""
     global _WORK
     _WORK = (trace, ideal if ideal is not None else ideal_hits(trace, 1), card)
-    workers = min(workers or os.cpu_count() or 1, len(cases))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [_run(c) for c in cases]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
-        return list(ex.map(_run, cases))
+    from harness.whatif.forked import fork_map
+
+    return fork_map(_run, cases, workers)
