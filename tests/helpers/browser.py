@@ -255,18 +255,22 @@ class Chromium:
         shot_at: str | None = None,
         hover: tuple[str, float, float] | None = None,
         click: str | None = None,
+        viewport: dict[str, Any] | None = None,
+        probe: str | None = None,
     ) -> PageResult:
         """Open a file, wait until its charts are drawn, read the DOM, take a laptop screenshot (scrolled to
         the element `shot_at` selects, else the top) and print it to PDF.
 
         `hover` = (selector, fx, fy) moves the mouse to that fraction of the element's box before the
         screenshot and records the legend values of its chart (dom["hover"]); `click` then clicks the
-        selected element (a legend entry) and records the chart's painted pixels (dom["after_click"])."""
+        selected element (a legend entry) and records the chart's painted pixels (dom["after_click"]).
+        `viewport` replaces the laptop's metrics; `probe` is an expression whose value lands in
+        dom["probe"]. A page without charts (advise.html) is read once its load event fires."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         s = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Network", "Page", "Runtime", "Log"):
             self.send(f"{domain}.enable", session=s)
-        self.send("Emulation.setDeviceMetricsOverride", LAPTOP, session=s)
+        self.send("Emulation.setDeviceMetricsOverride", viewport or LAPTOP, session=s)
         url = path.resolve().as_uri()
         t0 = time.monotonic()
         self.send("Page.navigate", {"url": url}, session=s)
@@ -279,16 +283,20 @@ class Chromium:
                     session=s,
                 )
                 drawn = r.get("result", {}).get("value")
-                if drawn is not None:
+                if drawn is not None or not self._eval(
+                    s, "!!document.querySelector('figure.chart[data-kind]')"
+                ):
                     break
             time.sleep(0.02)
         render_s = time.monotonic() - t0
-        if drawn is None:
+        if drawn is None and self._eval(s, "!!document.querySelector('figure.chart[data-kind]')"):
             raise TimeoutError(f"{path}: charts not drawn within {timeout} s")
         r = self.send("Runtime.evaluate", {"expression": EXTRACT, "returnByValue": True}, session=s)
         if "exceptionDetails" in r:
             raise RuntimeError(f"DOM extraction failed: {r['exceptionDetails']}")
         dom = r["result"]["value"]
+        if probe:
+            dom["probe"] = self._eval(s, probe)
         if shot_at:
             js = f"document.querySelector({json.dumps(shot_at)}).scrollIntoView()"
             self.send("Runtime.evaluate", {"expression": js}, session=s)
