@@ -81,11 +81,27 @@ def curve_svg(a: Advice) -> str:
 def _table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th>{esc(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="table-wrap"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+ARG_KEEP = 60  # a flag and its value shorter than this never part at a line's wrap
+
+
+def _args(line: str) -> str:
+    """One launch line with each `--flag value` kept whole, so a wrap at the page's edge never parts
+    `--` from its flag's name or a flag from its value; the text (and a copy of it) is unchanged."""
+    groups: list[list[str]] = []
+    for word in line.split(" "):
+        if word.startswith("--") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    parts = [" ".join(g) for g in groups]
+    return " ".join(f'<span class="arg">{esc(t)}</span>' if len(t) <= ARG_KEEP else esc(t) for t in parts)
 
 
 def _code(line: str) -> str:
-    return f"<pre><code>{esc(line)}</code></pre>"
+    return "<pre><code>" + "\n".join(_args(ln) for ln in line.split("\n")) + "</code></pre>"
 
 
 def render(a: Advice) -> str:
