@@ -76,6 +76,7 @@ docs: $(STAMP)
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
 	$(PY) -m tests.helpers.summary_doc  # the reference pages written from the code (tests check both)
 	$(PY) -m tests.helpers.commands_doc
+	$(PY) -m tests.helpers.architecture_doc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache
