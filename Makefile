@@ -74,8 +74,9 @@ docs: $(STAMP)
 	HARNESS_UPDATE_DOCS=1 $(PY) -m pytest -q -p no:cacheprovider tests/report/test_html.py -k sample_suite_page  # the screenshot of the page (README, docs/reading-results.md)
 	$(PY) scripts/fault_report.py --out docs/fault-report.md
 	$(PY) scripts/validate_example.py --out docs/validate-example.md
-	$(PY) -m tests.helpers.summary_doc  # the reference pages written from the code (tests check both)
+	$(PY) -m tests.helpers.summary_doc  # the reference pages written from the code (tests check each)
 	$(PY) -m tests.helpers.commands_doc
+	$(PY) -m tests.helpers.architecture_doc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -227,6 +227,7 @@ TEST_FOLDERS = {
 TOP_LEVEL_TESTS = {  # rules over the whole tree, or the test suite itself: no one package owns them
     "test_layout.py": "the package's shape and this mirror",
     "test_docs.py": "README.md and docs/ hold together",
+    "test_architecture_doc.py": "docs/architecture.md lists every module of the tree, from its docstring",
     "test_verdicts_home.py": "which packages may judge (capture, loadgen, report, summarize do not)",
     "test_announce.py": "the suite's own setup lines (tests/helpers/announce.py) reach the terminal",
 }
