@@ -166,12 +166,14 @@ def _random_spec(tmp_path: Path, seed: int) -> tuple[Path, Options]:
 
 @pytest.mark.parametrize(
     "seed", range(10)
-)  # 8 names a better candidate, 5 takes it as one step; 7-9 grow the pool
+)  # 5 takes pool and host tier as one step; 7-9 grow the pool
 def test_random_specs_hold_the_recommendation_to_its_candidates(tmp_path: Path, seed: int) -> None:
     path, opts = _random_spec(tmp_path, seed)
     a = advise(path, opts, check([path], opts))
     named = hold(a, opts)
     hold_levers(a, opts)
-    assert named == (seed == 8)  # so both branches of the rule are exercised here
+    # since a host tier may fill a replica's share (--hicache-size), the steps reach every seed's best: none
+    # of these names a better candidate (the conversation trace above exercises that branch of the rule)
+    assert not named
     if seed == 5:  # pool and host tier pay only together: one step, no FP8, no write_back
         assert [s.action.split(":")[0] for s in a.recommendation.steps] == ["together"]
