@@ -164,9 +164,7 @@ def _random_spec(tmp_path: Path, seed: int) -> tuple[Path, Options]:
     return path, opts
 
 
-@pytest.mark.parametrize(
-    "seed", range(10)
-)  # 5 takes pool and host tier as one step; 7-9 grow the pool
+@pytest.mark.parametrize("seed", range(10))  # 5 takes pool and host tier as one step; 7-9 grow the pool
 def test_random_specs_hold_the_recommendation_to_its_candidates(tmp_path: Path, seed: int) -> None:
     path, opts = _random_spec(tmp_path, seed)
     a = advise(path, opts, check([path], opts))
