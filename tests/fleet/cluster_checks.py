@@ -161,7 +161,7 @@ def test_node_killed_mid_unit_nothing_lost(work: Path, cluster: tuple[Cluster, l
     assert json.loads((first / "point.json").read_text())["attempt"] == 1
     assert len(kept_second) >= 2 and kept_second <= _records(second)
     assert (second / "requests.attempt-1.jsonl").is_file()  # the lost attempt's records, kept aside
-    assert "1 points already ok" in (cap / "l4" / "fleet-logs" / "default.log").read_text()
+    assert "1 runs already ok" in (cap / "l4" / "fleet-logs" / "default.log").read_text()
     assert not list(cap.rglob("*.conflict-*"))
     with pytest.raises(ProcessLookupError):  # the lost node's sim server died with its bench
         os.kill(sim_pid, 0)
@@ -202,7 +202,7 @@ def test_run_after_a_lost_point_runs_only_that_point(work: Path) -> None:
     assert {
         k: v for k, v in _points(work / "capture").items() if "h200/smoke-bench/hicache" not in k
     } == others
-    assert "1 points already ok" in (work / "capture" / "h200" / "fleet-logs" / "hicache.log").read_text()
+    assert "1 runs already ok" in (work / "capture" / "h200" / "fleet-logs" / "hicache.log").read_text()
 
 
 def test_units_that_cannot_run_fail_with_their_reason(
