@@ -83,7 +83,7 @@ def test_a_timeline_of_a_crafted_server_has_values_and_rates(tmp_path):
             "gateway": f"http://127.0.0.1:{off.server_port}",
         }
         with metrics_timeline(tmp_path, sources, 0.05, watch=TIMELINE_WATCH):
-            time.sleep(0.6)
+            time.sleep(1.2)  # >= 8 samples at 0.05 s even when a busy 2-core host delays ticks
     finally:
         for s in (on, off):
             s.shutdown()
