@@ -93,7 +93,7 @@ class CapacityCheck:
 
 def search_dict(knob: Knob, around: float, slo: Slo) -> dict[str, Any]:
     """bench's `search:` mapping around the predicted knob value, judged by the SLO's TTFT bound."""
-    ttft = next(b for b in slo.capacity_bounds() if b.metric == "ttft")
+    ttft = slo.ttft_bound()
     terms: dict[str, float] = {"ttft_ms": ttft.ms}
     tpot = next((b for b in slo.capacity_bounds() if b.metric == "tpot"), None)
     if tpot is not None:

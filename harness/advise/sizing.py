@@ -44,7 +44,6 @@ class Work:
     slo: Slo
     load: Load
     router: str
-    most: int  # the most replicas tried: the node's GPUs
     node: Node | None
     levers: Levers
     rows_replicas: int  # the at-load table's replica count (a probe there labels its rows)
@@ -108,7 +107,7 @@ def probe(cfg: Config, f: float, replicas: int, early: bool = False) -> Tried:
     loaded = at_load(w.trace, load)
     run = fit_host(cfg, replicas, w)
     ideal = ideal_hits(w.trace, cfg.page_size)  # the keys do not change with the load
-    bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    bound = w.slo.ttft_bound()
     give_up = (bound.ms / 1e3, int(len(loaded.requests) * (1 - bound.percentile / 100))) if early else None
     if replicas > 1:
         rc = RouterConfig(w.router)
@@ -122,7 +121,7 @@ def probe(cfg: Config, f: float, replicas: int, early: bool = False) -> Tried:
         rps = len(ttft) / span if span > 0 else 0.0
     return Tried(
         rps=rps,
-        scale=load.speedup if load.kind == "trace" else (load.rate or float(load.concurrency or 1)),
+        scale=_scale(load),
         replicas=replicas,
         meets=w.slo.meets(ttft, tpot),
         overloaded=overloaded(arrivals(loaded, load), ttft),
@@ -141,7 +140,7 @@ def floor_share(cfg: Config) -> float:
     w = _WORK
     assert w is not None
     got = sequential(w.trace, cfg, ideal_hits(w.trace, cfg.page_size), w.profile)
-    bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    bound = w.slo.ttft_bound()
     return sum(1 for t in got.ttft_s if t * 1e3 > bound.ms) / max(len(got.ttft_s), 1)
 
 
@@ -151,7 +150,7 @@ def size_one(job: tuple[Config, int]) -> Sized:
     cfg, most = job
     w = _WORK
     assert w is not None
-    ttft_bound = next(b for b in w.slo.capacity_bounds() if b.metric == "ttft")
+    ttft_bound = w.slo.ttft_bound()
     floor = floor_share(cfg)
     tokens = sum(r.tokens for r in w.trace.requests) / max(len(w.trace.requests), 1)
     at: dict[int, Tried] = {}
@@ -200,7 +199,7 @@ def size(
             {r.conversation if r.conversation is not None else -1 - i for i, r in enumerate(trace.requests)}
         )
         cap = max(1.0, min(cap, convs / max(load.concurrency or 1, 1)))
-    _WORK = Work(trace, profile, slo, load, router, most, node, levers, n_rows, cap)
+    _WORK = Work(trace, profile, slo, load, router, node, levers, n_rows, cap)
     # on --tp N (one card cannot serve the input: every candidate starts there) a replica takes N GPUs
     tp = {c: _tp(a) for c in configs}
     jobs = [(c, max(1, most // tp[c])) for c in configs]

@@ -50,7 +50,7 @@ def _load_words(load: Load) -> str:
 
 
 def _ttft_bound(slo: Slo) -> tuple[float, float]:
-    b = next(b for b in slo.capacity_bounds() if b.metric == "ttft")
+    b = slo.ttft_bound()
     return b.percentile, b.ms
 
 

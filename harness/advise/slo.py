@@ -49,6 +49,10 @@ class Slo:
             out.append(Bound("tpot", DEFAULT_PERCENTILE, self.tpot_ms))
         return tuple(out)
 
+    def ttft_bound(self) -> Bound:
+        """The TTFT percentile bound capacity is judged by (there is always one)."""
+        return next(b for b in self.capacity_bounds() if b.metric == "ttft")
+
     def describe(self) -> str:
         """The capacity SLO in words, as every output states it."""
         return ", ".join(b.describe() for b in self.capacity_bounds())

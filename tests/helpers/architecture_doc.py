@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.helpers.commands_doc import write_or_check
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
@@ -74,20 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/architecture.md's list differs")
     args = ap.parse_args(argv)
-    old = DOC.read_text(encoding="utf-8")
-    text = render(old)
-    if args.check:
-        if old != text:
-            print(
-                f"{DOC}: the module list differs from the docstrings; "
-                "run .venv/bin/python -m tests.helpers.architecture_doc",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
-    return 0
+    text = render(DOC.read_text(encoding="utf-8"))
+    what = "the module list differs from the docstrings"
+    return write_or_check(DOC, text, args.check, what, "architecture_doc")
 
 
 if __name__ == "__main__":

@@ -74,17 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/commands.md differs")
     args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(
-                f"{DOC}: differs from the parsers; run .venv/bin/python -m tests.helpers.commands_doc",
-                file=sys.stderr,
-            )
+    return write_or_check(DOC, render(), args.check, "differs from the parsers", "commands_doc")
+
+
+def write_or_check(doc: Path, text: str, check: bool, what: str, module: str) -> int:
+    """A generated page: written, or with `check` compared (1 and a line naming the fix when it differs)."""
+    if check:
+        if not doc.exists() or doc.read_text(encoding="utf-8") != text:
+            print(f"{doc}: {what}; run .venv/bin/python -m tests.helpers.{module}", file=sys.stderr)
             return 1
         return 0
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
+    doc.write_text(text, encoding="utf-8")
+    print(f"wrote {doc}")
     return 0
 
 
