@@ -181,8 +181,9 @@ def test_bad_mooncake_input(tmp_path: Path) -> None:
     assert "line 2: hash_ids: 3 ids, but input_length 600 allows at most 2" in _error(
         tmp_path, {"path": str(trace)}
     )
-    assert "workload.format: expected one of mooncake, conversations, requests, bailian, agentic, got 'csv'" in _error(
-        tmp_path, {"path": str(trace), "format": "csv"}
+    assert (
+        "workload.format: expected one of mooncake, conversations, requests, bailian, agentic, got 'csv'"
+        in _error(tmp_path, {"path": str(trace), "format": "csv"})
     )
 
 
